@@ -1,0 +1,1 @@
+//! Shared helpers for seglog's benchmarks: workload generation.

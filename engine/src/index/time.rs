@@ -1,0 +1,256 @@
+//! The time index (`.timeindex`): `max timestamp so far -> offset` entries, Kafka's `TimeIndex`.
+//! An entry is appended only when the timestamp grows, so the file stays sorted on both fields
+//! even when record timestamps arrive out of order.
+
+use std::sync::Arc;
+
+use super::{index_slot_range_for, IndexFile, WARM_SECTION_BYTES};
+use crate::error::{Error, Result};
+use crate::format::batch::NO_TIMESTAMP;
+use crate::format::index_entry::{round_down, TimeEntry, TIME_ENTRY_SIZE};
+use crate::io::IoFile;
+
+const WARM_ENTRIES: usize = WARM_SECTION_BYTES / TIME_ENTRY_SIZE;
+
+/// A timestamp and the absolute offset a time index entry maps it to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimestampOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+}
+
+/// A segment's time index.
+#[derive(Debug)]
+pub struct TimeIndex {
+    base_offset: i64,
+    inner: IndexFile,
+}
+
+impl TimeIndex {
+    /// A new, empty index; its file (if any) is preallocated to `max_index_bytes` rounded down to
+    /// 12.
+    pub fn create(base_offset: i64, max_index_bytes: u32, file: Option<Arc<dyn IoFile>>) -> Result<Self> {
+        let cap = round_down(max_index_bytes as u64, TIME_ENTRY_SIZE as u64);
+        let mut inner = IndexFile {
+            bytes: Vec::new(),
+            entry_size: TIME_ENTRY_SIZE,
+            max_entries: (cap / TIME_ENTRY_SIZE as u64) as usize,
+            file,
+            flushed_entries: 0,
+            file_len: 0,
+        };
+        inner.resize_file(cap)?;
+        Ok(TimeIndex { base_offset, inner })
+    }
+
+    /// An index from an existing file's contents; every whole 12-byte entry counts.
+    pub fn from_bytes(
+        base_offset: i64,
+        mut bytes: Vec<u8>,
+        max_index_bytes: u32,
+        file: Option<Arc<dyn IoFile>>,
+    ) -> Self {
+        let file_len = bytes.len() as u64;
+        bytes.truncate(round_down(bytes.len() as u64, TIME_ENTRY_SIZE as u64) as usize);
+        let cap = round_down(max_index_bytes as u64, TIME_ENTRY_SIZE as u64).max(bytes.len() as u64);
+        let entries = bytes.len() / TIME_ENTRY_SIZE;
+        TimeIndex {
+            base_offset,
+            inner: IndexFile {
+                bytes,
+                entry_size: TIME_ENTRY_SIZE,
+                max_entries: (cap / TIME_ENTRY_SIZE as u64) as usize,
+                file,
+                flushed_entries: entries,
+                file_len,
+            },
+        }
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    pub fn entries(&self) -> usize {
+        self.inner.entries()
+    }
+    pub fn max_entries(&self) -> usize {
+        self.inner.max_entries
+    }
+    /// Kafka's `isFull`: the last slot is reserved for the entry written at roll.
+    pub fn is_full(&self) -> bool {
+        self.entries() + 1 >= self.inner.max_entries
+    }
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.inner.bytes
+    }
+
+    pub fn entry(&self, slot: usize) -> TimestampOffset {
+        let e = TimeEntry::decode(&self.inner.bytes, slot);
+        TimestampOffset {
+            timestamp: e.timestamp,
+            offset: self.base_offset + e.relative_offset as i64,
+        }
+    }
+
+    /// The last entry, or `(-1, base_offset)` when empty.
+    pub fn last_entry(&self) -> TimestampOffset {
+        match self.entries() {
+            0 => TimestampOffset { timestamp: NO_TIMESTAMP, offset: self.base_offset },
+            n => self.entry(n - 1),
+        }
+    }
+
+    /// Kafka's `maybeAppend`: appends `(timestamp, offset)` only if the timestamp is larger than
+    /// the last entry's. An equal pair is ignored (the roll/close case); going backwards in
+    /// offset or time is an error.
+    pub fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) -> Result<()> {
+        if !skip_full_check && self.is_full() {
+            return Err(self.err(format!("append of ({timestamp}, {offset}) to a full time index")));
+        }
+        let last = self.last_entry();
+        if self.entries() > 0 && offset < last.offset {
+            return Err(self.err(format!(
+                "append of offset {offset} below the last entry's offset {}",
+                last.offset
+            )));
+        }
+        if self.entries() > 0 && timestamp < last.timestamp {
+            return Err(self.err(format!(
+                "append of timestamp {timestamp} below the last entry's timestamp {}",
+                last.timestamp
+            )));
+        }
+        if timestamp > last.timestamp {
+            if self.entries() >= self.inner.max_entries {
+                return Err(self.err(format!("time index has no room for ({timestamp}, {offset})")));
+            }
+            let rel = offset - self.base_offset;
+            if !(0..=i32::MAX as i64).contains(&rel) {
+                return Err(self.err(format!("offset {offset} does not fit relative to {}", self.base_offset)));
+            }
+            let e = TimeEntry { timestamp, relative_offset: rel as i32 };
+            self.inner.bytes.extend_from_slice(&e.encode());
+        }
+        Ok(())
+    }
+
+    /// Kafka's `lookup`: the largest entry with timestamp `<= target`, or `(-1, base_offset)`.
+    pub fn lookup(&self, target: i64) -> TimestampOffset {
+        let b = &self.inner.bytes;
+        let r = index_slot_range_for(self.entries(), WARM_ENTRIES, target, |i| TimeEntry::decode(b, i).timestamp);
+        if r.lower < 0 {
+            TimestampOffset { timestamp: NO_TIMESTAMP, offset: self.base_offset }
+        } else {
+            self.entry(r.lower as usize)
+        }
+    }
+
+    /// Kafka's `truncateTo`: removes entries whose offset is `>= offset`.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
+        let b = &self.inner.bytes;
+        let base = self.base_offset;
+        let r = index_slot_range_for(self.entries(), WARM_ENTRIES, offset, |i| {
+            base + TimeEntry::decode(b, i).relative_offset as i64
+        });
+        let keep = if r.lower < 0 {
+            0
+        } else if self.entry(r.lower as usize).offset == offset {
+            r.lower as usize
+        } else {
+            r.lower as usize + 1
+        };
+        self.inner.truncate_entries(keep)
+    }
+
+    pub fn reset(&mut self) -> Result<()> {
+        self.inner.truncate_entries(0)
+    }
+
+    /// Kafka's `sanityCheck`.
+    pub fn sanity_check(&self) -> std::result::Result<(), String> {
+        if self.inner.file_len % TIME_ENTRY_SIZE as u64 != 0 {
+            return Err(format!(
+                "time index file size {} is not a multiple of {TIME_ENTRY_SIZE}",
+                self.inner.file_len
+            ));
+        }
+        if self.entries() > 0 {
+            let first = self.entry(0);
+            let last = self.last_entry();
+            if last.timestamp < first.timestamp {
+                return Err(format!(
+                    "last timestamp {} is below the first {}",
+                    last.timestamp, first.timestamp
+                ));
+            }
+            if last.offset < self.base_offset {
+                return Err(format!("last offset {} is below the base offset {}", last.offset, self.base_offset));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn flush(&mut self) -> Result<()> {
+        self.inner.flush()
+    }
+    pub fn trim_to_valid_size(&mut self) -> Result<()> {
+        self.inner.trim()
+    }
+    pub fn resize(&mut self, max_index_bytes: u32) -> Result<()> {
+        let cap = round_down(max_index_bytes as u64, TIME_ENTRY_SIZE as u64);
+        self.inner.max_entries = (cap / TIME_ENTRY_SIZE as u64) as usize;
+        self.inner.resize_file(cap.max((self.entries() * TIME_ENTRY_SIZE) as u64))
+    }
+    pub fn set_file(&mut self, file: Option<Arc<dyn IoFile>>) {
+        if let Some(f) = &file {
+            self.inner.file_len = f.len().unwrap_or(self.inner.file_len);
+        }
+        self.inner.file = file;
+    }
+    pub fn file(&self) -> Option<&Arc<dyn IoFile>> {
+        self.inner.file.as_ref()
+    }
+
+    fn err(&self, detail: String) -> Error {
+        Error::CorruptIndex {
+            path: self
+                .inner
+                .file
+                .as_ref()
+                .map(|f| f.path().to_path_buf())
+                .unwrap_or_else(|| "<memory>".into()),
+            detail,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_only_when_timestamp_grows() {
+        let mut t = TimeIndex::create(100, 12 * 10, None).unwrap();
+        t.maybe_append(1000, 110, false).unwrap();
+        t.maybe_append(1000, 120, false).unwrap(); // same ts: ignored
+        t.maybe_append(1005, 130, false).unwrap();
+        assert_eq!(t.entries(), 2);
+        assert!(t.maybe_append(999, 140, false).is_err());
+        assert!(t.maybe_append(2000, 105, false).is_err());
+        t.maybe_append(1005, 130, true).unwrap(); // the roll case: equal pair ignored
+        assert_eq!(t.lookup(999), TimestampOffset { timestamp: -1, offset: 100 });
+        assert_eq!(t.lookup(1004).offset, 110);
+        assert_eq!(t.lookup(5000).offset, 130);
+    }
+
+    #[test]
+    fn last_slot_reserved_for_roll() {
+        let mut t = TimeIndex::create(0, 36, None).unwrap(); // 3 slots
+        t.maybe_append(1, 1, false).unwrap();
+        t.maybe_append(2, 2, false).unwrap();
+        assert!(t.is_full());
+        assert!(t.maybe_append(3, 3, false).is_err());
+        t.maybe_append(3, 3, true).unwrap();
+        assert_eq!(t.entries(), 3);
+    }
+}

@@ -1,0 +1,158 @@
+//! Plain std files: `pread`/`pwrite`, `fdatasync`, `ftruncate`, `fallocate`. The portable backend
+//! and the fallback when io_uring is unavailable.
+#![allow(unsafe_code)]
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{IoFile, OpenMode, Storage};
+use crate::error::{Error, Result};
+
+/// Std-backed storage. `file_mode`/`dir_mode` are the permissions of created files and
+/// directories (owner-only by default, as log directories hold user data).
+#[derive(Debug, Clone)]
+pub struct StdStorage {
+    pub file_mode: u32,
+    pub dir_mode: u32,
+}
+
+impl Default for StdStorage {
+    fn default() -> Self {
+        StdStorage {
+            file_mode: 0o600,
+            dir_mode: 0o700,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct StdFile {
+    file: File,
+    path: PathBuf,
+}
+
+impl IoFile for StdFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> Result<usize> {
+        loop {
+            match self.file.read_at(buf, pos) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::io("read", &self.path, e)),
+            }
+        }
+    }
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> Result<()> {
+        self.file
+            .write_all_at(buf, pos)
+            .map_err(|e| Error::io("write", &self.path, e))
+    }
+    fn sync_data(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io("fdatasync", &self.path, e))
+    }
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.file
+            .set_len(len)
+            .map_err(|e| Error::io("truncate", &self.path, e))
+    }
+    fn allocate(&self, len: u64) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: fallocate takes a file descriptor we own for the duration of the call and
+        // plain integers; it touches no memory of ours.
+        let rc = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_KEEP_SIZE,
+                0,
+                len as libc::off_t,
+            )
+        };
+        if rc != 0 {
+            return Err(Error::io("fallocate", &self.path, std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+    fn len(&self) -> Result<u64> {
+        self.file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|e| Error::io("stat", &self.path, e))
+    }
+    fn modified_ms(&self) -> Result<i64> {
+        let m = self
+            .file
+            .metadata()
+            .and_then(|m| m.modified())
+            .map_err(|e| Error::io("stat", &self.path, e))?;
+        Ok(m.duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0))
+    }
+}
+
+impl Storage for StdStorage {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn IoFile>> {
+        let mut o = OpenOptions::new();
+        o.read(true).mode(self.file_mode);
+        match mode {
+            OpenMode::Read => {}
+            OpenMode::ReadWrite => {
+                o.write(true);
+            }
+            OpenMode::CreateNew => {
+                o.write(true).create_new(true);
+            }
+            OpenMode::CreateTruncate => {
+                o.write(true).create(true).truncate(true);
+            }
+        }
+        let file = o.open(path).map_err(|e| Error::io("open", path, e))?;
+        Ok(Arc::new(StdFile {
+            file,
+            path: path.to_path_buf(),
+        }))
+    }
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(self.dir_mode)
+            .create(path)
+            .map_err(|e| Error::io("mkdir", path, e))
+    }
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        let rd = std::fs::read_dir(path).map_err(|e| Error::io("readdir", path, e))?;
+        let mut out = Vec::new();
+        for ent in rd {
+            let ent = ent.map_err(|e| Error::io("readdir", path, e))?;
+            if let Ok(name) = ent.file_name().into_string() {
+                out.push(name);
+            }
+        }
+        Ok(out)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::rename(from, to).map_err(|e| Error::io("rename", from, e))
+    }
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        std::fs::remove_file(path).map_err(|e| Error::io("unlink", path, e))
+    }
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        let d = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        d.sync_all().map_err(|e| Error::io("fsync", path, e))
+    }
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+    fn is_dir(&self, path: &Path) -> bool {
+        path.is_dir()
+    }
+}

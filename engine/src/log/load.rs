@@ -1,0 +1,227 @@
+//! Opening a partition directory (a subset of Kafka's `LogLoader`): leftover `.deleted` and
+//! `.cleaned` files are removed, orphan index files are removed, missing indexes are rebuilt,
+//! and, unless the last shutdown was clean, every segment from the recovery point on is
+//! revalidated batch by batch; the first invalid byte ends the log and later segments go.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::{Log, LogOptions};
+use crate::error::{Error, Result};
+use crate::format::filename::{FileKind, FileSuffix, SegmentFileName};
+use crate::segment::{ActiveSegment, Segment};
+
+/// What the caller knows about the previous shutdown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// The log was closed cleanly: indexes are sanity-checked, not rebuilt.
+    Clean,
+    /// The log may have crashed: segments holding offsets at or above this recovery point are
+    /// revalidated and their indexes rebuilt (0 = all of them).
+    FromRecoveryPoint(i64),
+}
+
+impl Default for Recovery {
+    fn default() -> Self {
+        Recovery::FromRecoveryPoint(0)
+    }
+}
+
+/// What loading did.
+#[derive(Debug, Default)]
+pub struct LoadReport {
+    pub segments: usize,
+    pub segments_recovered: usize,
+    /// Indexes rebuilt because they were missing or failed the sanity check.
+    pub indexes_rebuilt: usize,
+    /// `(file, valid bytes kept, bytes cut, why)` for each torn or corrupt tail.
+    pub truncations: Vec<(std::path::PathBuf, u64, u64, String)>,
+    /// Segments deleted because they followed a truncation.
+    pub segments_removed: Vec<i64>,
+    /// Leftover files deleted (`.deleted`, `.cleaned`, orphan indexes).
+    pub files_removed: Vec<String>,
+}
+
+pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)> {
+    options.config.validate()?;
+    let LogOptions { config, storage, clock, recovery, log_start_offset } = options;
+    let mut report = LoadReport::default();
+    if !storage.exists(dir) {
+        storage.create_dir_all(dir)?;
+        if let Some(parent) = dir.parent() {
+            if !parent.as_os_str().is_empty() {
+                storage.sync_dir(parent)?;
+            }
+        }
+    }
+    let mut names = storage.list_dir(dir)?;
+    names.sort();
+
+    // Pass 1: leftovers and the inventory.
+    let mut logs: BTreeMap<i64, ()> = BTreeMap::new();
+    let mut indexes: Vec<(SegmentFileName, String)> = Vec::new();
+    for name in &names {
+        let parsed = match SegmentFileName::parse(name) {
+            Ok(Some(p)) => p,
+            Ok(None) => continue,
+            Err(e) => {
+                return Err(Error::Corrupt { path: dir.join(name), pos: 0, source: e });
+            }
+        };
+        match parsed.suffix {
+            FileSuffix::Deleted | FileSuffix::Cleaned => {
+                storage.remove_file(&dir.join(name))?;
+                report.files_removed.push(name.clone());
+            }
+            FileSuffix::Swap => {
+                return Err(Error::InvalidConfig(format!(
+                    "{}: .swap files (an interrupted log-cleaner swap) are not supported yet; \
+                     move the file away or let Kafka finish the swap",
+                    dir.join(name).display()
+                )));
+            }
+            FileSuffix::None => match parsed.kind {
+                FileKind::Log => {
+                    logs.insert(parsed.base_offset, ());
+                }
+                FileKind::Index | FileKind::TimeIndex | FileKind::TxnIndex => indexes.push((parsed, name.clone())),
+                FileKind::Snapshot => {}
+            },
+        }
+    }
+    for (parsed, name) in indexes {
+        if !logs.contains_key(&parsed.base_offset) {
+            storage.remove_file(&dir.join(&name))?;
+            report.files_removed.push(name);
+        }
+    }
+    if report.files_removed.iter().any(|_| true) {
+        storage.sync_dir(dir)?;
+    }
+
+    let settings = crate::segment::SegmentSettings {
+        index_interval_bytes: config.index_interval_bytes,
+        segment_index_bytes: config.segment_index_bytes,
+        preallocate_bytes: if config.preallocate { config.segment_bytes } else { 0 },
+    };
+
+    // Pass 2: open every segment; rebuild missing indexes.
+    let mut segments: BTreeMap<i64, Segment> = BTreeMap::new();
+    for &base in logs.keys() {
+        let (mut seg, missing_index) = Segment::open_existing(&*storage, dir, base, settings)?;
+        if missing_index {
+            let r = seg.recover()?;
+            report.indexes_rebuilt += 1;
+            note_truncation(&mut report, &seg, &r);
+        }
+        segments.insert(base, seg);
+    }
+    report.segments = segments.len();
+
+    // Pass 3: recovery.
+    match recovery {
+        Recovery::Clean => {
+            for seg in segments.values_mut() {
+                if seg.sanity_check().is_err() {
+                    let r = seg.recover()?;
+                    report.indexes_rebuilt += 1;
+                    note_truncation(&mut report, seg, &r);
+                }
+            }
+        }
+        Recovery::FromRecoveryPoint(rp) => {
+            // Segments holding offsets >= rp: the floor segment of rp and everything after.
+            let start = segments.range(..=rp).next_back().map(|(b, _)| *b).unwrap_or(i64::MIN);
+            let bases: Vec<i64> = segments.range(start..).map(|(b, _)| *b).collect();
+            let mut truncated_at: Option<usize> = None;
+            for (i, base) in bases.iter().enumerate() {
+                let seg = segments.get_mut(base).expect("listed");
+                let r = seg.recover()?;
+                report.segments_recovered += 1;
+                report.indexes_rebuilt += 1;
+                if r.truncated_bytes > 0 {
+                    note_truncation(&mut report, seg, &r);
+                    truncated_at = Some(i);
+                    break;
+                }
+            }
+            if let Some(i) = truncated_at {
+                for base in &bases[i + 1..] {
+                    let seg = segments.remove(base).expect("listed");
+                    delete_segment_files(&*storage, &seg)?;
+                    report.segments_removed.push(*base);
+                }
+                storage.sync_dir(dir)?;
+            }
+        }
+    }
+
+    // The active segment is the last one; an empty log gets one at the log start offset.
+    let now = clock.now_ms();
+    let start = log_start_offset.unwrap_or(0).max(0);
+    let active = match segments.pop_last() {
+        Some((_, mut seg)) => {
+            seg.reload_max_timestamp()?;
+            seg.into_active(settings, now, 0)?
+        }
+        None => {
+            let seg = ActiveSegment::create(&*storage, dir, start, settings, now, 0)?;
+            storage.sync_dir(dir)?;
+            seg
+        }
+    };
+    let log_end_offset = active.read_next_offset()?;
+    let first_base = segments.keys().next().copied().unwrap_or(active.base_offset());
+    let log_start_offset = match log_start_offset {
+        Some(s) => s.max(first_base).min(log_end_offset),
+        None => first_base,
+    };
+    let recovery_point = match recovery {
+        Recovery::Clean => log_end_offset,
+        Recovery::FromRecoveryPoint(rp) => rp.min(log_end_offset),
+    };
+    let sealed = segments.into_iter().map(|(b, s)| (b, s.into_sealed())).collect();
+    let seed = now as u64 ^ (dir.as_os_str().len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut log = Log {
+        dir: dir.to_path_buf(),
+        config,
+        storage,
+        clock,
+        sealed,
+        active: Some(active),
+        log_start_offset,
+        log_end_offset,
+        high_watermark: log_end_offset,
+        recovery_point,
+        unflushed_messages: 0,
+        last_flush_ms: now,
+        failed: None,
+        rng: seed,
+    };
+    let jitter = log.next_jitter();
+    let settings = log.settings();
+    let active = log.active.take().expect("active");
+    let active = active.into_segment().into_active(settings, now, jitter)?;
+    log.active = Some(active);
+    Ok((log, report))
+}
+
+fn note_truncation(report: &mut LoadReport, seg: &Segment, r: &crate::segment::RecoveryResult) {
+    if r.truncated_bytes > 0 {
+        let why = r.first_error.as_ref().map(|e| e.to_string()).unwrap_or_else(|| "partial batch at the end".into());
+        report.truncations.push((seg.log_path(), r.valid_bytes as u64, r.truncated_bytes, why));
+    }
+}
+
+fn delete_segment_files(storage: &dyn crate::io::Storage, seg: &Segment) -> Result<()> {
+    for p in [seg.log_path(), seg.index_path(), seg.time_index_path()] {
+        if storage.exists(&p) {
+            storage.remove_file(&p)?;
+        }
+    }
+    let txn = seg.dir().join(crate::format::filename::txn_index_file_name(seg.base_offset()));
+    if storage.exists(&txn) {
+        storage.remove_file(&txn)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,416 @@
+//! A partition log: one directory of segments named by base offset, with an in-memory floor map
+//! from offset to segment, Kafka's leader and follower append paths, rolling, bounded fetches and
+//! timestamp lookups, and reopening of a directory written by seglog or by Kafka.
+//!
+//! A `Log` is single-threaded (`&mut self` for writes); the shard layer gives each log one owner.
+
+mod load;
+mod read;
+mod validate;
+
+pub use load::{LoadReport, Recovery};
+pub use read::{FetchData, ListOffset};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::config::{Clock, LogConfig, SystemClock, TimestampType};
+use crate::error::{Error, Result};
+use crate::format::batch::{self, BatchHeader};
+use crate::format::filename;
+use crate::io::Storage;
+use crate::segment::{ActiveSegment, SealedSegment, Segment, SegmentSettings};
+
+/// How a log is opened.
+#[derive(Clone, Debug)]
+pub struct LogOptions {
+    pub config: LogConfig,
+    pub storage: Arc<dyn Storage>,
+    pub clock: Arc<dyn Clock>,
+    /// What the caller knows about the last shutdown (from `.kafka_cleanshutdown` and the
+    /// recovery-point checkpoint). The default assumes nothing and revalidates every segment.
+    pub recovery: Recovery,
+    /// The log start offset from `log-start-offset-checkpoint`, if known.
+    pub log_start_offset: Option<i64>,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            config: LogConfig::default(),
+            storage: crate::io::default_storage(),
+            clock: Arc::new(SystemClock),
+            recovery: Recovery::default(),
+            log_start_offset: None,
+        }
+    }
+}
+
+impl LogOptions {
+    pub fn with_config(config: LogConfig) -> Self {
+        LogOptions { config, ..Default::default() }
+    }
+}
+
+/// What an append did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// The largest timestamp appended (the broker time for LogAppendTime).
+    pub max_timestamp: i64,
+    /// The last offset of the first batch holding `max_timestamp`.
+    pub shallow_offset_of_max_timestamp: i64,
+    /// The broker time stamped on LogAppendTime batches, -1 for CreateTime.
+    pub log_append_time_ms: i64,
+    pub batches: u32,
+    pub records: u64,
+    pub bytes: u64,
+    /// Base offset of the segment the batches went to, and their byte position in it.
+    pub segment_base_offset: i64,
+    pub position: u32,
+}
+
+/// A read-only description of one segment, for tools and tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentInfo {
+    pub base_offset: i64,
+    pub size: u32,
+    pub offset_index_entries: usize,
+    pub time_index_entries: usize,
+    pub max_timestamp: i64,
+    pub active: bool,
+}
+
+/// A partition directory.
+#[derive(Debug)]
+pub struct Log {
+    dir: PathBuf,
+    config: LogConfig,
+    storage: Arc<dyn Storage>,
+    clock: Arc<dyn Clock>,
+    sealed: BTreeMap<i64, SealedSegment>,
+    active: Option<ActiveSegment>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+    high_watermark: i64,
+    recovery_point: i64,
+    unflushed_messages: i64,
+    last_flush_ms: i64,
+    failed: Option<String>,
+    rng: u64,
+}
+
+impl Log {
+    /// Opens (creating if needed) the partition directory `dir`.
+    pub fn open(dir: impl AsRef<Path>, options: LogOptions) -> Result<Log> {
+        Log::open_with_report(dir, options).map(|(log, _)| log)
+    }
+
+    /// [`Log::open`] that also says what loading did (segments recovered, bytes truncated).
+    pub fn open_with_report(dir: impl AsRef<Path>, options: LogOptions) -> Result<(Log, LoadReport)> {
+        load::open(dir.as_ref(), options)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+    /// The offset the next appended record will get (Kafka's LEO).
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset
+    }
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+    /// Offsets below this are known to be on disk (fsynced).
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+    /// Sets the high watermark (clamped to `[log_start_offset, log_end_offset]`); fetches bounded by
+    /// it see nothing at or above it.
+    pub fn set_high_watermark(&mut self, offset: i64) {
+        self.high_watermark = offset.clamp(self.log_start_offset, self.log_end_offset);
+    }
+
+    pub fn active_segment(&self) -> &ActiveSegment {
+        self.active.as_ref().expect("a log always has an active segment")
+    }
+    fn active_mut(&mut self) -> &mut ActiveSegment {
+        self.active.as_mut().expect("a log always has an active segment")
+    }
+
+    /// All segments in offset order, the active one last.
+    pub fn segments(&self) -> impl Iterator<Item = &Segment> {
+        self.sealed.values().map(|s| &**s).chain(std::iter::once(&**self.active_segment()))
+    }
+
+    pub fn segment_infos(&self) -> Vec<SegmentInfo> {
+        let active_base = self.active_segment().base_offset();
+        self.segments()
+            .map(|s| SegmentInfo {
+                base_offset: s.base_offset(),
+                size: s.size(),
+                offset_index_entries: s.offset_index().entries(),
+                time_index_entries: s.time_index().entries(),
+                max_timestamp: s.max_timestamp_so_far().timestamp,
+                active: s.base_offset() == active_base,
+            })
+            .collect()
+    }
+
+    /// The segment holding `offset`: the one with the greatest base offset `<= offset`.
+    pub fn floor_segment(&self, offset: i64) -> Option<&Segment> {
+        let active = self.active_segment();
+        if offset >= active.base_offset() {
+            return Some(&**active);
+        }
+        self.sealed.range(..=offset).next_back().map(|(_, s)| &**s)
+    }
+
+    /// Segments from the one holding `offset` onwards.
+    fn segments_from(&self, offset: i64) -> Vec<&Segment> {
+        let start = self.floor_segment(offset).map(|s| s.base_offset()).unwrap_or(i64::MIN);
+        self.segments().filter(|s| s.base_offset() >= start).collect()
+    }
+
+    /// Total bytes of all segments.
+    pub fn size_in_bytes(&self) -> u64 {
+        self.segments().map(|s| s.size() as u64).sum()
+    }
+
+    fn check_not_failed(&self) -> Result<()> {
+        match &self.failed {
+            Some(reason) => Err(Error::Failed { dir: self.dir.clone(), reason: reason.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs an I/O step that changes the log; on failure the log refuses further appends.
+    fn guard<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if matches!(e, Error::Io { .. }) && self.failed.is_none() {
+                self.failed = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    fn settings(&self) -> SegmentSettings {
+        SegmentSettings {
+            index_interval_bytes: self.config.index_interval_bytes,
+            segment_index_bytes: self.config.segment_index_bytes,
+            preallocate_bytes: if self.config.preallocate { self.config.segment_bytes } else { 0 },
+        }
+    }
+
+    fn next_jitter(&mut self) -> i64 {
+        // xorshift64*: jitter needs spread, not cryptographic quality.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        let r = self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D);
+        self.config.random_segment_jitter_ms(r)
+    }
+
+    /// Leader append (Kafka's `appendAsLeader`): validates every batch, assigns offsets from the
+    /// log end by stamping baseOffset and partitionLeaderEpoch in place (both outside the CRC),
+    /// stamps LogAppendTime when configured (which recomputes the CRC), rolls if needed, and
+    /// appends. `records` holds one or more whole v2 batches as a producer sent them (base offset
+    /// 0). On any refusal the log is unchanged.
+    pub fn append_as_leader(&mut self, records: &mut [u8], leader_epoch: i32) -> Result<AppendInfo> {
+        self.check_not_failed()?;
+        let now = self.clock.now_ms();
+        let checked = validate::validate_leader(records, &self.config, now)?;
+        if records.len() as u64 > self.config.segment_bytes as u64 {
+            return Err(Error::RecordTooLarge {
+                at: 0,
+                size: records.len() as u64,
+                limit: self.config.segment_bytes as u64,
+                limit_name: "segment.bytes",
+            });
+        }
+        let mut next = self.log_end_offset;
+        let log_append = self.config.message_timestamp_type == TimestampType::LogAppendTime;
+        let mut headers = Vec::with_capacity(checked.len());
+        for cb in &checked {
+            let size = cb.header.size_in_bytes() as usize;
+            let b = &mut records[cb.at..cb.at + size];
+            batch::set_base_offset(b, next);
+            batch::set_partition_leader_epoch(b, leader_epoch);
+            if log_append {
+                batch::set_max_timestamp(b, TimestampType::LogAppendTime, now);
+            } else {
+                batch::set_max_timestamp(b, TimestampType::CreateTime, cb.max_timestamp);
+            }
+            let h = BatchHeader::parse(b).map_err(|source| Error::InvalidBatch { at: cb.at, source })?;
+            next = h.next_offset();
+            headers.push(h);
+        }
+        let mut info = self.append_batches(records, &headers)?;
+        info.log_append_time_ms = if log_append { now } else { -1 };
+        Ok(info)
+    }
+
+    /// Follower append (Kafka's `appendAsFollower`): batches keep their offsets, which must
+    /// continue the log (gaps from compaction are allowed, going backwards is not). Refusals leave
+    /// the log unchanged.
+    pub fn append_as_follower(&mut self, records: &[u8]) -> Result<AppendInfo> {
+        self.check_not_failed()?;
+        let checked = validate::validate_follower(records, &self.config, self.log_end_offset)?;
+        if records.len() as u64 > self.config.segment_bytes as u64 {
+            return Err(Error::RecordTooLarge {
+                at: 0,
+                size: records.len() as u64,
+                limit: self.config.segment_bytes as u64,
+                limit_name: "segment.bytes",
+            });
+        }
+        let headers: Vec<BatchHeader> = checked.iter().map(|c| c.header).collect();
+        let mut info = self.append_batches(records, &headers)?;
+        info.log_append_time_ms = -1;
+        Ok(info)
+    }
+
+    fn append_batches(&mut self, records: &[u8], headers: &[BatchHeader]) -> Result<AppendInfo> {
+        let first = headers[0];
+        let last = headers[headers.len() - 1];
+        let mut max_ts = batch::NO_TIMESTAMP;
+        let mut shallow = first.last_offset();
+        let mut count: u64 = 0;
+        for h in headers {
+            if h.max_timestamp > max_ts {
+                max_ts = h.max_timestamp;
+                shallow = h.last_offset();
+            }
+            count += h.records_count.max(0) as u64;
+        }
+        self.maybe_roll(records.len() as u32, max_ts, last.last_offset(), first.base_offset)?;
+        let active = self.active.as_mut().expect("active segment");
+        let position = active.size();
+        let base = active.base_offset();
+        let r = active.append(records, headers);
+        self.guard(r)?;
+        self.log_end_offset = last.next_offset();
+        self.unflushed_messages += count as i64;
+        let info = AppendInfo {
+            first_offset: first.base_offset,
+            last_offset: last.last_offset(),
+            max_timestamp: max_ts,
+            shallow_offset_of_max_timestamp: shallow,
+            log_append_time_ms: -1,
+            batches: headers.len() as u32,
+            records: count,
+            bytes: records.len() as u64,
+            segment_base_offset: base,
+            position,
+        };
+        self.maybe_flush()?;
+        Ok(info)
+    }
+
+    /// Flushes when `flush.messages` or `flush.ms` say so (both off by default, as in Kafka).
+    fn maybe_flush(&mut self) -> Result<()> {
+        let now = self.clock.now_ms();
+        if self.unflushed_messages >= self.config.flush_messages
+            || (self.config.flush_ms != i64::MAX && now.saturating_sub(self.last_flush_ms) >= self.config.flush_ms)
+        {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Kafka's `maybeRoll`.
+    fn maybe_roll(&mut self, messages_size: u32, max_ts: i64, max_offset: i64, first_offset: i64) -> Result<()> {
+        let now = self.clock.now_ms();
+        let (segment_bytes, segment_ms) = (self.config.segment_bytes, self.config.segment_ms);
+        let r = self.active_mut().should_roll(segment_bytes, segment_ms, messages_size, max_ts, max_offset, now);
+        if self.guard(r)? {
+            self.roll(Some(first_offset))?;
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment and starts a new one at `max(expected_next_offset, log end)`
+    /// (Kafka's `roll`). An empty active segment at that offset is replaced (KAFKA-6388).
+    pub fn roll(&mut self, expected_next_offset: Option<i64>) -> Result<()> {
+        self.check_not_failed()?;
+        let new_base = expected_next_offset.unwrap_or(0).max(self.log_end_offset);
+        let now = self.clock.now_ms();
+        let jitter = self.next_jitter();
+        let settings = self.settings();
+        let storage = self.storage.clone();
+        let active = self.active.take().expect("active segment");
+        if active.base_offset() == new_base {
+            if active.size() == 0 {
+                // Replace the empty active segment in place.
+                let seg = active.into_segment();
+                drop(seg);
+                let r = ActiveSegment::create(&*storage, &self.dir, new_base, settings, now, jitter);
+                let seg = self.guard(r)?;
+                self.active = Some(seg);
+                return Ok(());
+            }
+            self.active = Some(active);
+            return Err(Error::InvalidRecord {
+                at: 0,
+                detail: format!("cannot roll to {new_base}: the active segment already starts there"),
+            });
+        }
+        let old_base = active.base_offset();
+        let sealed = match active.seal() {
+            Ok(s) => s,
+            Err(e) => {
+                self.failed = Some(e.to_string());
+                return Err(e);
+            }
+        };
+        self.sealed.insert(old_base, sealed);
+        for name in [
+            filename::log_file_name(new_base),
+            filename::index_file_name(new_base),
+            filename::time_index_file_name(new_base),
+        ] {
+            let p = self.dir.join(name);
+            if storage.exists(&p) {
+                let r = storage.remove_file(&p);
+                self.guard(r)?;
+            }
+        }
+        let r = ActiveSegment::create(&*storage, &self.dir, new_base, settings, now, jitter);
+        let seg = self.guard(r)?;
+        self.active = Some(seg);
+        let r = storage.sync_dir(&self.dir);
+        self.guard(r)?;
+        // Everything below the new segment was fsynced by seal().
+        self.recovery_point = self.recovery_point.max(new_base);
+        Ok(())
+    }
+
+    /// Writes pending index entries and fsyncs the active segment; advances the recovery point to
+    /// the log end.
+    pub fn flush(&mut self) -> Result<()> {
+        self.check_not_failed()?;
+        let r = self.active_mut().flush();
+        self.guard(r)?;
+        self.recovery_point = self.log_end_offset;
+        self.unflushed_messages = 0;
+        self.last_flush_ms = self.clock.now_ms();
+        Ok(())
+    }
+
+    /// Clean close: final time-index entry, indexes trimmed, everything fsynced.
+    pub fn close(mut self) -> Result<()> {
+        self.check_not_failed()?;
+        let active = self.active.take().expect("active segment");
+        active.close()?;
+        self.storage.sync_dir(&self.dir)
+    }
+}
+

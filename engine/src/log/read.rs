@@ -1,0 +1,136 @@
+//! Reads: fetch by offset (bounded by bytes and by an upper offset such as the high watermark),
+//! and offset lookup by timestamp with Kafka's special values.
+
+use super::Log;
+use crate::error::{Error, Result};
+use crate::segment::TimestampAndOffset;
+
+/// Kafka's special `ListOffsets` timestamps, and a plain timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListOffset {
+    /// -2: the log start offset.
+    Earliest,
+    /// -1: the log end offset.
+    Latest,
+    /// -3: the offset of the record with the largest timestamp.
+    MaxTimestamp,
+    /// -4: the earliest offset kept locally (the log start offset without tiered storage).
+    EarliestLocal,
+    /// A timestamp in ms: the first record with timestamp >= it.
+    Timestamp(i64),
+}
+
+impl ListOffset {
+    /// Kafka's wire values: -1, -2, -3 and -4 are special, anything else is a timestamp.
+    pub fn from_kafka(ts: i64) -> ListOffset {
+        match ts {
+            -1 => ListOffset::Latest,
+            -2 => ListOffset::Earliest,
+            -3 => ListOffset::MaxTimestamp,
+            -4 => ListOffset::EarliestLocal,
+            t => ListOffset::Timestamp(t),
+        }
+    }
+}
+
+/// The result of a fetch: whole batches, and the offsets a consumer needs beside them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FetchData {
+    /// Whole batches, back to back, exactly as stored.
+    pub records: Vec<u8>,
+    /// The base offset of the segment read and the byte position of the first batch returned.
+    pub segment_base_offset: i64,
+    pub position: u32,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+impl Log {
+    /// Reads whole batches starting with the one holding `start_offset`: at most `max_bytes`
+    /// (but at least one whole batch when `min_one`), never reaching `upper_bound` (exclusive;
+    /// `None` = the log end; a broker passes its high watermark). Kafka's `read`, except that the
+    /// result never ends in a partial batch. `start_offset` outside `[log start, log end]` is
+    /// [`Error::OffsetOutOfRange`]; at the log end the result is empty.
+    pub fn read(&self, start_offset: i64, max_bytes: u32, upper_bound: Option<i64>, min_one: bool) -> Result<FetchData> {
+        let mut out = FetchData {
+            high_watermark: self.high_watermark,
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+            ..Default::default()
+        };
+        if start_offset < self.log_start_offset || start_offset > self.log_end_offset {
+            return Err(Error::OffsetOutOfRange {
+                offset: start_offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.log_end_offset,
+            });
+        }
+        let upper = upper_bound.unwrap_or(self.log_end_offset).min(self.log_end_offset);
+        if start_offset >= upper {
+            out.segment_base_offset = self.active_segment().base_offset();
+            out.position = self.active_segment().size();
+            return Ok(out);
+        }
+        // Where the upper bound sits: the start of the batch holding it.
+        let (upper_base, upper_pos) = if upper == self.log_end_offset {
+            (self.active_segment().base_offset(), self.active_segment().size())
+        } else {
+            let seg = self.floor_segment(upper).ok_or(Error::OffsetOutOfRange {
+                offset: upper,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.log_end_offset,
+            })?;
+            let pos = seg.translate_offset(upper, 0)?.map(|p| p.position).unwrap_or(seg.size());
+            (seg.base_offset(), pos)
+        };
+        for seg in self.segments_from(start_offset) {
+            if seg.base_offset() > upper_base {
+                break;
+            }
+            let max_position = if seg.base_offset() == upper_base { upper_pos } else { seg.size() };
+            if let Some(r) = seg.read(start_offset, max_bytes, max_position, min_one)? {
+                out.records = r.bytes;
+                out.segment_base_offset = seg.base_offset();
+                out.position = r.position;
+                return Ok(out);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Kafka's `fetchOffsetByTimestamp`. For a timestamp: the first segment whose largest
+    /// timestamp is `>=` it, then its time index floor, then a record-level scan. `None` when no
+    /// record is that recent.
+    pub fn offset_for_time(&self, target: ListOffset) -> Result<Option<TimestampAndOffset>> {
+        match target {
+            ListOffset::Earliest | ListOffset::EarliestLocal => Ok(Some(TimestampAndOffset {
+                timestamp: -1,
+                offset: self.log_start_offset,
+                leader_epoch: None,
+            })),
+            ListOffset::Latest => Ok(Some(TimestampAndOffset { timestamp: -1, offset: self.log_end_offset, leader_epoch: None })),
+            ListOffset::MaxTimestamp => {
+                // The first segment with the largest max timestamp.
+                let mut best: Option<&crate::segment::Segment> = None;
+                for s in self.segments() {
+                    if best.is_none_or(|b| s.max_timestamp_so_far().timestamp > b.max_timestamp_so_far().timestamp) {
+                        best = Some(s);
+                    }
+                }
+                match best {
+                    Some(s) => s.offset_of_max_timestamp(),
+                    None => Ok(None),
+                }
+            }
+            ListOffset::Timestamp(ts) => {
+                for s in self.segments() {
+                    if s.largest_timestamp()? >= ts {
+                        return s.find_offset_by_timestamp(ts, self.log_start_offset);
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+}

@@ -1,0 +1,730 @@
+//! One segment: a `.log` file of v2 batches with its `.index` and `.timeindex`, named by its base
+//! offset.
+//!
+//! [`ActiveSegment`] takes appends and applies Kafka's index rule; [`ActiveSegment::seal`] writes
+//! the final time-index entry, trims both indexes and the log, and returns a [`SealedSegment`],
+//! which can only be read. Both dereference to [`Segment`], which holds the read paths: offset ->
+//! position (phase 1: index floor, phase 2: header walk), reads bounded by a position, timestamp
+//! -> offset, and recovery (revalidate every batch, rebuild both indexes, cut a torn tail).
+//!
+//! A segment never decides policy (when to roll, what to fsync): the partition log does.
+
+mod scan;
+
+pub use scan::{BatchScanner, ScannedBatch, SCAN_WINDOW_BYTES};
+
+use std::ops::{Deref, DerefMut};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::batch::{self, NO_PARTITION_LEADER_EPOCH};
+use crate::format::filename;
+use crate::format::record;
+use crate::index::{OffsetIndex, TimeIndex, TimestampOffset};
+use crate::io::{IoFile, OpenMode, Storage};
+
+/// Where the first batch with `last_offset >= target` sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogOffsetPosition {
+    /// The last offset of the batch found.
+    pub offset: i64,
+    pub position: u32,
+    pub size: u32,
+}
+
+/// A record found by a timestamp search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimestampAndOffset {
+    pub timestamp: i64,
+    pub offset: i64,
+    /// The partition leader epoch of the batch holding it, if it has one.
+    pub leader_epoch: Option<i32>,
+}
+
+/// Bytes read from a segment: whole batches starting at `position`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SegmentRead {
+    pub position: u32,
+    pub bytes: Vec<u8>,
+}
+
+/// What a phase-2 walk cost: bytes between the index entry and the hit, batches stepped over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalkCost {
+    pub start_position: u32,
+    pub bytes_scanned: u32,
+    pub hops: u32,
+}
+
+/// What recovering one segment found.
+#[derive(Debug, Default)]
+pub struct RecoveryResult {
+    pub valid_bytes: u32,
+    pub truncated_bytes: u64,
+    /// The error that ended the valid prefix, if the file had bytes after it.
+    pub first_error: Option<Error>,
+    pub batches: u64,
+    /// `(epoch, start offset)` at each leader epoch change seen.
+    pub epoch_starts: Vec<(i32, i64)>,
+}
+
+/// The state and read paths shared by active and sealed segments.
+#[derive(Debug)]
+pub struct Segment {
+    base_offset: i64,
+    dir: PathBuf,
+    log: Arc<dyn IoFile>,
+    size: u32,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    max_timestamp_so_far: TimestampOffset,
+    index_interval_bytes: u32,
+}
+
+impl Segment {
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    /// Bytes of valid data in the `.log` file.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join(filename::log_file_name(self.base_offset))
+    }
+    pub fn index_path(&self) -> PathBuf {
+        self.dir.join(filename::index_file_name(self.base_offset))
+    }
+    pub fn time_index_path(&self) -> PathBuf {
+        self.dir.join(filename::time_index_file_name(self.base_offset))
+    }
+    pub fn log_file(&self) -> &Arc<dyn IoFile> {
+        &self.log
+    }
+    pub fn offset_index(&self) -> &OffsetIndex {
+        &self.offset_index
+    }
+    pub fn time_index(&self) -> &TimeIndex {
+        &self.time_index
+    }
+    /// The largest batch max-timestamp seen and the last offset of the (first) batch holding it;
+    /// `(-1, base)` when no batch has a timestamp.
+    pub fn max_timestamp_so_far(&self) -> TimestampOffset {
+        self.max_timestamp_so_far
+    }
+    /// Kafka's `largestTimestamp`: the max timestamp if any, else the file's modification time.
+    pub fn largest_timestamp(&self) -> Result<i64> {
+        if self.max_timestamp_so_far.timestamp >= 0 {
+            Ok(self.max_timestamp_so_far.timestamp)
+        } else {
+            self.log.modified_ms()
+        }
+    }
+
+    /// A header walk over `[start, size)`.
+    pub fn scanner(&self, start: u32) -> BatchScanner {
+        BatchScanner::new(self.log.clone(), start, self.size)
+    }
+
+    /// Kafka's `translateOffset`: the first batch whose last offset is `>= offset`, searching from
+    /// the index floor (or `starting_position` if larger). `None` when past the end.
+    pub fn translate_offset(&self, offset: i64, starting_position: u32) -> Result<Option<LogOffsetPosition>> {
+        Ok(self.translate_offset_with_cost(offset, starting_position)?.0)
+    }
+
+    /// [`Segment::translate_offset`] that also reports the phase-2 walk it did.
+    pub fn translate_offset_with_cost(
+        &self,
+        offset: i64,
+        starting_position: u32,
+    ) -> Result<(Option<LogOffsetPosition>, WalkCost)> {
+        let start = self.offset_index.lookup(offset).position.max(starting_position);
+        let mut scan = self.scanner(start);
+        while let Some(b) = scan.next_batch()? {
+            if b.last_offset() >= offset {
+                let cost = WalkCost {
+                    start_position: start,
+                    bytes_scanned: b.position - start,
+                    hops: (scan.hops - 1) as u32,
+                };
+                return Ok((
+                    Some(LogOffsetPosition { offset: b.last_offset(), position: b.position, size: b.size() }),
+                    cost,
+                ));
+            }
+        }
+        let cost = WalkCost {
+            start_position: start,
+            bytes_scanned: scan.position().saturating_sub(start),
+            hops: scan.hops as u32,
+        };
+        Ok((None, cost))
+    }
+
+    /// Kafka's `LogSegment.read`, returning whole batches only: from the first batch holding an
+    /// offset `>= start_offset`, at most `max_size` bytes and nothing at or past `max_position`.
+    /// With `min_one`, the first batch is returned even if larger than `max_size`. `None` when
+    /// `start_offset` is past the segment's last offset.
+    pub fn read(&self, start_offset: i64, max_size: u32, max_position: u32, min_one: bool) -> Result<Option<SegmentRead>> {
+        let Some(start) = self.translate_offset(start_offset, 0)? else {
+            return Ok(None);
+        };
+        let adjusted = if min_one { max_size.max(start.size) } else { max_size };
+        let limit = (max_position.saturating_sub(start.position)).min(adjusted);
+        if limit == 0 {
+            return Ok(Some(SegmentRead { position: start.position, bytes: Vec::new() }));
+        }
+        let mut bytes = vec![0u8; limit as usize];
+        let n = read_full(&*self.log, &mut bytes, start.position as u64)?;
+        bytes.truncate(n);
+        // Keep whole batches only.
+        let mut end = 0usize;
+        while end + batch::HEADER_SIZE_UP_TO_MAGIC <= bytes.len() {
+            let Ok(frame) = batch::EntryFrame::parse(&bytes[end..]) else { break };
+            if frame.size < batch::BATCH_HEADER_SIZE as i64 || end as i64 + frame.size > bytes.len() as i64 {
+                break;
+            }
+            end += frame.size as usize;
+        }
+        bytes.truncate(end);
+        Ok(Some(SegmentRead { position: start.position, bytes }))
+    }
+
+    /// Kafka's `findOffsetByTimestamp`: the first record with timestamp `>= timestamp_ms` and
+    /// offset `>= starting_offset`, searching from the time index's floor entry.
+    pub fn find_offset_by_timestamp(&self, timestamp_ms: i64, starting_offset: i64) -> Result<Option<TimestampAndOffset>> {
+        let entry = self.time_index.lookup(timestamp_ms);
+        let position = self.offset_index.lookup(entry.offset.max(starting_offset)).position;
+        let mut scan = self.scanner(position);
+        let mut buf = Vec::new();
+        let mut scratch = Vec::new();
+        while let Some(b) = scan.next_batch()? {
+            if b.header.max_timestamp < timestamp_ms {
+                continue;
+            }
+            scan.read_batch(&b, &mut buf)?;
+            if let Some(hit) = self.first_record_at_or_after(&b, &buf, &mut scratch, timestamp_ms, starting_offset)? {
+                return Ok(Some(hit));
+            }
+        }
+        Ok(None)
+    }
+
+    fn first_record_at_or_after(
+        &self,
+        b: &ScannedBatch,
+        bytes: &[u8],
+        scratch: &mut Vec<u8>,
+        timestamp_ms: i64,
+        starting_offset: i64,
+    ) -> Result<Option<TimestampAndOffset>> {
+        let h = &b.header;
+        let corrupt = |source| Error::Corrupt { path: self.log.path().to_path_buf(), pos: b.position as u64, source };
+        let iter = record::batch_records(bytes, scratch).map_err(corrupt)?;
+        for r in iter {
+            let r = r.map_err(corrupt)?;
+            let ts = r.timestamp(h.base_timestamp, h.max_timestamp, h.timestamp_type());
+            let off = r.offset(h.base_offset);
+            if ts >= timestamp_ms && off >= starting_offset {
+                let leader_epoch =
+                    (h.partition_leader_epoch != NO_PARTITION_LEADER_EPOCH).then_some(h.partition_leader_epoch);
+                return Ok(Some(TimestampAndOffset { timestamp: ts, offset: off, leader_epoch }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// For `MAX_TIMESTAMP` lookups: the offset of the first record holding the segment's max
+    /// timestamp (Kafka: the batch found from the index, then `offsetOfMaxTimestamp`).
+    pub fn offset_of_max_timestamp(&self) -> Result<Option<TimestampAndOffset>> {
+        let max = self.max_timestamp_so_far;
+        if max.timestamp < 0 {
+            return Ok(None);
+        }
+        let position = self.offset_index.lookup(max.offset).position;
+        let mut scan = self.scanner(position);
+        let mut buf = Vec::new();
+        let mut scratch = Vec::new();
+        while let Some(b) = scan.next_batch()? {
+            if b.header.max_timestamp != max.timestamp {
+                continue;
+            }
+            scan.read_batch(&b, &mut buf)?;
+            return self.first_record_at_or_after(&b, &buf, &mut scratch, max.timestamp, i64::MIN).map(|hit| {
+                hit.filter(|h| h.timestamp == max.timestamp)
+            });
+        }
+        Ok(None)
+    }
+
+    /// The offset after the last batch (Kafka's `readNextOffset`), walking from the last index
+    /// entry.
+    pub fn read_next_offset(&self) -> Result<i64> {
+        let mut scan = self.scanner(self.offset_index.last_entry().position.min(self.size));
+        let mut next = self.base_offset;
+        while let Some(b) = scan.next_batch()? {
+            next = b.header.next_offset();
+        }
+        Ok(next)
+    }
+
+    /// The `(position, header)` of every batch, in order.
+    pub fn batches(&self) -> Result<Vec<ScannedBatch>> {
+        let mut scan = self.scanner(0);
+        let mut out = Vec::new();
+        while let Some(b) = scan.next_batch()? {
+            out.push(b);
+        }
+        Ok(out)
+    }
+
+    /// Kafka's `LogSegment.recover`: revalidates every batch (framing, magic, CRC, offsets fit),
+    /// rebuilds both indexes with the append rule, and truncates the log at the first invalid
+    /// byte. Returns what it found.
+    pub fn recover(&mut self) -> Result<RecoveryResult> {
+        self.offset_index.reset()?;
+        self.time_index.reset()?;
+        self.max_timestamp_so_far = TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: self.base_offset };
+        let file_len = self.log.len()?;
+        let end = file_len.min(i32::MAX as u64) as u32;
+        let mut scan = BatchScanner::new(self.log.clone(), 0, end);
+        let mut res = RecoveryResult::default();
+        let mut valid: u32 = 0;
+        let mut last_index_entry: u32 = 0;
+        let mut buf = Vec::new();
+        let mut last_epoch: Option<i32> = None;
+        loop {
+            let b = match scan.next_batch() {
+                Ok(Some(b)) => b,
+                Ok(None) => break,
+                Err(e) => {
+                    res.first_error = Some(e);
+                    break;
+                }
+            };
+            if let Err(e) = scan.read_batch(&b, &mut buf) {
+                res.first_error = Some(e);
+                break;
+            }
+            if let Err(source) = batch::validate_batch(&buf, false) {
+                res.first_error = Some(Error::Corrupt { path: self.log.path().to_path_buf(), pos: b.position as u64, source });
+                break;
+            }
+            if !self.offset_index.can_append_offset(b.last_offset()) || b.header.base_offset < self.base_offset {
+                res.first_error = Some(Error::Corrupt {
+                    path: self.log.path().to_path_buf(),
+                    pos: b.position as u64,
+                    source: crate::format::FormatError::InvalidRecord {
+                        at: 0,
+                        detail: format!(
+                            "batch offsets {}..={} do not fit segment base {}",
+                            b.header.base_offset,
+                            b.last_offset(),
+                            self.base_offset
+                        ),
+                    },
+                });
+                break;
+            }
+            if b.header.max_timestamp > self.max_timestamp_so_far.timestamp {
+                self.max_timestamp_so_far = TimestampOffset { timestamp: b.header.max_timestamp, offset: b.last_offset() };
+            }
+            if valid - last_index_entry > self.index_interval_bytes {
+                self.offset_index.append(b.last_offset(), valid)?;
+                let m = self.max_timestamp_so_far;
+                self.time_index.maybe_append(m.timestamp, m.offset, false)?;
+                last_index_entry = valid;
+            }
+            valid += b.size();
+            res.batches += 1;
+            let epoch = b.header.partition_leader_epoch;
+            if epoch >= 0 && last_epoch.is_none_or(|l| epoch > l) {
+                res.epoch_starts.push((epoch, b.header.base_offset));
+                last_epoch = Some(epoch);
+            }
+        }
+        res.valid_bytes = valid;
+        res.truncated_bytes = file_len - valid as u64;
+        if res.truncated_bytes > 0 {
+            self.log.set_len(valid as u64)?;
+        }
+        if res.truncated_bytes == 0 {
+            res.first_error = None;
+        }
+        self.size = valid;
+        self.offset_index.trim_to_valid_size()?;
+        let m = self.max_timestamp_so_far;
+        self.time_index.maybe_append(m.timestamp, m.offset, true)?;
+        self.time_index.trim_to_valid_size()?;
+        Ok(res)
+    }
+
+    /// Writes pending index entries and makes the log's data durable.
+    pub fn flush(&mut self) -> Result<()> {
+        self.offset_index.flush()?;
+        self.time_index.flush()?;
+        self.log.sync_data()
+    }
+
+    /// Sanity-checks both indexes (Kafka's `sanityCheck`), naming the file on failure.
+    pub fn sanity_check(&self) -> Result<()> {
+        self.offset_index
+            .sanity_check()
+            .map_err(|detail| Error::CorruptIndex { path: self.index_path(), detail })?;
+        self.time_index
+            .sanity_check()
+            .map_err(|detail| Error::CorruptIndex { path: self.time_index_path(), detail })
+    }
+}
+
+fn read_full(f: &dyn IoFile, buf: &mut [u8], pos: u64) -> Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        let n = f.read_at(&mut buf[got..], pos + got as u64)?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    Ok(got)
+}
+
+/// Settings a segment needs from the log's configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct SegmentSettings {
+    pub index_interval_bytes: u32,
+    pub segment_index_bytes: u32,
+    /// Reserve this many bytes for the log file on creation (Kafka's `preallocate`), 0 for none.
+    pub preallocate_bytes: u32,
+}
+
+/// The segment that takes appends.
+#[derive(Debug)]
+pub struct ActiveSegment {
+    seg: Segment,
+    bytes_since_last_index_entry: u32,
+    rolling_based_timestamp: Option<i64>,
+    created_ms: i64,
+    roll_jitter_ms: i64,
+    settings: SegmentSettings,
+}
+
+/// A segment that can no longer be written.
+#[derive(Debug)]
+pub struct SealedSegment {
+    seg: Segment,
+}
+
+impl Deref for ActiveSegment {
+    type Target = Segment;
+    fn deref(&self) -> &Segment {
+        &self.seg
+    }
+}
+impl DerefMut for ActiveSegment {
+    fn deref_mut(&mut self) -> &mut Segment {
+        &mut self.seg
+    }
+}
+impl Deref for SealedSegment {
+    type Target = Segment;
+    fn deref(&self) -> &Segment {
+        &self.seg
+    }
+}
+impl DerefMut for SealedSegment {
+    fn deref_mut(&mut self) -> &mut Segment {
+        &mut self.seg
+    }
+}
+
+fn open_or_create(storage: &dyn Storage, path: &Path) -> Result<Arc<dyn IoFile>> {
+    if storage.exists(path) {
+        storage.open(path, OpenMode::ReadWrite)
+    } else {
+        storage.open(path, OpenMode::CreateNew)
+    }
+}
+
+fn read_index_bytes(storage: &dyn Storage, path: &Path, limit: u64) -> Result<(Arc<dyn IoFile>, Vec<u8>)> {
+    let f = storage.open(path, OpenMode::ReadWrite)?;
+    let len = f.len()?;
+    if len > limit {
+        return Err(Error::CorruptIndex {
+            path: path.to_path_buf(),
+            detail: format!("index file is {len} bytes, more than segment.index.bytes allows ({limit})"),
+        });
+    }
+    let mut bytes = vec![0u8; len as usize];
+    f.read_exact_at(&mut bytes, 0)?;
+    Ok((f, bytes))
+}
+
+impl Segment {
+    /// Opens the files of an existing segment. A missing `.timeindex` is created empty (as Kafka
+    /// does); a missing `.index` is created empty and reported through the return flag so the
+    /// caller rebuilds it (Kafka recovers such a segment).
+    pub fn open_existing(storage: &dyn Storage, dir: &Path, base_offset: i64, settings: SegmentSettings) -> Result<(Segment, bool)> {
+        let log_path = dir.join(filename::log_file_name(base_offset));
+        let log = storage.open(&log_path, OpenMode::ReadWrite)?;
+        let len = log.len()?;
+        if len > i32::MAX as u64 {
+            return Err(Error::Corrupt {
+                path: log_path,
+                pos: i32::MAX as u64,
+                source: crate::format::FormatError::BatchTooLarge { size: len as i64, limit: i32::MAX as i64 },
+            });
+        }
+        // Index files are bounded by segment.index.bytes, and by i32::MAX in any case.
+        let limit = (settings.segment_index_bytes as u64).max(i32::MAX as u64 / 2);
+        let idx_path = dir.join(filename::index_file_name(base_offset));
+        let tidx_path = dir.join(filename::time_index_file_name(base_offset));
+        let mut needs_rebuild = false;
+        let offset_index = if storage.exists(&idx_path) {
+            let (f, bytes) = read_index_bytes(storage, &idx_path, limit)?;
+            OffsetIndex::from_bytes(base_offset, bytes, settings.segment_index_bytes, Some(f))
+        } else {
+            needs_rebuild = true;
+            let f = storage.open(&idx_path, OpenMode::CreateNew)?;
+            OffsetIndex::from_bytes(base_offset, Vec::new(), settings.segment_index_bytes, Some(f))
+        };
+        let time_index = if storage.exists(&tidx_path) {
+            let (f, bytes) = read_index_bytes(storage, &tidx_path, limit)?;
+            TimeIndex::from_bytes(base_offset, bytes, settings.segment_index_bytes, Some(f))
+        } else {
+            let f = storage.open(&tidx_path, OpenMode::CreateNew)?;
+            TimeIndex::from_bytes(base_offset, Vec::new(), settings.segment_index_bytes, Some(f))
+        };
+        let max_timestamp_so_far = time_index.last_entry();
+        Ok((
+            Segment {
+                base_offset,
+                dir: dir.to_path_buf(),
+                log,
+                size: len as u32,
+                offset_index,
+                time_index,
+                max_timestamp_so_far,
+                index_interval_bytes: settings.index_interval_bytes,
+            },
+            needs_rebuild,
+        ))
+    }
+
+    /// Recomputes the max timestamp so far from the time index plus a walk after its last entry
+    /// (Kafka's `readLargestTimestamp`), for a segment whose time index may lag its log.
+    pub fn reload_max_timestamp(&mut self) -> Result<()> {
+        let last = self.time_index.last_entry();
+        let pos = self.offset_index.lookup(last.offset).position.min(self.size);
+        let mut best = last;
+        let mut scan = self.scanner(pos);
+        while let Some(b) = scan.next_batch()? {
+            if b.header.max_timestamp > best.timestamp {
+                best = TimestampOffset { timestamp: b.header.max_timestamp, offset: b.last_offset() };
+            }
+        }
+        self.max_timestamp_so_far = best;
+        Ok(())
+    }
+
+    pub fn into_sealed(self) -> SealedSegment {
+        SealedSegment { seg: self }
+    }
+
+    /// Makes this segment the active one again (after truncation removed later segments, or on
+    /// open): indexes get room for `segment.index.bytes` again.
+    pub fn into_active(mut self, settings: SegmentSettings, now_ms: i64, roll_jitter_ms: i64) -> Result<ActiveSegment> {
+        self.offset_index.resize(settings.segment_index_bytes)?;
+        self.time_index.resize(settings.segment_index_bytes)?;
+        // Kafka starts a reopened segment's byte counter at zero, and so do we, so that index
+        // files stay identical to Kafka's across restarts.
+        Ok(ActiveSegment {
+            seg: self,
+            bytes_since_last_index_entry: 0,
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+            roll_jitter_ms,
+            settings,
+        })
+    }
+}
+
+impl ActiveSegment {
+    /// Creates a new, empty segment's three files. Index files are preallocated to
+    /// `segment.index.bytes` (rounded down to the entry size).
+    pub fn create(
+        storage: &dyn Storage,
+        dir: &Path,
+        base_offset: i64,
+        settings: SegmentSettings,
+        now_ms: i64,
+        roll_jitter_ms: i64,
+    ) -> Result<ActiveSegment> {
+        let log_path = dir.join(filename::log_file_name(base_offset));
+        let log = open_or_create(storage, &log_path)?;
+        log.set_len(0)?;
+        if settings.preallocate_bytes > 0 {
+            log.allocate(settings.preallocate_bytes as u64)?;
+        }
+        let idx = open_or_create(storage, &dir.join(filename::index_file_name(base_offset)))?;
+        idx.set_len(0)?;
+        let tidx = open_or_create(storage, &dir.join(filename::time_index_file_name(base_offset)))?;
+        tidx.set_len(0)?;
+        let offset_index = OffsetIndex::create(base_offset, settings.segment_index_bytes, Some(idx))?;
+        let time_index = TimeIndex::create(base_offset, settings.segment_index_bytes, Some(tidx))?;
+        Ok(ActiveSegment {
+            seg: Segment {
+                base_offset,
+                dir: dir.to_path_buf(),
+                log,
+                size: 0,
+                offset_index,
+                time_index,
+                max_timestamp_so_far: TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: base_offset },
+                index_interval_bytes: settings.index_interval_bytes,
+            },
+            bytes_since_last_index_entry: 0,
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+            roll_jitter_ms,
+            settings,
+        })
+    }
+
+    /// Kafka's `LogSegment.append`: writes `records` (whole, already validated batches, whose
+    /// headers are `batches`) at the end of the log, then applies the index rule per batch: an
+    /// entry `(batch last offset, batch start position)` when more than `index.interval.bytes`
+    /// went by since the last entry, checked before the batch is counted. The time index gets
+    /// `(max timestamp so far, last offset of the batch holding it)` at the same moments, if the
+    /// timestamp grew.
+    pub fn append(&mut self, records: &[u8], batches: &[batch::BatchHeader]) -> Result<()> {
+        let (Some(first), Some(last)) = (batches.first(), batches.last()) else {
+            return Ok(());
+        };
+        let largest_offset = last.last_offset();
+        let mut physical_position = self.seg.size;
+        if physical_position == 0 {
+            self.rolling_based_timestamp = Some(first.max_timestamp);
+        }
+        if !self.seg.offset_index.can_append_offset(largest_offset) || first.base_offset < self.seg.base_offset {
+            return Err(Error::InvalidRecord {
+                at: 0,
+                detail: format!(
+                    "offsets {}..={largest_offset} do not fit segment {} (relative offsets are 32-bit)",
+                    first.base_offset, self.seg.base_offset
+                ),
+            });
+        }
+        let new_size = physical_position as u64 + records.len() as u64;
+        if new_size > i32::MAX as u64 {
+            return Err(Error::RecordTooLarge {
+                at: 0,
+                size: records.len() as u64,
+                limit: i32::MAX as u64 - physical_position as u64,
+                limit_name: "the 2 GiB segment limit",
+            });
+        }
+        self.seg.log.write_all_at(records, physical_position as u64)?;
+        self.seg.size = new_size as u32;
+        for b in batches {
+            if b.max_timestamp > self.seg.max_timestamp_so_far.timestamp {
+                self.seg.max_timestamp_so_far = TimestampOffset { timestamp: b.max_timestamp, offset: b.last_offset() };
+            }
+            if self.bytes_since_last_index_entry > self.seg.index_interval_bytes {
+                self.seg.offset_index.append(b.last_offset(), physical_position)?;
+                let m = self.seg.max_timestamp_so_far;
+                self.seg.time_index.maybe_append(m.timestamp, m.offset, false)?;
+                self.bytes_since_last_index_entry = 0;
+            }
+            let size = b.size_in_bytes() as u32;
+            physical_position += size;
+            self.bytes_since_last_index_entry = self.bytes_since_last_index_entry.saturating_add(size);
+        }
+        debug_assert_eq!(physical_position, self.seg.size);
+        Ok(())
+    }
+
+    /// Kafka's `shouldRoll`.
+    pub fn should_roll(
+        &mut self,
+        segment_bytes: u32,
+        segment_ms: i64,
+        messages_size: u32,
+        max_timestamp_in_messages: i64,
+        max_offset_in_messages: i64,
+        now_ms: i64,
+    ) -> Result<bool> {
+        let reached_roll_ms =
+            self.time_waited_for_roll(now_ms, max_timestamp_in_messages)? > segment_ms.saturating_sub(self.roll_jitter_ms);
+        let size = self.seg.size as i64;
+        Ok(size > segment_bytes as i64 - messages_size as i64
+            || (size > 0 && reached_roll_ms)
+            || self.seg.offset_index.is_full()
+            || self.seg.time_index.is_full()
+            || !self.seg.offset_index.can_append_offset(max_offset_in_messages))
+    }
+
+    /// Kafka's `timeWaitedForRoll`: by the first batch's timestamp when it has one, else by wall
+    /// clock since the segment was created.
+    pub fn time_waited_for_roll(&mut self, now_ms: i64, message_timestamp: i64) -> Result<i64> {
+        if self.rolling_based_timestamp.is_none() {
+            let mut scan = self.seg.scanner(0);
+            if let Some(b) = scan.next_batch()? {
+                self.rolling_based_timestamp = Some(b.header.max_timestamp);
+            }
+        }
+        match self.rolling_based_timestamp {
+            Some(ts) if ts >= 0 => Ok(message_timestamp.saturating_sub(ts)),
+            _ => Ok(now_ms.saturating_sub(self.created_ms)),
+        }
+    }
+
+    pub fn roll_jitter_ms(&self) -> i64 {
+        self.roll_jitter_ms
+    }
+
+    /// Kafka's `onBecomeInactiveSegment` plus making the result durable: the final time-index
+    /// entry, both indexes trimmed and written, the log trimmed to its size, everything fsynced.
+    pub fn seal(mut self) -> Result<SealedSegment> {
+        let m = self.seg.max_timestamp_so_far;
+        self.seg.time_index.maybe_append(m.timestamp, m.offset, true)?;
+        self.seg.offset_index.trim_to_valid_size()?;
+        self.seg.time_index.trim_to_valid_size()?;
+        if self.seg.log.len()? != self.seg.size as u64 {
+            self.seg.log.set_len(self.seg.size as u64)?;
+        }
+        self.seg.log.sync_data()?;
+        if let Some(f) = self.seg.offset_index.file() {
+            f.sync_data()?;
+        }
+        if let Some(f) = self.seg.time_index.file() {
+            f.sync_data()?;
+        }
+        Ok(SealedSegment { seg: self.seg })
+    }
+
+    /// What a clean close leaves on disk: the same as sealing (Kafka's `close` appends the final
+    /// time-index entry and trims), but the segment stays the active one on the next open.
+    pub fn close(self) -> Result<()> {
+        self.seal().map(|_| ())
+    }
+
+    pub fn settings(&self) -> SegmentSettings {
+        self.settings
+    }
+
+    /// Turns this segment into a plain [`Segment`] (for truncation paths).
+    pub fn into_segment(self) -> Segment {
+        self.seg
+    }
+}
+
+impl SealedSegment {
+    pub fn into_segment(self) -> Segment {
+        self.seg
+    }
+}

@@ -1,0 +1,1 @@
+//! Helpers shared by the integration tests: where the real Kafka fixtures are.
