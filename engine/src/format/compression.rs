@@ -195,7 +195,9 @@ pub fn decompress(
             read_limited(codec, flate2::read::MultiGzDecoder::new(input), out, limit)
         }
         Compression::Snappy => xerial_decompress(input, out, limit),
-        Compression::Lz4 => read_limited(codec, lz4_flex::frame::FrameDecoder::new(input), out, limit),
+        Compression::Lz4 => {
+            read_limited(codec, lz4_flex::frame::FrameDecoder::new(input), out, limit)
+        }
         Compression::Zstd => match zstd::stream::read::Decoder::with_buffer(input) {
             Ok(d) => read_limited(codec, d, out, limit),
             Err(e) => Err(decomp_err(codec, e.to_string())),
@@ -264,7 +266,8 @@ fn lz4_compress(input: &[u8], out: &mut Vec<u8>) -> Result<(), FormatError> {
         .content_checksum(false)
         .content_size(None);
     let mut enc = FrameEncoder::with_frame_info(info, out);
-    enc.write_all(input).map_err(|e| comp_err(Compression::Lz4, e))?;
+    enc.write_all(input)
+        .map_err(|e| comp_err(Compression::Lz4, e))?;
     enc.finish().map_err(|e| comp_err(Compression::Lz4, e))?;
     Ok(())
 }
@@ -272,7 +275,8 @@ fn lz4_compress(input: &[u8], out: &mut Vec<u8>) -> Result<(), FormatError> {
 fn zstd_compress(input: &[u8], out: &mut Vec<u8>) -> Result<(), FormatError> {
     let mut enc = zstd::stream::write::Encoder::new(out, ZSTD_DEFAULT_LEVEL)
         .map_err(|e| comp_err(Compression::Zstd, e))?;
-    enc.write_all(input).map_err(|e| comp_err(Compression::Zstd, e))?;
+    enc.write_all(input)
+        .map_err(|e| comp_err(Compression::Zstd, e))?;
     enc.finish().map_err(|e| comp_err(Compression::Zstd, e))?;
     Ok(())
 }
@@ -320,7 +324,10 @@ fn snappy_raw_block(
     if len > snappy_plausible_max(block.len()) {
         return Err(decomp_err(
             codec,
-            format!("block of {} bytes claims {len} uncompressed bytes", block.len()),
+            format!(
+                "block of {} bytes claims {len} uncompressed bytes",
+                block.len()
+            ),
         ));
     }
     let at = out.len();
@@ -350,12 +357,17 @@ fn xerial_decompress(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<()
     if input.is_empty() {
         return Err(decomp_err(codec, "cannot decompress an empty stream"));
     }
-    let is_xerial =
-        input.len() >= XERIAL_HEADER_SIZE && input.get(..XERIAL_MAGIC.len()) == Some(&XERIAL_MAGIC[..]);
+    let is_xerial = input.len() >= XERIAL_HEADER_SIZE
+        && input.get(..XERIAL_MAGIC.len()) == Some(&XERIAL_MAGIC[..]);
     if !is_xerial {
         return snappy_raw_block(&mut dec, input, out, limit, limit);
     }
-    let magic_head = i32::from_be_bytes([XERIAL_MAGIC[0], XERIAL_MAGIC[1], XERIAL_MAGIC[2], XERIAL_MAGIC[3]]);
+    let magic_head = i32::from_be_bytes([
+        XERIAL_MAGIC[0],
+        XERIAL_MAGIC[1],
+        XERIAL_MAGIC[2],
+        XERIAL_MAGIC[3],
+    ]);
     let mut pos = XERIAL_HEADER_SIZE;
     loop {
         let Some(len_bytes) = input.get(pos..pos + 4) else {
@@ -366,7 +378,10 @@ fn xerial_decompress(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<()
         if chunk == magic_head {
             // A concatenated stream: the rest of its magic, then version and compatible version.
             let Some(rest) = input.get(pos..pos + XERIAL_HEADER_SIZE - 4) else {
-                return Err(decomp_err(codec, "truncated header of a concatenated stream"));
+                return Err(decomp_err(
+                    codec,
+                    "truncated header of a concatenated stream",
+                ));
             };
             if rest.get(..4) != XERIAL_MAGIC.get(4..) {
                 return Ok(());
@@ -445,7 +460,17 @@ mod tests {
     #[test]
     fn every_codec_round_trips() {
         for c in Compression::ALL {
-            for n in [0usize, 1, 5, 1000, 32 * 1024 - 1, 32 * 1024, 32 * 1024 + 1, 64 * 1024 + 7, 300_000] {
+            for n in [
+                0usize,
+                1,
+                5,
+                1000,
+                32 * 1024 - 1,
+                32 * 1024,
+                32 * 1024 + 1,
+                64 * 1024 + 7,
+                300_000,
+            ] {
                 let data = sample(n);
                 let mut z = vec![9u8; 3]; // appends after existing bytes
                 compress(c, &data, &mut z).unwrap();
@@ -486,7 +511,11 @@ mod tests {
         let mut z = Vec::new();
         compress(Compression::Lz4, b"x", &mut z).unwrap();
         assert_eq!(&z[..7], &[0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82]);
-        assert_eq!(&z[z.len() - 4..], &[0, 0, 0, 0], "end mark, no content checksum");
+        assert_eq!(
+            &z[z.len() - 4..],
+            &[0, 0, 0, 0],
+            "end mark, no content checksum"
+        );
 
         let mut z = Vec::new();
         compress(Compression::Zstd, b"x", &mut z).unwrap();

@@ -294,7 +294,9 @@ fn body_varint(buf: &[u8], pos: &mut usize, end: usize, what: &str) -> Result<i3
     let at = *pos;
     let body = buf.get(..end).unwrap_or(buf);
     read_varint(body, pos).map_err(|e| match e {
-        FormatError::Truncated { .. } => invalid(at, format!("{what} runs past the record's declared length")),
+        FormatError::Truncated { .. } => {
+            invalid(at, format!("{what} runs past the record's declared length"))
+        }
         other => other,
     })
 }
@@ -304,7 +306,9 @@ fn body_varlong(buf: &[u8], pos: &mut usize, end: usize, what: &str) -> Result<i
     let at = *pos;
     let body = buf.get(..end).unwrap_or(buf);
     read_varlong(body, pos).map_err(|e| match e {
-        FormatError::Truncated { .. } => invalid(at, format!("{what} runs past the record's declared length")),
+        FormatError::Truncated { .. } => {
+            invalid(at, format!("{what} runs past the record's declared length"))
+        }
         other => other,
     })
 }
@@ -334,7 +338,9 @@ fn body_bytes<'a>(
             format!("{what} {len} exceeds the {left} bytes left in the record"),
         ));
     }
-    let s = buf.get(*pos..*pos + len).ok_or_else(|| invalid(at, "field out of range"))?;
+    let s = buf
+        .get(*pos..*pos + len)
+        .ok_or_else(|| invalid(at, "field out of range"))?;
     *pos += len;
     Ok(Some(s))
 }
@@ -369,7 +375,10 @@ fn decode_record(buf: &[u8], start: usize) -> Result<Record<'_>, FormatError> {
     let hc_at = pos;
     let header_count = body_varint(buf, &mut pos, end, "header count")?;
     if header_count < 0 {
-        return Err(invalid(hc_at, format!("negative header count {header_count}")));
+        return Err(invalid(
+            hc_at,
+            format!("negative header count {header_count}"),
+        ));
     }
     // Each header takes at least two bytes (two one-byte length varints).
     let hc = header_count as usize;
@@ -544,6 +553,15 @@ pub fn batch_records<'a>(
 mod tests {
     use super::*;
 
+    /// (offsetDelta, timestampDelta, key, value, headers)
+    type TestRec<'a> = (
+        i32,
+        i64,
+        Option<&'a [u8]>,
+        Option<&'a [u8]>,
+        Vec<(&'a [u8], Option<&'a [u8]>)>,
+    );
+
     fn xorshift(seed: u64) -> impl FnMut() -> u64 {
         let mut x = seed | 1;
         move || {
@@ -557,7 +575,21 @@ mod tests {
     #[test]
     fn varint_round_trips() {
         let mut rng = xorshift(42);
-        let mut vals: Vec<i32> = vec![0, 1, -1, 63, -64, 64, -65, 8191, 8192, i32::MIN, i32::MAX, i32::MIN + 1, i32::MAX - 1];
+        let mut vals: Vec<i32> = vec![
+            0,
+            1,
+            -1,
+            63,
+            -64,
+            64,
+            -65,
+            8191,
+            8192,
+            i32::MIN,
+            i32::MAX,
+            i32::MIN + 1,
+            i32::MAX - 1,
+        ];
         vals.extend((0..2000).map(|_| rng() as i32 >> (rng() % 32)));
         for v in vals {
             let mut b = Vec::new();
@@ -570,11 +602,22 @@ mod tests {
             // Every strict prefix is truncated.
             for cut in 0..b.len() {
                 let mut p = 0;
-                assert!(matches!(read_varint(&b[..cut], &mut p), Err(FormatError::Truncated { .. })));
+                assert!(matches!(
+                    read_varint(&b[..cut], &mut p),
+                    Err(FormatError::Truncated { .. })
+                ));
                 assert_eq!(p, 0);
             }
         }
-        let mut lvals: Vec<i64> = vec![0, 1, -1, i64::MIN, i64::MAX, i32::MIN as i64, i32::MAX as i64 + 1];
+        let mut lvals: Vec<i64> = vec![
+            0,
+            1,
+            -1,
+            i64::MIN,
+            i64::MAX,
+            i32::MIN as i64,
+            i32::MAX as i64 + 1,
+        ];
         lvals.extend((0..2000).map(|_| rng() as i64 >> (rng() % 64)));
         for v in lvals {
             let mut b = Vec::new();
@@ -603,7 +646,10 @@ mod tests {
         assert_eq!(enc(i32::MIN), [0xff, 0xff, 0xff, 0xff, 0x0f]);
         let mut b = Vec::new();
         write_varlong(&mut b, i64::MIN);
-        assert_eq!(b, [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        assert_eq!(
+            b,
+            [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]
+        );
     }
 
     #[test]
@@ -621,20 +667,32 @@ mod tests {
             Err(FormatError::BadVarint { at: 2 })
         );
         let mut pos = 0;
-        assert_eq!(read_varlong(&[0x80; 11], &mut pos), Err(FormatError::BadVarint { at: 0 }));
+        assert_eq!(
+            read_varlong(&[0x80; 11], &mut pos),
+            Err(FormatError::BadVarint { at: 0 })
+        );
         let mut pos = 0;
-        assert!(matches!(read_varint(&[], &mut pos), Err(FormatError::Truncated { .. })));
+        assert!(matches!(
+            read_varint(&[], &mut pos),
+            Err(FormatError::Truncated { .. })
+        ));
         // Kafka ignores the fifth byte's bits above bit 31.
         let mut pos = 0;
-        assert_eq!(read_varint(&[0xfe, 0xff, 0xff, 0xff, 0x7f], &mut pos), Ok(i32::MAX));
+        assert_eq!(
+            read_varint(&[0xfe, 0xff, 0xff, 0xff, 0x7f], &mut pos),
+            Ok(i32::MAX)
+        );
     }
 
-    fn encode_all(recs: &[(i32, i64, Option<&[u8]>, Option<&[u8]>, Vec<(&[u8], Option<&[u8]>)>)]) -> Vec<u8> {
+    fn encode_all(recs: &[TestRec]) -> Vec<u8> {
         let mut out = Vec::new();
         for (od, td, k, v, h) in recs {
             let before = out.len();
             encode_record(&mut out, *od, *td, *k, *v, h);
-            assert_eq!(out.len() - before, encoded_record_size(*od, *td, *k, *v, h).unwrap());
+            assert_eq!(
+                out.len() - before,
+                encoded_record_size(*od, *td, *k, *v, h).unwrap()
+            );
         }
         out
     }
@@ -642,14 +700,22 @@ mod tests {
     #[test]
     fn records_round_trip() {
         let big = vec![7u8; 300];
-        let recs: Vec<(i32, i64, Option<&[u8]>, Option<&[u8]>, Vec<(&[u8], Option<&[u8]>)>)> = vec![
+        let recs: Vec<TestRec> = vec![
             (0, 0, None, Some(b"hello"), vec![]),
-            (1, -5, Some(b"k"), None, vec![(b"h1", Some(b"v1")), (b"", None)]),
+            (
+                1,
+                -5,
+                Some(b"k"),
+                None,
+                vec![(b"h1", Some(b"v1")), (b"", None)],
+            ),
             (2, i64::MAX, Some(b""), Some(&big), vec![(b"x", Some(b""))]),
             (i32::MAX, i64::MIN, None, None, vec![]),
         ];
         let bytes = encode_all(&recs);
-        let got: Vec<Record> = RecordIter::new(&bytes, recs.len() as i32).collect::<Result<_, _>>().unwrap();
+        let got: Vec<Record> = RecordIter::new(&bytes, recs.len() as i32)
+            .collect::<Result<_, _>>()
+            .unwrap();
         assert_eq!(got.len(), recs.len());
         let mut total = 0;
         for (r, (od, td, k, v, h)) in got.iter().zip(&recs) {
@@ -658,14 +724,18 @@ mod tests {
             assert_eq!(r.timestamp_delta, *td);
             assert_eq!(r.key, *k);
             assert_eq!(r.value, *v);
-            let hs: Vec<(&[u8], Option<&[u8]>)> = r.headers.iter().map(|h| (h.key, h.value)).collect();
+            let hs: Vec<(&[u8], Option<&[u8]>)> =
+                r.headers.iter().map(|h| (h.key, h.value)).collect();
             assert_eq!(&hs, h);
             total += r.size_in_bytes;
         }
         assert_eq!(total, bytes.len());
         assert_eq!(got[1].offset(100), 101);
         assert_eq!(got[1].timestamp(1000, 2000, TimestampType::CreateTime), 995);
-        assert_eq!(got[1].timestamp(1000, 2000, TimestampType::LogAppendTime), 2000);
+        assert_eq!(
+            got[1].timestamp(1000, 2000, TimestampType::LogAppendTime),
+            2000
+        );
     }
 
     #[test]
@@ -676,7 +746,13 @@ mod tests {
         let r: Vec<_> = RecordIter::new(&bytes, 1).collect();
         assert_eq!(r.len(), 2);
         assert!(r[0].is_ok());
-        assert_eq!(r[1], Err(FormatError::TrailingBytes { count: 1, remaining: 8 }));
+        assert_eq!(
+            r[1],
+            Err(FormatError::TrailingBytes {
+                count: 1,
+                remaining: 8
+            })
+        );
         let r: Vec<_> = RecordIter::new(&bytes, 3).collect();
         assert_eq!(r.len(), 3);
         assert!(matches!(r[2], Err(FormatError::Truncated { .. })));
@@ -712,7 +788,9 @@ mod tests {
             // fields stop short: header count missing
             body(&[0, 0, 0, 0x01, 0x01]),
             // overlong varint inside the record
-            body(&[0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0, 1, 1, 0]),
+            body(&[
+                0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0, 1, 1, 0,
+            ]),
             // empty body
             body(&[]),
         ];
@@ -720,7 +798,10 @@ mod tests {
             let r: Vec<_> = RecordIter::new(b, 1).collect();
             assert!(r.iter().any(|x| x.is_err()), "case {i}: {r:?}");
             assert!(
-                matches!(r[0], Err(FormatError::InvalidRecord { .. }) | Err(FormatError::BadVarint { .. })),
+                matches!(
+                    r[0],
+                    Err(FormatError::InvalidRecord { .. }) | Err(FormatError::BadVarint { .. })
+                ),
                 "case {i}: {r:?}"
             );
         }
@@ -735,12 +816,30 @@ mod tests {
         let mut bytes = Vec::new();
         for i in 0..20i32 {
             let v = vec![i as u8; (i as usize * 37) % 200];
-            let hs: Vec<(&[u8], Option<&[u8]>)> = (0..(i % 4)).map(|j| (&b"hdr"[..j as usize], Some(&v[..j as usize]))).collect();
-            encode_record(&mut bytes, i, i as i64 * 1000 - 7, if i % 3 == 0 { None } else { Some(&v[..3.min(v.len())]) }, Some(&v), &hs);
+            let hs: Vec<(&[u8], Option<&[u8]>)> = (0..(i % 4))
+                .map(|j| (&b"hdr"[..j as usize], Some(&v[..j as usize])))
+                .collect();
+            encode_record(
+                &mut bytes,
+                i,
+                i as i64 * 1000 - 7,
+                if i % 3 == 0 {
+                    None
+                } else {
+                    Some(&v[..3.min(v.len())])
+                },
+                Some(&v),
+                &hs,
+            );
         }
-        assert_eq!(RecordIter::new(&bytes, 20).filter(|r| r.is_err()).count(), 0);
+        assert_eq!(
+            RecordIter::new(&bytes, 20).filter(|r| r.is_err()).count(),
+            0
+        );
         for cut in 0..bytes.len() {
-            let errs = RecordIter::new(&bytes[..cut], 20).filter(|r| r.is_err()).count();
+            let errs = RecordIter::new(&bytes[..cut], 20)
+                .filter(|r| r.is_err())
+                .count();
             assert_eq!(errs, 1, "cut {cut}");
         }
         let mut rng = xorshift(7);
