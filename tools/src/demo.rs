@@ -65,14 +65,9 @@ pub fn demo_batch(count: i64, base_ts: i64) -> Vec<u8> {
 }
 
 /// Writes the demo topic for one interval into `dir` and looks up every offset.
-pub fn run_topic(dir: &Path, interval: u32) -> seglog::Result<TopicResult> {
+pub fn run_topic(dir: &Path, interval: u32, start_ts: i64) -> seglog::Result<TopicResult> {
     let config = LogConfig { segment_bytes: SEGMENT_BYTES, index_interval_bytes: interval, ..LogConfig::default() };
     let mut log = Log::open(dir, LogOptions::with_config(config))?;
-    let start_ts = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-        - 60_000;
     let mut written = 0i64;
     let mut n = 0i64;
     while written < RECORDS {
@@ -124,9 +119,14 @@ pub fn run_topic(dir: &Path, interval: u32) -> seglog::Result<TopicResult> {
     Ok(result)
 }
 
-/// Runs all four topics under `root`.
+/// Runs all four topics under `root`, with the same records (timestamps included) in each.
 pub fn run_all(root: &Path) -> seglog::Result<Vec<TopicResult>> {
-    INTERVALS.iter().map(|&i| run_topic(&root.join(format!("interval-{i}-0")), i)).collect()
+    let start_ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+        - 60_000;
+    INTERVALS.iter().map(|&i| run_topic(&root.join(format!("interval-{i}-0")), i, start_ts)).collect()
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {

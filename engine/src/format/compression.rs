@@ -172,9 +172,16 @@ pub fn compress(codec: Compression, input: &[u8], out: &mut Vec<u8>) -> Result<(
 ///
 /// Output that would pass `limit` is refused with [`FormatError::Decompression`]; so are malformed
 /// streams. Never panics and never allocates by a size read from `input` beyond `limit`. On error
-/// `out` is left as it was. Readers accept what Kafka's readers accept: concatenated gzip members,
-/// xerial snappy (also concatenated xerial streams) or a raw snappy block, LZ4 frames and zstd
-/// frames.
+/// `out` is left as it was. Readers accept what Kafka's (Java) readers accept:
+/// - gzip: one or more members; bytes after a member that do not start another member are
+///   ignored, as `java.util.zip.GZIPInputStream` ignores trailing garbage;
+/// - snappy: as snappy-java's `SnappyInputStream`: xerial-framed blocks (concatenated xerial
+///   streams too; fewer than 4 bytes left at a block boundary end the stream), or, when the input
+///   is shorter than the 16-byte header or lacks the magic, one raw snappy block; empty input is
+///   an error;
+/// - lz4: exactly one whole LZ4 frame (end mark and any checksums present), bytes after it
+///   ignored, as `KafkaLZ4BlockInputStream` stops at the end mark and refuses a frame cut short;
+/// - zstd: one or more zstd frames.
 pub fn decompress(
     codec: Compression,
     input: &[u8],
@@ -191,15 +198,20 @@ pub fn decompress(
                 Ok(())
             }
         }
-        Compression::Gzip => {
-            read_limited(codec, flate2::read::MultiGzDecoder::new(input), out, limit)
-        }
+        Compression::Gzip => gzip_decompress(input, out, limit),
         Compression::Snappy => xerial_decompress(input, out, limit),
-        Compression::Lz4 => {
-            read_limited(codec, lz4_flex::frame::FrameDecoder::new(input), out, limit)
-        }
+        Compression::Lz4 => match lz4_frame_end(input) {
+            Ok(end) => read_limited(
+                codec,
+                lz4_flex::frame::FrameDecoder::new(input.get(..end).unwrap_or(input)),
+                out,
+                limit,
+                limit,
+            ),
+            Err(e) => Err(e),
+        },
         Compression::Zstd => match zstd::stream::read::Decoder::with_buffer(input) {
-            Ok(d) => read_limited(codec, d, out, limit),
+            Ok(d) => read_limited(codec, d, out, limit, limit),
             Err(e) => Err(decomp_err(codec, e.to_string())),
         },
     };
@@ -210,12 +222,14 @@ pub fn decompress(
 }
 
 /// Reads `r` to its end into `out` in chunks of at most [`READ_CHUNK`], refusing more than
-/// `limit` bytes. `out` may hold partial output on error (the caller truncates it).
+/// `limit` bytes (`reported` is the limit named in the error). `out` may hold partial output on
+/// error (the caller truncates it).
 fn read_limited<R: Read>(
     codec: Compression,
     mut r: R,
     out: &mut Vec<u8>,
     limit: usize,
+    reported: usize,
 ) -> Result<(), FormatError> {
     let start = out.len();
     loop {
@@ -232,7 +246,7 @@ fn read_limited<R: Read>(
             Ok(n) => {
                 out.truncate(at + n.min(room));
                 if out.len() - start > limit {
-                    return Err(over_limit(codec, limit));
+                    return Err(over_limit(codec, reported));
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => out.truncate(at),
@@ -240,6 +254,73 @@ fn read_limited<R: Read>(
                 out.truncate(at);
                 return Err(decomp_err(codec, e.to_string()));
             }
+        }
+    }
+}
+
+/// The LZ4 frame magic number (little-endian on the wire: `04 22 4D 18`).
+const LZ4_MAGIC: u32 = 0x184D_2204;
+
+/// Walks one LZ4 frame's structure (header, block sizes, end mark, checksums) without decoding,
+/// returning where the frame ends. A frame cut short anywhere is an error, as it is for
+/// `KafkaLZ4BlockInputStream`; the header's fields and checksum are judged by the decoder.
+fn lz4_frame_end(input: &[u8]) -> Result<usize, FormatError> {
+    let codec = Compression::Lz4;
+    let truncated = |what: &str| decomp_err(codec, format!("LZ4 frame truncated in the {what}"));
+    let magic = input.get(..4).ok_or_else(|| truncated("magic number"))?;
+    if u32::from_le_bytes([magic[0], magic[1], magic[2], magic[3]]) != LZ4_MAGIC {
+        return Err(decomp_err(codec, "not an LZ4 frame (bad magic number)"));
+    }
+    let flg = *input.get(4).ok_or_else(|| truncated("frame descriptor"))?;
+    let mut pos = 6; // magic, FLG, BD
+    if flg & 0x08 != 0 {
+        pos += 8; // content size
+    }
+    if flg & 0x01 != 0 {
+        pos += 4; // dictionary id
+    }
+    pos += 1; // header checksum
+    if input.len() < pos {
+        return Err(truncated("frame descriptor"));
+    }
+    let block_checksum = if flg & 0x10 != 0 { 4 } else { 0 };
+    loop {
+        let b = input
+            .get(pos..pos + 4)
+            .ok_or_else(|| truncated("block size (no end mark)"))?;
+        pos += 4;
+        let raw = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        if raw == 0 {
+            break;
+        }
+        let need = (raw & 0x7fff_ffff) as usize + block_checksum;
+        if input.len() - pos < need {
+            return Err(truncated("block data"));
+        }
+        pos += need;
+    }
+    if flg & 0x04 != 0 {
+        pos += 4; // content checksum
+        if input.len() < pos {
+            return Err(truncated("content checksum"));
+        }
+    }
+    Ok(pos)
+}
+
+/// gzip members one after another, like `GZIPInputStream`: after each member, what follows is
+/// decoded as another member only when it starts with the gzip magic and deflate method
+/// (`1f 8b 08`); anything else is trailing garbage and ignored.
+fn gzip_decompress(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), FormatError> {
+    let start = out.len();
+    let mut rest = input;
+    loop {
+        let mut dec = flate2::bufread::GzDecoder::new(rest);
+        let room = limit - (out.len() - start);
+        read_limited(Compression::Gzip, &mut dec, out, room, limit)?;
+        rest = dec.into_inner();
+        if !rest.starts_with(&[0x1f, 0x8b, 0x08]) {
+            return Ok(());
         }
     }
 }
@@ -579,6 +660,71 @@ mod tests {
             b.extend_from_slice(&len.to_be_bytes());
             b.extend_from_slice(&[0, 0]);
             assert!(decompress(Compression::Snappy, &b, &mut Vec::new(), 1 << 30).is_err());
+        }
+    }
+
+    #[test]
+    fn gzip_members_and_trailing_garbage() {
+        let data = sample(40_000);
+        let mut z = Vec::new();
+        compress(Compression::Gzip, &data[..100], &mut z).unwrap();
+        compress(Compression::Gzip, &data[100..], &mut z).unwrap();
+        let mut back = Vec::new();
+        decompress(Compression::Gzip, &z, &mut back, usize::MAX).unwrap();
+        assert_eq!(back, data);
+        // The limit spans members.
+        let e = decompress(Compression::Gzip, &z, &mut Vec::new(), data.len() - 1).unwrap_err();
+        assert!(matches!(e, FormatError::Decompression { .. }));
+        // Trailing garbage is ignored, as GZIPInputStream ignores it.
+        z.extend_from_slice(b"\0\0garbage");
+        let mut back = Vec::new();
+        decompress(Compression::Gzip, &z, &mut back, usize::MAX).unwrap();
+        assert_eq!(back, data);
+        // A cut-short member is an error, whatever the cut.
+        let mut one = Vec::new();
+        compress(Compression::Gzip, &data, &mut one).unwrap();
+        for cut in 0..one.len() {
+            assert!(
+                decompress(Compression::Gzip, &one[..cut], &mut Vec::new(), usize::MAX).is_err(),
+                "{cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn lz4_frame_must_be_whole() {
+        let data = sample(150_000);
+        let mut z = Vec::new();
+        compress(Compression::Lz4, &data, &mut z).unwrap();
+        assert_eq!(lz4_frame_end(&z), Ok(z.len()));
+        for cut in 0..z.len() {
+            assert!(
+                decompress(Compression::Lz4, &z[..cut], &mut Vec::new(), usize::MAX).is_err(),
+                "{cut}"
+            );
+        }
+        // Bytes after the end mark are not read, as in KafkaLZ4BlockInputStream.
+        let mut t = z.clone();
+        t.extend_from_slice(b"trailing");
+        let mut back = Vec::new();
+        decompress(Compression::Lz4, &t, &mut back, usize::MAX).unwrap();
+        assert_eq!(back, data);
+        // The legacy LZ4 format and other magics are refused.
+        let mut legacy = vec![0x02, 0x21, 0x4c, 0x18];
+        legacy.extend_from_slice(&[0; 8]);
+        assert!(decompress(Compression::Lz4, &legacy, &mut Vec::new(), 100).is_err());
+    }
+
+    #[test]
+    fn zstd_truncation_is_an_error() {
+        let data = sample(100_000);
+        let mut z = Vec::new();
+        compress(Compression::Zstd, &data, &mut z).unwrap();
+        for cut in 0..z.len() {
+            assert!(
+                decompress(Compression::Zstd, &z[..cut], &mut Vec::new(), usize::MAX).is_err(),
+                "{cut}"
+            );
         }
     }
 

@@ -180,7 +180,7 @@ impl OffsetIndex {
     /// Kafka's `sanityCheck`: the last offset must not be below the base and the file length
     /// must be a multiple of 8.
     pub fn sanity_check(&self) -> std::result::Result<(), String> {
-        if self.inner.file_len % OFFSET_ENTRY_SIZE as u64 != 0 {
+        if !self.inner.file_len.is_multiple_of(OFFSET_ENTRY_SIZE as u64) {
             return Err(format!(
                 "index file size {} is not a multiple of {OFFSET_ENTRY_SIZE}",
                 self.inner.file_len

@@ -168,7 +168,7 @@ impl TimeIndex {
 
     /// Kafka's `sanityCheck`.
     pub fn sanity_check(&self) -> std::result::Result<(), String> {
-        if self.inner.file_len % TIME_ENTRY_SIZE as u64 != 0 {
+        if !self.inner.file_len.is_multiple_of(TIME_ENTRY_SIZE as u64) {
             return Err(format!(
                 "time index file size {} is not a multiple of {TIME_ENTRY_SIZE}",
                 self.inner.file_len

@@ -31,6 +31,8 @@ pub enum OpenMode {
 }
 
 /// One open file. Positions are absolute; there is no cursor.
+// `len` is a fallible syscall here, not a collection size, so an `is_empty` would mislead.
+#[allow(clippy::len_without_is_empty)]
 pub trait IoFile: Send + Sync + Debug {
     /// The path the file was opened at (renames through [`Storage::rename`] do not update it;
     /// callers that rename reopen).
