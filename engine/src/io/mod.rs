@@ -9,13 +9,127 @@
 //!
 //! Errors from this layer already carry the operation and the path.
 
+pub mod aligned;
 pub mod std_backend;
 
+pub use aligned::AlignedBuf;
+
+use std::cell::Cell;
 use std::fmt::Debug;
+use std::os::unix::io::RawFd;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::Result;
+
+/// How file I/O is done. The engine reports the mode it really runs in (see
+/// [`Storage::mode`]): asking for `Direct` where io_uring is refused gives `Sync`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum IoMode {
+    /// O_DIRECT + io_uring: no page cache; aligned buffers; the default.
+    #[default]
+    Direct,
+    /// Page cache + io_uring.
+    Buffered,
+    /// Plain pread/pwrite through the page cache: the fallback when io_uring is refused.
+    Sync,
+}
+
+impl IoMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            IoMode::Direct => "direct",
+            IoMode::Buffered => "buffered",
+            IoMode::Sync => "sync",
+        }
+    }
+}
+
+impl std::str::FromStr for IoMode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "direct" => Ok(IoMode::Direct),
+            "buffered" => Ok(IoMode::Buffered),
+            "sync" => Ok(IoMode::Sync),
+            other => Err(format!("unknown I/O mode {other:?} (direct, buffered, sync)")),
+        }
+    }
+}
+
+impl std::fmt::Display for IoMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// O_DIRECT alignment of a file: of memory addresses, and of file offsets and lengths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirectAlignment {
+    pub mem: usize,
+    pub offset: usize,
+}
+
+/// One operation of a batch submitted with [`Storage::submit`].
+#[derive(Debug)]
+pub enum IoOpKind {
+    /// Write all of `buf` at `pos` (for a direct file: `pos`, `buf.len()` and the buffer aligned).
+    Write { buf: AlignedBuf, pos: u64 },
+    /// fdatasync.
+    SyncData,
+}
+
+/// An operation on a file; `tag` is the caller's, returned with the completion. With `link_next`
+/// the next operation runs only if this one succeeds (io_uring's IOSQE_IO_LINK): a write linked
+/// to its fsync.
+#[derive(Debug)]
+pub struct IoOp {
+    pub file: Arc<dyn IoFile>,
+    pub kind: IoOpKind,
+    pub tag: u64,
+    pub link_next: bool,
+}
+
+/// A finished operation: the operation (its buffer given back) and its result (bytes written).
+#[derive(Debug)]
+pub struct IoCompletion {
+    pub op: IoOp,
+    pub result: Result<usize>,
+}
+
+/// Per-thread I/O counters (each shard thread reads its own).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoStats {
+    /// Operations issued to the kernel (reads, writes, fsyncs, truncates...).
+    pub ops: u64,
+    /// System calls that submit or wait for I/O (io_uring_enter, or one per plain syscall).
+    pub enters: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub fsyncs: u64,
+}
+
+thread_local! {
+    static STATS: Cell<IoStats> = const { Cell::new(IoStats { ops: 0, enters: 0, bytes_read: 0, bytes_written: 0, fsyncs: 0 }) };
+}
+
+/// This thread's I/O counters.
+pub fn thread_stats() -> IoStats {
+    STATS.with(|s| s.get())
+}
+
+/// Adds to this thread's counters (backends call it).
+pub fn record_io(ops: u64, enters: u64, read: u64, written: u64, fsyncs: u64) {
+    STATS.with(|s| {
+        let mut v = s.get();
+        v.ops += ops;
+        v.enters += enters;
+        v.bytes_read += read;
+        v.bytes_written += written;
+        v.fsyncs += fsyncs;
+        s.set(v);
+    });
+}
 
 /// How to open a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,11 +184,47 @@ pub trait IoFile: Send + Sync + Debug {
     fn len(&self) -> Result<u64>;
     /// The file's modification time in ms since the epoch.
     fn modified_ms(&self) -> Result<i64>;
+    /// The kernel file descriptor, for backends that submit their own operations.
+    fn raw_fd(&self) -> Option<RawFd> {
+        None
+    }
+    /// `Some` when the file was opened O_DIRECT: writes must then be aligned.
+    fn direct_alignment(&self) -> Option<DirectAlignment> {
+        None
+    }
 }
 
 /// Directory-level operations and file opening.
 pub trait Storage: Send + Sync + Debug {
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn IoFile>>;
+    /// Opens a segment's `.log` file: O_DIRECT in direct mode, like [`Storage::open`] otherwise.
+    fn open_log(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn IoFile>> {
+        self.open(path, mode)
+    }
+    /// The mode this storage really runs in.
+    fn mode(&self) -> IoMode {
+        IoMode::Sync
+    }
+    /// Runs a batch of operations and returns every one, in order, with its result. io_uring
+    /// backends submit the whole batch with one system call; the default runs them one by one.
+    /// A failed operation with `link_next` cancels the next one (ECANCELED), as io_uring does.
+    fn submit(&self, ops: Vec<IoOp>) -> Vec<IoCompletion> {
+        let mut out = Vec::with_capacity(ops.len());
+        let mut cancel = false;
+        for op in ops {
+            let result = if cancel {
+                Err(crate::Error::io("submit", op.file.path(), std::io::Error::from_raw_os_error(libc::ECANCELED)))
+            } else {
+                match &op.kind {
+                    IoOpKind::Write { buf, pos } => op.file.write_all_at(buf, *pos).map(|_| buf.len()),
+                    IoOpKind::SyncData => op.file.sync_data().map(|_| 0),
+                }
+            };
+            cancel = op.link_next && result.is_err();
+            out.push(IoCompletion { op, result });
+        }
+        out
+    }
     /// Creates a directory and its parents (owner-only permissions where the backend supports it).
     fn create_dir_all(&self, path: &Path) -> Result<()>;
     /// Names of the entries in a directory (files and directories), unsorted.

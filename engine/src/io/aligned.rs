@@ -1,0 +1,141 @@
+//! Heap buffers aligned for O_DIRECT: the start address is a multiple of `align` (a power of two,
+//! at least 512 for direct I/O) and the capacity is a multiple of it too.
+#![allow(unsafe_code)]
+
+use std::alloc::{self, Layout};
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+
+/// An owned, zero-initialised, aligned byte buffer with a length (`len <= capacity`).
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+    layout: Layout,
+}
+
+// SAFETY: AlignedBuf owns its allocation exclusively (like Vec<u8>); nothing else aliases it.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared references only allow reads of initialised bytes, as for Vec<u8>.
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// A zeroed buffer of `capacity` bytes (rounded up to `align`) with length 0. `align` must be
+    /// a power of two.
+    pub fn new(capacity: usize, align: usize) -> AlignedBuf {
+        assert!(align.is_power_of_two(), "alignment {align} is not a power of two");
+        let cap = capacity.max(align).div_ceil(align) * align;
+        let layout = Layout::from_size_align(cap, align).expect("valid layout");
+        // SAFETY: the layout has a non-zero size (cap >= align >= 1).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else { alloc::handle_alloc_error(layout) };
+        AlignedBuf { ptr, len: 0, layout }
+    }
+
+    pub fn align(&self) -> usize {
+        self.layout.align()
+    }
+    pub fn capacity(&self) -> usize {
+        self.layout.size()
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Sets the length. Bytes between the old and new length keep whatever they held (all bytes
+    /// are always initialised: zeroed at allocation).
+    pub fn set_len(&mut self, len: usize) {
+        assert!(len <= self.capacity(), "length {len} beyond capacity {}", self.capacity());
+        self.len = len;
+    }
+
+    /// Appends bytes; the caller guarantees room (`len + data.len() <= capacity`).
+    pub fn extend_from_slice(&mut self, data: &[u8]) {
+        let end = self.len + data.len();
+        assert!(end <= self.capacity(), "append of {} bytes beyond capacity", data.len());
+        let start = self.len;
+        self.full_mut()[start..end].copy_from_slice(data);
+        self.len = end;
+    }
+
+    /// The whole capacity, initialised bytes all.
+    pub fn full(&self) -> &[u8] {
+        // SAFETY: the allocation is `capacity` bytes, zero-initialised at allocation and only
+        // written through safe slices since, so every byte is initialised; the borrow of self
+        // keeps it alive and unaliased by writers.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.capacity()) }
+    }
+    pub fn full_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `full`, and `&mut self` guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.capacity()) }
+    }
+
+    /// A copy with a larger capacity (same alignment and contents).
+    pub fn grown(&self, capacity: usize) -> AlignedBuf {
+        let mut b = AlignedBuf::new(capacity.max(self.capacity()), self.align());
+        b.extend_from_slice(self);
+        b
+    }
+}
+
+impl Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.full()[..self.len]
+    }
+}
+impl DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        let len = self.len;
+        &mut self.full_mut()[..len]
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: ptr was allocated with exactly this layout and is freed once, here.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlignedBuf").field("len", &self.len).field("capacity", &self.capacity()).field("align", &self.align()).finish()
+    }
+}
+
+impl Clone for AlignedBuf {
+    fn clone(&self) -> Self {
+        let mut b = AlignedBuf::new(self.capacity(), self.align());
+        b.extend_from_slice(self);
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_and_zeroed() {
+        for align in [512usize, 4096] {
+            let mut b = AlignedBuf::new(1000, align);
+            assert_eq!(b.as_ptr() as usize % align, 0);
+            assert_eq!(b.capacity() % align, 0);
+            assert!(b.full().iter().all(|&x| x == 0));
+            b.extend_from_slice(b"abc");
+            assert_eq!(&b[..], b"abc");
+            let g = b.grown(10_000);
+            assert_eq!(&g[..], b"abc");
+            assert_eq!(g.as_ptr() as usize % align, 0);
+        }
+    }
+}
