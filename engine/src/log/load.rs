@@ -44,7 +44,7 @@ pub struct LoadReport {
 
 pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)> {
     options.config.validate()?;
-    let LogOptions { config, storage, clock, recovery, log_start_offset } = options;
+    let LogOptions { config, storage, clock, recovery, log_start_offset, tail_cache_bytes, write_through } = options;
     let mut report = LoadReport::default();
     if !storage.exists(dir) {
         storage.create_dir_all(dir)?;
@@ -103,6 +103,7 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
         index_interval_bytes: config.index_interval_bytes,
         segment_index_bytes: config.segment_index_bytes,
         preallocate_bytes: if config.preallocate { config.segment_bytes } else { 0 },
+        tail_cache_bytes,
     };
 
     // Pass 2: open every segment; rebuild missing indexes.
@@ -162,10 +163,10 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
     let active = match segments.pop_last() {
         Some((_, mut seg)) => {
             seg.reload_max_timestamp()?;
-            seg.into_active(settings, now, 0)?
+            seg.into_active(storage.clone(), settings, now, 0)?
         }
         None => {
-            let seg = ActiveSegment::create(&*storage, dir, start, settings, now, 0)?;
+            let seg = ActiveSegment::create(storage.clone(), dir, start, settings, now, 0)?;
             storage.sync_dir(dir)?;
             seg
         }
@@ -197,11 +198,13 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
         last_flush_ms: now,
         failed: None,
         rng: seed,
+        tail_cache_bytes,
+        write_through,
     };
     let jitter = log.next_jitter();
     let settings = log.settings();
     let active = log.active.take().expect("active");
-    let active = active.into_segment().into_active(settings, now, jitter)?;
+    let active = active.into_segment()?.into_active(log.storage.clone(), settings, now, jitter)?;
     log.active = Some(active);
     Ok((log, report))
 }

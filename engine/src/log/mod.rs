@@ -33,6 +33,13 @@ pub struct LogOptions {
     pub recovery: Recovery,
     /// The log start offset from `log-start-offset-checkpoint`, if known.
     pub log_start_offset: Option<i64>,
+    /// Bytes of the active segment's tail kept in memory after they are written, so that tail
+    /// fetches need no I/O. Default 1 MiB.
+    pub tail_cache_bytes: u64,
+    /// Hand each append's bytes to the kernel before returning (as Kafka writes each append to the
+    /// page cache). The shard engine turns this off and writes all partitions' appends of a loop
+    /// turn in one submission instead ([`Log::take_writes`]).
+    pub write_through: bool,
 }
 
 impl Default for LogOptions {
@@ -43,6 +50,8 @@ impl Default for LogOptions {
             clock: Arc::new(SystemClock),
             recovery: Recovery::default(),
             log_start_offset: None,
+            tail_cache_bytes: 1024 * 1024,
+            write_through: true,
         }
     }
 }
@@ -100,6 +109,8 @@ pub struct Log {
     last_flush_ms: i64,
     failed: Option<String>,
     rng: u64,
+    tail_cache_bytes: u64,
+    write_through: bool,
 }
 
 impl Log {
@@ -207,6 +218,7 @@ impl Log {
             index_interval_bytes: self.config.index_interval_bytes,
             segment_index_bytes: self.config.segment_index_bytes,
             preallocate_bytes: if self.config.preallocate { self.config.segment_bytes } else { 0 },
+            tail_cache_bytes: self.tail_cache_bytes,
         }
     }
 
@@ -297,6 +309,10 @@ impl Log {
         let base = active.base_offset();
         let r = active.append(records, headers);
         self.guard(r)?;
+        if self.write_through {
+            let r = self.active_mut().write_pending(false);
+            self.guard(r)?;
+        }
         self.log_end_offset = last.next_offset();
         self.unflushed_messages += count as i64;
         let info = AppendInfo {
@@ -350,9 +366,8 @@ impl Log {
         if active.base_offset() == new_base {
             if active.size() == 0 {
                 // Replace the empty active segment in place.
-                let seg = active.into_segment();
-                drop(seg);
-                let r = ActiveSegment::create(&*storage, &self.dir, new_base, settings, now, jitter);
+                drop(active);
+                let r = ActiveSegment::create(storage.clone(), &self.dir, new_base, settings, now, jitter);
                 let seg = self.guard(r)?;
                 self.active = Some(seg);
                 return Ok(());
@@ -383,7 +398,7 @@ impl Log {
                 self.guard(r)?;
             }
         }
-        let r = ActiveSegment::create(&*storage, &self.dir, new_base, settings, now, jitter);
+        let r = ActiveSegment::create(storage.clone(), &self.dir, new_base, settings, now, jitter);
         let seg = self.guard(r)?;
         self.active = Some(seg);
         let r = storage.sync_dir(&self.dir);
@@ -403,6 +418,38 @@ impl Log {
         self.unflushed_messages = 0;
         self.last_flush_ms = self.clock.now_ms();
         Ok(())
+    }
+
+    /// The writes (and, with `sync`, fdatasync) that put this log's appended bytes in its file,
+    /// for a caller that submits many logs' I/O at once. Complete them with
+    /// [`Log::complete_writes`]; until then no other write of this log may be taken.
+    pub fn take_writes(&mut self, tag: u64, sync: bool) -> Result<Vec<crate::io::IoOp>> {
+        self.check_not_failed()?;
+        if sync {
+            let a = self.active_mut();
+            let r = a.offset_index_flush();
+            self.guard(r)?;
+        }
+        Ok(self.active_mut().take_writes(tag, sync))
+    }
+
+    /// Applies completions of [`Log::take_writes`]. A failed write or fsync puts the log in the
+    /// failed state. With `synced` (the batch held an fsync), the recovery point advances to
+    /// `synced_up_to`.
+    pub fn complete_writes(&mut self, completions: Vec<crate::io::IoCompletion>, synced_up_to: Option<i64>) -> Result<()> {
+        let r = self.active_mut().complete_writes(completions);
+        self.guard(r)?;
+        if let Some(o) = synced_up_to {
+            self.recovery_point = self.recovery_point.max(o);
+            self.unflushed_messages = 0;
+            self.last_flush_ms = self.clock.now_ms();
+        }
+        Ok(())
+    }
+
+    /// Bytes appended to the active segment and not yet handed to the kernel.
+    pub fn unwritten_bytes(&self) -> u64 {
+        self.active_segment().unwritten_bytes()
     }
 
     /// Clean close: final time-index entry, indexes trimmed, everything fsynced.

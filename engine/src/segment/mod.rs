@@ -10,8 +10,10 @@
 //! A segment never decides policy (when to roll, what to fsync): the partition log does.
 
 mod scan;
+mod tail;
 
 pub use scan::{BatchScanner, ScannedBatch, SCAN_WINDOW_BYTES};
+pub use tail::{TailFile, TailStats};
 
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
@@ -22,7 +24,7 @@ use crate::format::batch::{self, NO_PARTITION_LEADER_EPOCH};
 use crate::format::filename;
 use crate::format::record;
 use crate::index::{OffsetIndex, TimeIndex, TimestampOffset};
-use crate::io::{IoFile, OpenMode, Storage};
+use crate::io::{IoCompletion, IoFile, IoOp, IoOpKind, OpenMode, Storage};
 
 /// Where the first batch with `last_offset >= target` sits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -400,12 +402,18 @@ pub struct SegmentSettings {
     pub segment_index_bytes: u32,
     /// Reserve this many bytes for the log file on creation (Kafka's `preallocate`), 0 for none.
     pub preallocate_bytes: u32,
+    /// Bytes of the log's tail kept in memory after they are written (the tail cache).
+    pub tail_cache_bytes: u64,
 }
 
 /// The segment that takes appends.
 #[derive(Debug)]
 pub struct ActiveSegment {
     seg: Segment,
+    /// The `.log` file itself (O_DIRECT in direct mode); `seg.log` is the tail wrapped around it.
+    file: Arc<dyn IoFile>,
+    tail: Arc<TailFile>,
+    storage: Arc<dyn Storage>,
     bytes_since_last_index_entry: u32,
     rolling_based_timestamp: Option<i64>,
     created_ms: i64,
@@ -470,7 +478,7 @@ impl Segment {
     /// caller rebuilds it (Kafka recovers such a segment).
     pub fn open_existing(storage: &dyn Storage, dir: &Path, base_offset: i64, settings: SegmentSettings) -> Result<(Segment, bool)> {
         let log_path = dir.join(filename::log_file_name(base_offset));
-        let log = storage.open(&log_path, OpenMode::ReadWrite)?;
+        let log = storage.open_log(&log_path, OpenMode::ReadWrite)?;
         let len = log.len()?;
         if len > i32::MAX as u64 {
             return Err(Error::Corrupt {
@@ -537,13 +545,25 @@ impl Segment {
 
     /// Makes this segment the active one again (after truncation removed later segments, or on
     /// open): indexes get room for `segment.index.bytes` again.
-    pub fn into_active(mut self, settings: SegmentSettings, now_ms: i64, roll_jitter_ms: i64) -> Result<ActiveSegment> {
+    pub fn into_active(
+        mut self,
+        storage: Arc<dyn Storage>,
+        settings: SegmentSettings,
+        now_ms: i64,
+        roll_jitter_ms: i64,
+    ) -> Result<ActiveSegment> {
         self.offset_index.resize(settings.segment_index_bytes)?;
         self.time_index.resize(settings.segment_index_bytes)?;
+        let file = self.log.clone();
+        let tail = Arc::new(TailFile::new(file.clone(), self.size as u64, settings.tail_cache_bytes)?);
+        self.log = tail.clone();
         // Kafka starts a reopened segment's byte counter at zero, and so do we, so that index
         // files stay identical to Kafka's across restarts.
         Ok(ActiveSegment {
             seg: self,
+            file,
+            tail,
+            storage,
             bytes_since_last_index_entry: 0,
             rolling_based_timestamp: None,
             created_ms: now_ms,
@@ -557,7 +577,7 @@ impl ActiveSegment {
     /// Creates a new, empty segment's three files. Index files are preallocated to
     /// `segment.index.bytes` (rounded down to the entry size).
     pub fn create(
-        storage: &dyn Storage,
+        storage: Arc<dyn Storage>,
         dir: &Path,
         base_offset: i64,
         settings: SegmentSettings,
@@ -565,14 +585,20 @@ impl ActiveSegment {
         roll_jitter_ms: i64,
     ) -> Result<ActiveSegment> {
         let log_path = dir.join(filename::log_file_name(base_offset));
-        let log = open_or_create(storage, &log_path)?;
-        log.set_len(0)?;
+        let file = if storage.exists(&log_path) {
+            storage.open_log(&log_path, OpenMode::ReadWrite)?
+        } else {
+            storage.open_log(&log_path, OpenMode::CreateNew)?
+        };
+        file.set_len(0)?;
         if settings.preallocate_bytes > 0 {
-            log.allocate(settings.preallocate_bytes as u64)?;
+            file.allocate(settings.preallocate_bytes as u64)?;
         }
-        let idx = open_or_create(storage, &dir.join(filename::index_file_name(base_offset)))?;
+        let tail = Arc::new(TailFile::new(file.clone(), 0, settings.tail_cache_bytes)?);
+        let log: Arc<dyn IoFile> = tail.clone();
+        let idx = open_or_create(&*storage, &dir.join(filename::index_file_name(base_offset)))?;
         idx.set_len(0)?;
-        let tidx = open_or_create(storage, &dir.join(filename::time_index_file_name(base_offset)))?;
+        let tidx = open_or_create(&*storage, &dir.join(filename::time_index_file_name(base_offset)))?;
         tidx.set_len(0)?;
         let offset_index = OffsetIndex::create(base_offset, settings.segment_index_bytes, Some(idx))?;
         let time_index = TimeIndex::create(base_offset, settings.segment_index_bytes, Some(tidx))?;
@@ -587,6 +613,9 @@ impl ActiveSegment {
                 max_timestamp_so_far: TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: base_offset },
                 index_interval_bytes: settings.index_interval_bytes,
             },
+            file,
+            tail,
+            storage,
             bytes_since_last_index_entry: 0,
             rolling_based_timestamp: None,
             created_ms: now_ms,
@@ -628,7 +657,7 @@ impl ActiveSegment {
                 limit_name: "the 2 GiB segment limit",
             });
         }
-        self.seg.log.write_all_at(records, physical_position as u64)?;
+        self.tail.append(records);
         self.seg.size = new_size as u32;
         for b in batches {
             if b.max_timestamp > self.seg.max_timestamp_so_far.timestamp {
@@ -687,23 +716,90 @@ impl ActiveSegment {
         self.roll_jitter_ms
     }
 
-    /// Kafka's `onBecomeInactiveSegment` plus making the result durable: the final time-index
-    /// entry, both indexes trimmed and written, the log trimmed to its size, everything fsynced.
+    /// The write (and, with `sync`, the linked fdatasync) that puts every appended byte in the
+    /// file; empty when there is nothing to do. Complete them with [`ActiveSegment::complete_writes`].
+    pub fn take_writes(&mut self, tag: u64, sync: bool) -> Vec<IoOp> {
+        let mut ops = Vec::with_capacity(2);
+        if let Some(mut w) = self.tail.prepare_write(self.file.clone(), tag) {
+            w.link_next = sync;
+            ops.push(w);
+        }
+        if sync {
+            ops.push(IoOp { file: self.file.clone(), kind: IoOpKind::SyncData, tag, link_next: false });
+        }
+        ops
+    }
+
+    /// Applies the completions of [`ActiveSegment::take_writes`]; the first error is returned.
+    pub fn complete_writes(&mut self, completions: Vec<IoCompletion>) -> Result<()> {
+        let mut first_err = None;
+        for c in completions {
+            let ok = c.result.is_ok();
+            if let IoOpKind::Write { .. } = c.op.kind {
+                self.tail.complete_write(ok);
+            }
+            if let Err(e) = c.result {
+                first_err.get_or_insert(e);
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes every appended byte to the file (one submission), with an fdatasync when `sync`.
+    pub fn write_pending(&mut self, sync: bool) -> Result<()> {
+        let ops = self.take_writes(0, sync);
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let done = self.storage.submit(ops);
+        self.complete_writes(done)
+    }
+
+    /// Writes pending entries of both indexes to their files.
+    pub fn offset_index_flush(&mut self) -> Result<()> {
+        self.seg.offset_index.flush()?;
+        self.seg.time_index.flush()
+    }
+
+    /// Appended bytes not yet handed to the kernel.
+    pub fn unwritten_bytes(&self) -> u64 {
+        self.tail.unwritten()
+    }
+
+    pub fn tail_stats(&self) -> TailStats {
+        self.tail.stats()
+    }
+
+    /// Writes pending index entries and every appended byte, and makes the log's data durable.
+    pub fn flush(&mut self) -> Result<()> {
+        self.seg.offset_index.flush()?;
+        self.seg.time_index.flush()?;
+        self.write_pending(true)
+    }
+
+    /// Kafka's `onBecomeInactiveSegment` plus making the result durable: every byte written, the
+    /// final time-index entry, both indexes trimmed and written, the log cut to its logical size
+    /// (dropping O_DIRECT block padding and preallocated space), everything fsynced.
     pub fn seal(mut self) -> Result<SealedSegment> {
+        self.write_pending(false)?;
         let m = self.seg.max_timestamp_so_far;
         self.seg.time_index.maybe_append(m.timestamp, m.offset, true)?;
         self.seg.offset_index.trim_to_valid_size()?;
         self.seg.time_index.trim_to_valid_size()?;
-        if self.seg.log.len()? != self.seg.size as u64 {
-            self.seg.log.set_len(self.seg.size as u64)?;
+        if self.file.len()? != self.seg.size as u64 {
+            self.file.set_len(self.seg.size as u64)?;
         }
-        self.seg.log.sync_data()?;
+        self.file.sync_data()?;
         if let Some(f) = self.seg.offset_index.file() {
             f.sync_data()?;
         }
         if let Some(f) = self.seg.time_index.file() {
             f.sync_data()?;
         }
+        self.seg.log = self.file;
         Ok(SealedSegment { seg: self.seg })
     }
 
@@ -717,9 +813,12 @@ impl ActiveSegment {
         self.settings
     }
 
-    /// Turns this segment into a plain [`Segment`] (for truncation paths).
-    pub fn into_segment(self) -> Segment {
-        self.seg
+    /// Turns this segment into a plain [`Segment`] after writing what is buffered (for
+    /// truncation paths and reopening).
+    pub fn into_segment(mut self) -> Result<Segment> {
+        self.write_pending(false)?;
+        self.seg.log = self.file;
+        Ok(self.seg)
     }
 }
 
