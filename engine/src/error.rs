@@ -80,6 +80,15 @@ pub enum Error {
     /// A topic name breaks Kafka's rules.
     #[error("invalid topic name {name:?}: {detail}")]
     InvalidTopicName { name: String, detail: String },
+    /// The engine (or the shard owning the partition) stopped before answering.
+    #[error("the engine stopped before completing the request")]
+    EngineStopped,
+    /// A shard's request queue is full and the engine is configured to refuse rather than wait.
+    #[error("shard {shard} request queue is full ({capacity} requests)")]
+    QueueFull { shard: usize, capacity: usize },
+    /// The partition is not open in this engine.
+    #[error("unknown partition {topic}-{partition}")]
+    UnknownPartition { topic: String, partition: i32 },
     /// A previous write or fsync failed: the partition refuses appends until it is reopened.
     #[error("log {dir} is in a failed state after an I/O error: {reason}")]
     Failed { dir: PathBuf, reason: String },

@@ -10,7 +10,9 @@
 #![deny(unsafe_code)]
 #![warn(missing_debug_implementations)]
 
+pub mod completion;
 pub mod config;
+pub mod engine;
 pub mod error;
 pub mod format;
 pub mod index;
@@ -19,6 +21,9 @@ pub mod log;
 pub mod segment;
 pub mod types;
 
+pub use completion::Completion;
 pub use config::{LogConfig, TimestampType};
+pub use engine::{Backpressure, Durability, Engine, EngineConfig, TopicPartition};
+pub use io::IoMode;
 pub use error::{Error, Result};
 pub use types::{FilePos, Offset, RelOffset, TimestampMs};

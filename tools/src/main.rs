@@ -5,14 +5,37 @@
 //! rebuild-index differences); 2 usage or I/O error.
 
 mod demo;
+mod dump;
+mod indexcheck;
+mod layout;
+mod logscan;
+mod overlay;
+mod sidecar;
 mod stats;
+mod units;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// The exit-code table shown at the end of every `--help`.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  success: nothing wrong found
+  1  damage or differences found (a corrupt batch, a torn tail, an index entry that does not
+     match its log, an index that fails Kafka's sanity check, rebuild-index differences in a dry run)
+  2  usage error, unreadable file or directory, or any other I/O error";
+
 #[derive(Parser, Debug)]
-#[command(name = "seglog", version, about = "Kafka-format log storage engine: demo and tools")]
+#[command(
+    name = "seglog",
+    version,
+    about = "Kafka-format log storage engine: demo and tools",
+    long_about = "Kafka-format log storage engine: the seed's demo and tools that read Kafka's on-disk \
+                  files (and seglog's, which are the same format) without changing them, except \
+                  `rebuild-index --write`.",
+    after_help = EXIT_CODES
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -23,12 +46,17 @@ enum Command {
     /// Reproduce the index.interval.bytes experiment: 5000 records into four topics that differ
     /// only in index.interval.bytes, then look up every offset.
     Demo(demo::Args),
+    /// Print the contents of segment, index, snapshot and checkpoint files (like kafka-dump-log),
+    /// and check indexes against their log.
+    Dump(dump::Args),
 }
 
 fn main() -> ExitCode {
+    reset_sigpipe();
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Demo(a) => demo::run(a),
+        Command::Dump(a) => dump::run(a),
     };
     match r {
         Ok(code) => code,
@@ -41,5 +69,14 @@ fn main() -> ExitCode {
             }
             ExitCode::from(2)
         }
+    }
+}
+
+/// Restores the default SIGPIPE action, so `seglog dump ... | head` ends quietly as other Unix
+/// tools do instead of panicking on a closed pipe.
+fn reset_sigpipe() {
+    // SAFETY: signal(2) with SIG_DFL installs no handler code; it runs before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -10,6 +10,7 @@
 //! Errors from this layer already carry the operation and the path.
 
 pub mod aligned;
+pub mod eventfd;
 pub mod std_backend;
 
 pub use aligned::AlignedBuf;
@@ -269,6 +270,33 @@ pub trait Storage: Send + Sync + Debug {
         }
         Ok(())
     }
+}
+
+/// A storage chosen for a requested mode, with the mode it really runs in.
+#[derive(Debug, Clone)]
+pub struct SelectedStorage {
+    pub storage: Arc<dyn Storage>,
+    pub mode: IoMode,
+    /// Why `mode` differs from the request, if it does.
+    pub fallback: Option<String>,
+}
+
+/// The storage for `requested`, falling back to plain syscalls (with a reason) where io_uring is
+/// refused.
+pub fn storage_for_mode(requested: IoMode) -> SelectedStorage {
+    match requested {
+        IoMode::Sync => SelectedStorage { storage: default_storage(), mode: IoMode::Sync, fallback: None },
+        other => SelectedStorage {
+            storage: default_storage(),
+            mode: IoMode::Sync,
+            fallback: Some(format!("{other} mode needs the io_uring backend, which is not built in")),
+        },
+    }
+}
+
+/// Sleeps until the doorbell rings or `timeout` passes.
+pub fn wait_doorbell(bell: &eventfd::EventFd, _mode: IoMode, timeout: Option<std::time::Duration>) -> u64 {
+    bell.wait_plain(timeout)
 }
 
 /// The default storage: std files with plain positioned reads and writes.

@@ -1,0 +1,168 @@
+//! One-shot completions: every engine call returns a [`Completion`] that can be waited on from a
+//! plain thread ([`Completion::wait`]) or awaited as a `Future` from any async runtime (it needs
+//! none: the shard wakes the stored `Waker`). If the shard drops the request without answering
+//! (it stopped), the completion resolves to [`Error::EngineStopped`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+#[derive(Debug)]
+struct Slot<T> {
+    state: Mutex<State<T>>,
+    cv: Condvar,
+}
+
+#[derive(Debug)]
+struct State<T> {
+    value: Option<Result<T>>,
+    waker: Option<Waker>,
+}
+
+/// The receiving side of a one-shot result.
+#[derive(Debug)]
+pub struct Completion<T> {
+    slot: Arc<Slot<T>>,
+}
+
+/// The sending side, held by the shard.
+#[derive(Debug)]
+pub struct Completer<T> {
+    slot: Option<Arc<Slot<T>>>,
+}
+
+/// A connected completer and completion.
+pub fn pair<T>() -> (Completer<T>, Completion<T>) {
+    let slot = Arc::new(Slot { state: Mutex::new(State { value: None, waker: None }), cv: Condvar::new() });
+    (Completer { slot: Some(slot.clone()) }, Completion { slot })
+}
+
+impl<T> Completion<T> {
+    /// A completion that is already resolved.
+    pub fn ready(value: Result<T>) -> Completion<T> {
+        let (c, r) = pair();
+        c.complete(value);
+        r
+    }
+
+    /// Blocks the calling thread until the result is there.
+    pub fn wait(self) -> Result<T> {
+        let mut st = self.slot.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(v) = st.value.take() {
+                return v;
+            }
+            st = self.slot.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Waits at most `timeout`; gives the completion back if it is not done.
+    pub fn wait_timeout(self, timeout: Duration) -> std::result::Result<Result<T>, Completion<T>> {
+        let deadline = std::time::Instant::now() + timeout;
+        {
+            let mut st = self.slot.state.lock().unwrap_or_else(|p| p.into_inner());
+            loop {
+                if let Some(v) = st.value.take() {
+                    return Ok(v);
+                }
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                st = self.slot.cv.wait_timeout(st, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+            }
+        }
+        Err(self)
+    }
+
+    /// True when the result is there.
+    pub fn is_done(&self) -> bool {
+        self.slot.state.lock().unwrap_or_else(|p| p.into_inner()).value.is_some()
+    }
+}
+
+impl<T> Future for Completion<T> {
+    type Output = Result<T>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        let mut st = self.slot.state.lock().unwrap_or_else(|p| p.into_inner());
+        match st.value.take() {
+            Some(v) => Poll::Ready(v),
+            None => {
+                st.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<T> Completer<T> {
+    /// Delivers the result and wakes the waiter.
+    pub fn complete(mut self, value: Result<T>) {
+        if let Some(slot) = self.slot.take() {
+            deliver(&slot, value);
+        }
+    }
+}
+
+fn deliver<T>(slot: &Slot<T>, value: Result<T>) {
+    let waker = {
+        let mut st = slot.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.value = Some(value);
+        st.waker.take()
+    };
+    slot.cv.notify_all();
+    if let Some(w) = waker {
+        w.wake();
+    }
+}
+
+impl<T> Drop for Completer<T> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            deliver(&slot, Err(Error::EngineStopped));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Wake;
+
+    struct Flag(std::sync::atomic::AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn wait_from_another_thread() {
+        let (c, r) = pair::<u32>();
+        std::thread::spawn(move || c.complete(Ok(7)));
+        assert_eq!(r.wait().unwrap(), 7);
+    }
+
+    #[test]
+    fn future_is_woken() {
+        let (c, mut r) = pair::<u32>();
+        let flag = Arc::new(Flag(Default::default()));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(Pin::new(&mut r).poll(&mut cx).is_pending());
+        c.complete(Ok(3));
+        assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(matches!(Pin::new(&mut r).poll(&mut cx), Poll::Ready(Ok(3))));
+    }
+
+    #[test]
+    fn dropped_completer_resolves_to_stopped() {
+        let (c, r) = pair::<u32>();
+        drop(c);
+        assert!(matches!(r.wait(), Err(Error::EngineStopped)));
+    }
+}

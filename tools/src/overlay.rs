@@ -1,0 +1,252 @@
+//! A copy-on-write [`Storage`] so the tools can run the engine's own segment code (open a
+//! segment, translate offsets, `recover()` to rebuild indexes) over a directory without changing
+//! a byte of it: files are opened read-only on disk, and every write, truncation or file creation
+//! lands in memory. A file is copied into memory only when it is first written past a logical
+//! truncation; a log that is only read or cut short stays on disk.
+//!
+//! Directory operations that would change the directory (rename, remove, create) are refused:
+//! the tools never need them through the engine.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use seglog::io::{IoFile, OpenMode, Storage};
+use seglog::{Error, Result};
+
+fn io_err(op: &'static str, path: &Path, e: std::io::Error) -> Error {
+    Error::Io {
+        op,
+        path: path.to_path_buf(),
+        source: e,
+    }
+}
+
+fn refused(op: &'static str, path: &Path) -> Error {
+    io_err(
+        op,
+        path,
+        std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "the tools' read-only overlay does not change directories",
+        ),
+    )
+}
+
+/// Reads through to disk, keeps every change in memory.
+#[derive(Debug, Default)]
+pub struct OverlayStorage {
+    /// Files opened so far, so a file opened twice shares its in-memory changes.
+    files: Mutex<HashMap<PathBuf, Arc<CowFile>>>,
+}
+
+impl OverlayStorage {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lookup(&self, path: &Path) -> Option<Arc<CowFile>> {
+        self.files.lock().expect("overlay lock").get(path).cloned()
+    }
+
+    fn insert(&self, f: Arc<CowFile>) -> Arc<CowFile> {
+        self.files
+            .lock()
+            .expect("overlay lock")
+            .insert(f.path.clone(), f.clone());
+        f
+    }
+}
+
+impl Storage for OverlayStorage {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn IoFile>> {
+        match mode {
+            OpenMode::Read | OpenMode::ReadWrite => {
+                if let Some(f) = self.lookup(path) {
+                    return Ok(f);
+                }
+                let file = File::open(path).map_err(|e| io_err("open", path, e))?;
+                let meta = file.metadata().map_err(|e| io_err("stat", path, e))?;
+                let modified_ms = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_millis() as i64);
+                Ok(self.insert(Arc::new(CowFile {
+                    path: path.to_path_buf(),
+                    disk: Some(file),
+                    modified_ms,
+                    state: Mutex::new(CowState {
+                        mem: None,
+                        len: meta.len(),
+                    }),
+                })))
+            }
+            OpenMode::CreateNew | OpenMode::CreateTruncate => {
+                if mode == OpenMode::CreateNew && self.exists(path) {
+                    return Err(io_err(
+                        "create",
+                        path,
+                        std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+                    ));
+                }
+                Ok(self.insert(Arc::new(CowFile {
+                    path: path.to_path_buf(),
+                    disk: None,
+                    modified_ms: 0,
+                    state: Mutex::new(CowState {
+                        mem: Some(Vec::new()),
+                        len: 0,
+                    }),
+                })))
+            }
+        }
+    }
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        Err(refused("mkdir", path))
+    }
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        let rd = std::fs::read_dir(path).map_err(|e| io_err("list", path, e))?;
+        let mut out = Vec::new();
+        for e in rd {
+            let e = e.map_err(|e| io_err("list", path, e))?;
+            out.push(e.file_name().to_string_lossy().into_owned());
+        }
+        Ok(out)
+    }
+    fn rename(&self, from: &Path, _to: &Path) -> Result<()> {
+        Err(refused("rename", from))
+    }
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        Err(refused("remove", path))
+    }
+    fn sync_dir(&self, _path: &Path) -> Result<()> {
+        Ok(())
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.lookup(path).is_some() || path.exists()
+    }
+    fn is_dir(&self, path: &Path) -> bool {
+        path.is_dir()
+    }
+}
+
+#[derive(Debug)]
+struct CowState {
+    /// The whole file, once something wrote to it.
+    mem: Option<Vec<u8>>,
+    /// The logical length.
+    len: u64,
+}
+
+/// One file of the overlay.
+#[derive(Debug)]
+pub struct CowFile {
+    path: PathBuf,
+    disk: Option<File>,
+    modified_ms: i64,
+    state: Mutex<CowState>,
+}
+
+impl CowFile {
+    fn materialize(&self, st: &mut CowState) -> Result<()> {
+        if st.mem.is_some() {
+            return Ok(());
+        }
+        let mut v = vec![0u8; st.len as usize];
+        if let Some(f) = &self.disk {
+            f.read_exact_at(&mut v, 0)
+                .map_err(|e| io_err("read", &self.path, e))?;
+        }
+        st.mem = Some(v);
+        Ok(())
+    }
+}
+
+impl IoFile for CowFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> Result<usize> {
+        let st = self.state.lock().expect("file lock");
+        if pos >= st.len {
+            return Ok(0);
+        }
+        let n = ((st.len - pos) as usize).min(buf.len());
+        match (&st.mem, &self.disk) {
+            (Some(m), _) => {
+                buf[..n].copy_from_slice(&m[pos as usize..pos as usize + n]);
+                Ok(n)
+            }
+            (None, Some(f)) => f
+                .read_at(&mut buf[..n], pos)
+                .map_err(|e| io_err("read", &self.path, e)),
+            (None, None) => Ok(0),
+        }
+    }
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> Result<()> {
+        let mut st = self.state.lock().expect("file lock");
+        self.materialize(&mut st)?;
+        let end = pos as usize + buf.len();
+        let m = st.mem.as_mut().expect("materialized");
+        if m.len() < end {
+            m.resize(end, 0);
+        }
+        m[pos as usize..end].copy_from_slice(buf);
+        st.len = st.len.max(end as u64);
+        Ok(())
+    }
+    fn sync_data(&self) -> Result<()> {
+        Ok(())
+    }
+    fn set_len(&self, len: u64) -> Result<()> {
+        let mut st = self.state.lock().expect("file lock");
+        if st.mem.is_none() && len <= st.len {
+            st.len = len;
+            return Ok(());
+        }
+        self.materialize(&mut st)?;
+        st.mem.as_mut().expect("materialized").resize(len as usize, 0);
+        st.len = len;
+        Ok(())
+    }
+    fn allocate(&self, _len: u64) -> Result<()> {
+        Ok(())
+    }
+    fn len(&self) -> Result<u64> {
+        Ok(self.state.lock().expect("file lock").len)
+    }
+    fn modified_ms(&self) -> Result<i64> {
+        Ok(self.modified_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_stay_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a");
+        std::fs::write(&p, b"hello world").unwrap();
+        let s = OverlayStorage::new();
+        let f = s.open(&p, OpenMode::ReadWrite).unwrap();
+        f.set_len(5).unwrap();
+        let mut b = [0u8; 11];
+        assert_eq!(f.read_at(&mut b, 0).unwrap(), 5);
+        f.write_all_at(b"!!", 5).unwrap();
+        assert_eq!(f.len().unwrap(), 7);
+        f.read_exact_at(&mut b[..7], 0).unwrap();
+        assert_eq!(&b[..7], b"hello!!");
+        assert_eq!(std::fs::read(&p).unwrap(), b"hello world");
+        let n = dir.path().join("new");
+        let g = s.open(&n, OpenMode::CreateNew).unwrap();
+        g.write_all_at(b"x", 0).unwrap();
+        assert!(s.exists(&n) && !n.exists());
+        assert!(s.open(&n, OpenMode::CreateNew).is_err());
+        assert!(s.remove_file(&p).is_err());
+    }
+}
