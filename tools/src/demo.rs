@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use seglog::format::builder::BatchBuilder;
-use seglog::log::{Log, LogOptions};
-use seglog::LogConfig;
+use seglog::log::{Log, LogOptions, Recovery};
+use seglog::{Engine, EngineConfig, IoMode, LogConfig, TopicPartition};
 
 use crate::stats::{summarize, Summary};
 
@@ -33,6 +33,13 @@ pub struct Args {
     /// Keep the temporary directory instead of deleting it.
     #[arg(long)]
     keep: bool,
+    /// I/O mode: direct (O_DIRECT + io_uring), buffered (page cache + io_uring) or sync (plain
+    /// pread/pwrite). The demo prints the mode it really ran in.
+    #[arg(long, default_value = "direct")]
+    io_mode: IoMode,
+    /// Number of shards (threads); default one per core.
+    #[arg(long)]
+    shards: Option<usize>,
 }
 
 /// Results for one topic.
@@ -64,20 +71,50 @@ pub fn demo_batch(count: i64, base_ts: i64) -> Vec<u8> {
     b.build().expect("demo batch")
 }
 
-/// Writes the demo topic for one interval into `dir` and looks up every offset.
-pub fn run_topic(dir: &Path, interval: u32, start_ts: i64) -> seglog::Result<TopicResult> {
-    let config = LogConfig { segment_bytes: SEGMENT_BYTES, index_interval_bytes: interval, ..LogConfig::default() };
-    let mut log = Log::open(dir, LogOptions::with_config(config))?;
+fn topic_config(interval: u32) -> LogConfig {
+    LogConfig { segment_bytes: SEGMENT_BYTES, index_interval_bytes: interval, ..LogConfig::default() }
+}
+
+/// Produces the 5000 records into the four topics through the engine, then shuts it down.
+/// Returns the I/O mode the engine really ran in and why it differs from the request, if it does.
+pub fn produce_all(root: &Path, mode: IoMode, shards: Option<usize>, start_ts: i64) -> seglog::Result<(IoMode, Option<String>)> {
+    let mut cfg = EngineConfig::new(root);
+    cfg.io_mode = mode;
+    cfg.shards = shards;
+    let engine = Engine::open(cfg)?;
+    let topics: Vec<(TopicPartition, u32)> =
+        INTERVALS.iter().map(|&i| (TopicPartition::new(format!("interval-{i}"), 0), i)).collect();
+    for (tp, i) in &topics {
+        engine.open_partition(tp, Some(topic_config(*i))).wait()?;
+    }
     let mut written = 0i64;
     let mut n = 0i64;
     while written < RECORDS {
         let count = RECORDS_PER_BATCH.min(RECORDS - written);
-        let mut batch = demo_batch(count, start_ts + n * 100);
-        log.append_as_leader(&mut batch, 0)?;
+        let batch = demo_batch(count, start_ts + n * 100);
+        // The same batch goes to all four topics; wait for all four acknowledgements.
+        let pending: Vec<_> = topics.iter().map(|(tp, _)| engine.append(tp, batch.clone(), 0)).collect();
+        for p in pending {
+            p.wait()?;
+        }
         written += count;
         n += 1;
     }
-    log.flush()?;
+    let used = (engine.io_mode(), engine.io_fallback_reason().map(str::to_string));
+    engine.shutdown()?;
+    Ok(used)
+}
+
+/// Looks up every offset of every full segment of one demo topic (opened read-side after a clean
+/// shutdown).
+pub fn analyze_topic(dir: &Path, interval: u32, mode: IoMode) -> seglog::Result<TopicResult> {
+    let options = LogOptions {
+        config: topic_config(interval),
+        storage: seglog::io::storage_for_mode(mode).storage,
+        recovery: Recovery::Clean,
+        ..LogOptions::default()
+    };
+    let log = Log::open(dir, options)?;
     let full_segment_bytes = BATCH_BYTES * 4;
     let mut bytes = Vec::new();
     let mut hops = Vec::new();
@@ -120,13 +157,18 @@ pub fn run_topic(dir: &Path, interval: u32, start_ts: i64) -> seglog::Result<Top
 }
 
 /// Runs all four topics under `root`, with the same records (timestamps included) in each.
-pub fn run_all(root: &Path) -> seglog::Result<Vec<TopicResult>> {
+pub fn run_all(root: &Path, mode: IoMode, shards: Option<usize>) -> seglog::Result<(Vec<TopicResult>, IoMode, Option<String>)> {
     let start_ts = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
         - 60_000;
-    INTERVALS.iter().map(|&i| run_topic(&root.join(format!("interval-{i}-0")), i, start_ts)).collect()
+    let (used, why) = produce_all(root, mode, shards, start_ts)?;
+    let results = INTERVALS
+        .iter()
+        .map(|&i| analyze_topic(&root.join(format!("interval-{i}-0")), i, used))
+        .collect::<seglog::Result<Vec<_>>>()?;
+    Ok((results, used, why))
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
@@ -137,7 +179,7 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             (t.path().to_path_buf(), Some(t))
         }
     };
-    let results = run_all(&root)?;
+    let (results, used, why) = run_all(&root, args.io_mode, args.shards)?;
     let identical = {
         let a = std::fs::read(root.join("interval-1-0").join("00000000000000000316.index"))?;
         let b = std::fs::read(root.join("interval-4096-0").join("00000000000000000316.index"))?;
@@ -146,11 +188,15 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     if args.json {
         println!(
             "{}",
-            serde_json::json!({ "dir": root, "io_mode": "sync", "index_files_identical_1_vs_4096": identical, "topics": results })
+            serde_json::json!({ "dir": root, "io_mode_requested": args.io_mode.name(), "io_mode": used.name(),
+                "io_fallback": why, "index_files_identical_1_vs_4096": identical, "topics": results })
         );
     } else {
         println!("seglog demo: {RECORDS} records, {RECORDS_PER_BATCH} per batch ({BATCH_BYTES} B), segment.bytes {SEGMENT_BYTES}");
-        println!("I/O mode: sync (plain pread/pwrite)   data: {}", root.display());
+        println!("I/O mode: {used} (asked for {})   data: {}", args.io_mode, root.display());
+        if let Some(why) = &why {
+            println!("  fallback: {why}");
+        }
         println!();
         println!(
             "{:>22} {:>9} {:>14} {:>28} {:>16} {:>8}",
