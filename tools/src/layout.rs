@@ -90,7 +90,8 @@ pub struct PartitionDir {
     pub checkpoints: Vec<(PathBuf, CheckpointKind)>,
     /// Observations that are not damage (unknown files, `.deleted` leftovers, ...).
     pub notes: Vec<String>,
-    pub snapshots: usize,
+    /// Producer-state `.snapshot` files.
+    pub snapshots: Vec<PathBuf>,
 }
 
 impl PartitionDir {
@@ -169,7 +170,7 @@ pub fn read_partition_dir(dir: &Path) -> std::io::Result<PartitionDir> {
                     FileKind::Index => seg.index = Some(path),
                     FileKind::TimeIndex => seg.time_index = Some(path),
                     FileKind::TxnIndex => seg.txn_index = Some(path),
-                    FileKind::Snapshot => p.snapshots += 1,
+                    FileKind::Snapshot => p.snapshots.push(path),
                 }
             }
             FileClass::BadSegmentName(n) => p.notes.push(format!(

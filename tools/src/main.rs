@@ -10,9 +10,11 @@ mod indexcheck;
 mod layout;
 mod logscan;
 mod overlay;
+mod progress;
 mod sidecar;
 mod stats;
 mod units;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -49,6 +51,9 @@ enum Command {
     /// Print the contents of segment, index, snapshot and checkpoint files (like kafka-dump-log),
     /// and check indexes against their log.
     Dump(dump::Args),
+    /// Check every batch (CRC, framing, offsets) and every index entry of a partition directory
+    /// or a whole log directory; exit code 1 on any damage.
+    Verify(verify::Args),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +62,7 @@ fn main() -> ExitCode {
     let r = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Dump(a) => dump::run(a),
+        Command::Verify(a) => verify::run(a),
     };
     match r {
         Ok(code) => code,

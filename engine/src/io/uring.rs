@@ -238,9 +238,7 @@ impl Ring {
                         std::process::abort();
                     }
                 }
-                let got = self.reap(tag, &mut res);
-                done += got;
-                inflight -= got;
+                inflight -= self.reap(tag, &mut res);
             }
             // The entries still in the SQ were never seen by the kernel; retire the ring so they
             // never will be.
@@ -260,6 +258,806 @@ impl Ring {
         match Ring::new(entries) {
             Ok(fresh) => drop(std::mem::replace(self, fresh)),
             Err(_) => self.dead = Some(errno),
+        }
+    }
+}
+
+thread_local! {
+    static THREAD_RING: RefCell<Option<Ring>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's ring, creating it on the thread's first use ([`RING_ENTRIES`]
+/// entries). Fails only if no ring can be created (io_uring refused). A nested call (from inside
+/// `f`) or a call during thread teardown gets a one-off ring instead of panicking.
+pub fn with_thread_ring<R>(f: impl FnOnce(&mut Ring) -> R) -> io::Result<R> {
+    let mut f = Some(f);
+    let outcome = THREAD_RING.try_with(|cell| -> Option<io::Result<R>> {
+        let mut slot = cell.try_borrow_mut().ok()?;
+        if slot.as_ref().is_none_or(|r| r.dead.is_some()) {
+            match Ring::new(RING_ENTRIES) {
+                Ok(r) => *slot = Some(r),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let ring = slot.as_mut()?;
+        let f = f.take()?;
+        Some(Ok(f(ring)))
+    });
+    if let Ok(Some(r)) = outcome {
+        return r;
+    }
+    let mut ring = Ring::new(TEMP_RING_ENTRIES)?;
+    let f = f.take().ok_or_else(|| io::Error::other("thread ring closure already consumed"))?;
+    Ok(f(&mut ring))
+}
+
+/// Runs one entry and returns its result.
+///
+/// # Safety
+///
+/// As for [`Ring::run`].
+unsafe fn run_one(ring: &mut Ring, e: squeue::Entry) -> io::Result<usize> {
+    // SAFETY: forwarded to the caller.
+    let r = unsafe { ring.run(std::slice::from_ref(&e)) };
+    cqe_result(r.first().copied().unwrap_or(-libc::EIO))
+}
+
+/// Whether an errno is worth retrying the same operation for.
+fn transient(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EAGAIN))
+}
+
+/// One READ at `pos` into `buf` (at most [`MAX_RW_CHUNK`] bytes), retried on EINTR/EAGAIN.
+fn read_once(ring: &mut Ring, fd: RawFd, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+    let len = buf.len().min(MAX_RW_CHUNK) as u32;
+    let mut tries = 0;
+    loop {
+        let e = opcode::Read::new(types::Fd(fd), buf.as_mut_ptr(), len).offset(pos).build();
+        // SAFETY: `buf` is exclusively borrowed for this whole call and run_one returns only
+        // after the read has completed.
+        match unsafe { run_one(ring, e) } {
+            Err(e) if transient(&e) && tries < MAX_RETRIES => tries += 1,
+            r => return r,
+        }
+    }
+}
+
+/// One WRITE of (at most [`MAX_RW_CHUNK`] bytes of) `buf` at `pos`, retried on EINTR/EAGAIN.
+fn write_once(ring: &mut Ring, fd: RawFd, buf: &[u8], pos: u64) -> io::Result<usize> {
+    let len = buf.len().min(MAX_RW_CHUNK) as u32;
+    let mut tries = 0;
+    loop {
+        let e = opcode::Write::new(types::Fd(fd), buf.as_ptr(), len).offset(pos).build();
+        // SAFETY: `buf` is borrowed for this whole call and run_one returns only after the write
+        // has completed.
+        match unsafe { run_one(ring, e) } {
+            Err(e) if transient(&e) && tries < MAX_RETRIES => tries += 1,
+            r => return r,
+        }
+    }
+}
+
+/// Reads until `buf` is full or end of file; a short read is resubmitted for the remainder.
+/// With `align` (O_DIRECT), a short read that ends off the alignment is end of file.
+fn read_full(ring: &mut Ring, fd: RawFd, buf: &mut [u8], pos: u64, align: Option<u64>) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        let want = (buf.len() - done).min(MAX_RW_CHUNK);
+        let n = read_once(ring, fd, &mut buf[done..], pos + done as u64)?;
+        done += n;
+        if n == 0 || (n < want && align.is_some_and(|a| !(pos + done as u64).is_multiple_of(a))) {
+            break;
+        }
+    }
+    record_io(0, 0, done as u64, 0, 0);
+    Ok(done)
+}
+
+/// Writes all of `buf`; a short write is resubmitted for the remainder.
+fn write_full(ring: &mut Ring, fd: RawFd, buf: &[u8], pos: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let n = write_once(ring, fd, &buf[done..], pos + done as u64)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("write returned 0 at byte {}", pos + done as u64),
+            ));
+        }
+        done += n;
+    }
+    record_io(0, 0, 0, done as u64, 0);
+    Ok(())
+}
+
+fn fsync_op(fd: RawFd, datasync: bool) -> squeue::Entry {
+    let flags = if datasync { types::FsyncFlags::DATASYNC } else { types::FsyncFlags::empty() };
+    opcode::Fsync::new(types::Fd(fd)).flags(flags).build()
+}
+
+fn fsync_on(ring: &mut Ring, fd: RawFd, datasync: bool) -> io::Result<()> {
+    let mut tries = 0;
+    loop {
+        // SAFETY: an fsync entry points to no memory of ours.
+        match unsafe { run_one(ring, fsync_op(fd, datasync)) } {
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) && tries < MAX_RETRIES => tries += 1,
+            r => {
+                record_io(0, 0, 0, 0, 1);
+                return r.map(|_| ());
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Alignment errors
+// ---------------------------------------------------------------------------------------------
+
+/// Why an O_DIRECT write was refused before reaching the kernel: `what` ("offset", "length" or
+/// "memory address") is `value`, not a multiple of `align`. Carried inside the `io::Error`
+/// (kind `InvalidInput`, what EINVAL maps to) of an [`Error::Io`]; find it with
+/// `source.get_ref().and_then(|e| e.downcast_ref::<Misaligned>())`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Misaligned {
+    pub what: &'static str,
+    pub value: u64,
+    pub align: usize,
+}
+
+impl std::fmt::Display for Misaligned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "EINVAL: O_DIRECT write {} {} (0x{:x}) is not a multiple of the {}-byte alignment",
+            self.what, self.value, self.value, self.align
+        )
+    }
+}
+
+impl std::error::Error for Misaligned {}
+
+/// The errno an error carries: the OS one, or EINVAL for a [`Misaligned`] refusal.
+pub fn error_errno(e: &Error) -> Option<i32> {
+    match e {
+        Error::Io { source, .. } => source
+            .raw_os_error()
+            .or_else(|| source.get_ref().and_then(|inner| inner.downcast_ref::<Misaligned>()).map(|_| libc::EINVAL)),
+        _ => None,
+    }
+}
+
+/// Checks an O_DIRECT write's offset, length and buffer address.
+fn check_direct_write(a: DirectAlignment, pos: u64, len: usize, addr: usize) -> io::Result<()> {
+    let bad = if !pos.is_multiple_of(a.offset as u64) {
+        Some(Misaligned { what: "offset", value: pos, align: a.offset })
+    } else if !len.is_multiple_of(a.offset) {
+        Some(Misaligned { what: "length", value: len as u64, align: a.offset })
+    } else if !addr.is_multiple_of(a.mem) {
+        Some(Misaligned { what: "memory address", value: addr as u64, align: a.mem })
+    } else {
+        None
+    };
+    match bad {
+        Some(m) => Err(io::Error::new(io::ErrorKind::InvalidInput, m)),
+        None => Ok(()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files
+// ---------------------------------------------------------------------------------------------
+
+/// A file whose I/O goes through the calling thread's ring. `direct` is set when it was opened
+/// O_DIRECT.
+#[derive(Debug)]
+pub struct UringFile {
+    file: File,
+    path: PathBuf,
+    direct: Option<DirectAlignment>,
+}
+
+impl UringFile {
+    fn ring<R>(&self, op: &'static str, f: impl FnOnce(&mut Ring) -> io::Result<R>) -> Result<R> {
+        match with_thread_ring(f) {
+            Ok(r) => r.map_err(|e| Error::io(op, &self.path, e)),
+            Err(e) => Err(Error::io(op, &self.path, e)),
+        }
+    }
+
+    fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    /// O_DIRECT read of any range: aligned requests go straight into `buf`; others read the
+    /// aligned superset into a bounce buffer (pieces of at most [`BOUNCE_MAX`]) and copy out.
+    fn read_direct(ring: &mut Ring, fd: RawFd, a: DirectAlignment, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+        let al = a.mem.max(a.offset);
+        let al64 = al as u64;
+        if pos.is_multiple_of(a.offset as u64)
+            && buf.len().is_multiple_of(a.offset)
+            && (buf.as_ptr() as usize).is_multiple_of(a.mem)
+        {
+            return read_full(ring, fd, buf, pos, Some(a.offset as u64));
+        }
+        let end = pos
+            .checked_add(buf.len() as u64)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "read range overflows"))?;
+        let start = pos / al64 * al64;
+        let aligned_end = end.div_ceil(al64) * al64;
+        let chunk = ((aligned_end - start) as usize).min(BOUNCE_MAX.max(al));
+        let mut bounce = AlignedBuf::new(chunk, al);
+        let mut cur = start;
+        let mut copied = 0usize;
+        let mut read = 0u64;
+        while cur < aligned_end {
+            let want = ((aligned_end - cur) as usize).min(chunk);
+            let n = read_once(ring, fd, &mut bounce.full_mut()[..want], cur)?;
+            read += n as u64;
+            let from = cur.max(pos);
+            let to = (cur + n as u64).min(end);
+            if to > from {
+                let src = &bounce.full()[(from - cur) as usize..(to - cur) as usize];
+                buf[(from - pos) as usize..(to - pos) as usize].copy_from_slice(src);
+                copied = (to - pos) as usize;
+            }
+            if n == 0 || (n < want && !(cur + n as u64).is_multiple_of(al64)) {
+                break; // end of file
+            }
+            cur += n as u64;
+        }
+        record_io(0, 0, read, 0, 0);
+        Ok(copied)
+    }
+}
+
+impl IoFile for UringFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let fd = self.fd();
+        match self.direct {
+            Some(a) => self.ring("read", |ring| UringFile::read_direct(ring, fd, a, buf, pos)),
+            None => self.ring("read", |ring| read_full(ring, fd, buf, pos, None)),
+        }
+    }
+
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(a) = self.direct {
+            check_direct_write(a, pos, buf.len(), buf.as_ptr() as usize)
+                .map_err(|e| Error::io("write", &self.path, e))?;
+        }
+        let fd = self.fd();
+        self.ring("write", |ring| write_full(ring, fd, buf, pos))
+    }
+
+    fn sync_data(&self) -> Result<()> {
+        let fd = self.fd();
+        self.ring("fdatasync", |ring| fsync_on(ring, fd, true))
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        let fd = self.fd();
+        if caps().ftruncate {
+            return self.ring("truncate", |ring| {
+                // SAFETY: an ftruncate entry points to no memory of ours.
+                unsafe { run_one(ring, opcode::Ftruncate::new(types::Fd(fd), len).build()) }.map(|_| ())
+            });
+        }
+        record_io(1, 1, 0, 0, 0);
+        // SAFETY: ftruncate takes an fd this file owns and an integer; no memory is passed.
+        let rc = unsafe { libc::ftruncate(fd, len as libc::off_t) };
+        if rc != 0 {
+            return Err(Error::io("truncate", &self.path, io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    fn allocate(&self, len: u64) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let fd = self.fd();
+        self.ring("fallocate", |ring| {
+            let e = opcode::Fallocate::new(types::Fd(fd), len).offset(0).mode(libc::FALLOC_FL_KEEP_SIZE).build();
+            // SAFETY: a fallocate entry points to no memory of ours.
+            unsafe { run_one(ring, e) }.map(|_| ())
+        })
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.file.metadata().map(|m| m.len()).map_err(|e| Error::io("stat", &self.path, e))
+    }
+
+    fn modified_ms(&self) -> Result<i64> {
+        let m = self.file.metadata().and_then(|m| m.modified()).map_err(|e| Error::io("stat", &self.path, e))?;
+        Ok(m.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0))
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.fd())
+    }
+
+    fn direct_alignment(&self) -> Option<DirectAlignment> {
+        self.direct
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel capabilities
+// ---------------------------------------------------------------------------------------------
+
+/// Optional opcodes, probed once per process.
+#[derive(Clone, Copy, Debug)]
+struct Caps {
+    ftruncate: bool,
+    renameat: bool,
+    unlinkat: bool,
+}
+
+fn caps() -> Caps {
+    static CAPS: OnceLock<Caps> = OnceLock::new();
+    *CAPS.get_or_init(|| {
+        with_thread_ring(|r| Caps {
+            ftruncate: r.supports(opcode::Ftruncate::CODE),
+            renameat: r.supports(opcode::RenameAt::CODE),
+            unlinkat: r.supports(opcode::UnlinkAt::CODE),
+        })
+        .unwrap_or(Caps { ftruncate: false, renameat: false, unlinkat: false })
+    })
+}
+
+fn cpath(op: &'static str, path: &Path) -> Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::io(op, path, io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte")))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Storage
+// ---------------------------------------------------------------------------------------------
+
+/// io_uring storage in [`IoMode::Direct`] or [`IoMode::Buffered`]. `file_mode`/`dir_mode` are
+/// the permissions of created files and directories (owner-only by default).
+#[derive(Debug, Clone)]
+pub struct UringStorage {
+    mode: IoMode,
+    pub file_mode: u32,
+    pub dir_mode: u32,
+}
+
+impl UringStorage {
+    /// Storage in `mode` (Direct or Buffered; Sync is refused with InvalidInput). Creates the
+    /// calling thread's ring, so a refusal of io_uring shows here.
+    pub fn new(mode: IoMode) -> Result<UringStorage> {
+        if mode == IoMode::Sync {
+            return Err(Error::io(
+                "io_uring",
+                "",
+                io::Error::new(io::ErrorKind::InvalidInput, "UringStorage runs in direct or buffered mode, not sync"),
+            ));
+        }
+        with_thread_ring(|_| ()).map_err(|e| Error::io("io_uring_setup", "", e))?;
+        Ok(UringStorage { mode, file_mode: 0o600, dir_mode: 0o700 })
+    }
+
+    fn open_file(&self, path: &Path, mode: OpenMode, direct: bool) -> Result<Arc<dyn IoFile>> {
+        let mut o = OpenOptions::new();
+        o.read(true).mode(self.file_mode);
+        match mode {
+            OpenMode::Read => {}
+            OpenMode::ReadWrite => {
+                o.write(true);
+            }
+            OpenMode::CreateNew => {
+                o.write(true).create_new(true);
+            }
+            OpenMode::CreateTruncate => {
+                o.write(true).create(true).truncate(true);
+            }
+        }
+        if direct {
+            o.custom_flags(libc::O_DIRECT);
+        }
+        let file = match o.open(path) {
+            Ok(f) => f,
+            Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                // The filesystem refuses O_DIRECT. With O_CREAT the kernel creates the file
+                // before refusing; a file we created new is ours to remove.
+                if mode == OpenMode::CreateNew {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(Error::io(
+                    "open O_DIRECT",
+                    path,
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "the filesystem refuses O_DIRECT (EINVAL); use the buffered I/O mode for this directory",
+                    ),
+                ));
+            }
+            Err(e) => return Err(Error::io("open", path, e)),
+        };
+        let direct = direct.then(|| super::probe::dio_alignment_fd(file.as_raw_fd()));
+        Ok(Arc::new(UringFile { file, path: path.to_path_buf(), direct }))
+    }
+}
+
+fn canceled(path: &Path) -> Error {
+    Error::io("submit", path, errno_err(libc::ECANCELED))
+}
+
+/// The trait's default behaviour: each operation through the file's own methods.
+fn submit_sequential(ops: Vec<IoOp>) -> Vec<IoCompletion> {
+    let mut out = Vec::with_capacity(ops.len());
+    let mut cancel = false;
+    for op in ops {
+        let result = if cancel {
+            Err(canceled(op.file.path()))
+        } else {
+            match &op.kind {
+                IoOpKind::Write { buf, pos } => op.file.write_all_at(buf, *pos).map(|_| buf.len()),
+                IoOpKind::SyncData => op.file.sync_data().map(|_| 0),
+            }
+        };
+        cancel = op.link_next && result.is_err();
+        out.push(IoCompletion { op, result });
+    }
+    out
+}
+
+/// Runs one operation of a batch on its own (after a short write fixed up its predecessor).
+fn run_op_alone(ring: &mut Ring, op: &IoOp, fd: RawFd) -> Result<usize> {
+    match &op.kind {
+        IoOpKind::Write { buf, pos } => {
+            write_full(ring, fd, buf, *pos).map(|_| buf.len()).map_err(|e| Error::io("write", op.file.path(), e))
+        }
+        IoOpKind::SyncData => {
+            fsync_on(ring, fd, true).map(|_| 0).map_err(|e| Error::io("fdatasync", op.file.path(), e))
+        }
+    }
+}
+
+/// The batch on the ring: rounds of at most one SQ's worth of entries, each with one
+/// `submit_and_wait`; short writes finished by follow-up submissions.
+fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<usize>> {
+    let n = ops.len();
+    let cap = ring.sq_entries().max(1);
+    let mut results: Vec<Option<Result<usize>>> = (0..n).map(|_| None).collect();
+    let failed = |results: &[Option<Result<usize>>], i: usize| matches!(results.get(i), Some(Some(Err(_))));
+    let mut next = 0;
+    let (mut written, mut fsyncs) = (0u64, 0u64);
+    while next < n {
+        // Build a round: ops whose result is known beforehand (a misaligned write, a successor
+        // of a failed link) are settled here and never submitted.
+        let mut idx: Vec<usize> = Vec::new();
+        let mut sqes: Vec<squeue::Entry> = Vec::new();
+        let mut j = next;
+        while j < n && idx.len() < cap {
+            let op = &ops[j];
+            if j > 0 && ops[j - 1].link_next && failed(&results, j - 1) {
+                results[j] = Some(Err(canceled(op.file.path())));
+                j += 1;
+                continue;
+            }
+            let sqe = match &op.kind {
+                IoOpKind::Write { buf, pos } => {
+                    if let Some(a) = op.file.direct_alignment() {
+                        if let Err(e) = check_direct_write(a, *pos, buf.len(), buf.as_ptr() as usize) {
+                            results[j] = Some(Err(Error::io("write", op.file.path(), e)));
+                            j += 1;
+                            continue;
+                        }
+                    }
+                    let len = buf.len().min(MAX_RW_CHUNK) as u32;
+                    opcode::Write::new(types::Fd(fds[j]), buf.as_ptr(), len).offset(*pos).build()
+                }
+                IoOpKind::SyncData => fsync_op(fds[j], true),
+            };
+            idx.push(j);
+            sqes.push(sqe);
+            j += 1;
+        }
+        // Link only to the very next op when it is submitted in this same round.
+        for k in 0..idx.len() {
+            let i = idx[k];
+            if ops[i].link_next && idx.get(k + 1) == Some(&(i + 1)) {
+                sqes[k] = sqes[k].clone().flags(squeue::Flags::IO_LINK);
+            }
+        }
+        // SAFETY: every buffer pointed to is an AlignedBuf owned by `ops`, which is borrowed
+        // (unmoved, not freed) for this whole call; run returns only after every submitted
+        // entry completed.
+        let raw = unsafe { ring.run(&sqes) };
+        let mut fixed_prev = false;
+        for (k, &i) in idx.iter().enumerate() {
+            let op = &ops[i];
+            let r = raw.get(k).copied().unwrap_or(-libc::EIO);
+            let linked = k > 0 && idx[k - 1] + 1 == i && ops[i - 1].link_next;
+            let mut fixed = false;
+            let res = if linked && failed(&results, i - 1) {
+                Err(canceled(op.file.path()))
+            } else if linked && fixed_prev && r == -libc::ECANCELED {
+                // The kernel cancelled this op because its predecessor was short; that one has
+                // been finished, so run this one now.
+                fixed = true;
+                run_op_alone(ring, op, fds[i])
+            } else {
+                match &op.kind {
+                    IoOpKind::Write { buf, pos } => match cqe_result(r) {
+                        Ok(w) if w >= buf.len() => Ok(buf.len()),
+                        Ok(w) => {
+                            fixed = true;
+                            write_full(ring, fds[i], &buf[w..], *pos + w as u64)
+                                .map(|_| buf.len())
+                                .map_err(|e| Error::io("write", op.file.path(), e))
+                        }
+                        Err(e) => Err(Error::io("write", op.file.path(), e)),
+                    },
+                    IoOpKind::SyncData => {
+                        cqe_result(r).map(|_| 0).map_err(|e| Error::io("fdatasync", op.file.path(), e))
+                    }
+                }
+            };
+            if res.is_ok() && !fixed {
+                match &op.kind {
+                    IoOpKind::Write { buf, .. } => written += buf.len() as u64,
+                    IoOpKind::SyncData => fsyncs += 1,
+                }
+            }
+            fixed_prev = fixed;
+            results[i] = Some(res);
+        }
+        next = j;
+    }
+    record_io(0, 0, 0, written, fsyncs);
+    results
+        .into_iter()
+        .zip(ops)
+        .map(|(r, op)| r.unwrap_or_else(|| Err(Error::io("submit", op.file.path(), errno_err(libc::EIO)))))
+        .collect()
+}
+
+impl Storage for UringStorage {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn IoFile>> {
+        self.open_file(path, mode, false)
+    }
+
+    fn open_log(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn IoFile>> {
+        self.open_file(path, mode, self.mode == IoMode::Direct)
+    }
+
+    fn mode(&self) -> IoMode {
+        self.mode
+    }
+
+    fn submit(&self, ops: Vec<IoOp>) -> Vec<IoCompletion> {
+        if ops.is_empty() {
+            return Vec::new();
+        }
+        let fds: Option<Vec<RawFd>> = ops.iter().map(|o| o.file.raw_fd()).collect();
+        let Some(fds) = fds else {
+            return submit_sequential(ops);
+        };
+        // `ops` (and so every buffer) stays owned here until the ring has reaped everything.
+        match with_thread_ring(|ring| submit_on_ring(ring, &ops, &fds)) {
+            Ok(results) => ops.into_iter().zip(results).map(|(op, result)| IoCompletion { op, result }).collect(),
+            Err(_) => submit_sequential(ops),
+        }
+    }
+
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(self.dir_mode)
+            .create(path)
+            .map_err(|e| Error::io("mkdir", path, e))
+    }
+
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        let rd = std::fs::read_dir(path).map_err(|e| Error::io("readdir", path, e))?;
+        let mut out = Vec::new();
+        for ent in rd {
+            let ent = ent.map_err(|e| Error::io("readdir", path, e))?;
+            if let Ok(name) = ent.file_name().into_string() {
+                out.push(name);
+            }
+        }
+        Ok(out)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        if !caps().renameat {
+            return std::fs::rename(from, to).map_err(|e| Error::io("rename", from, e));
+        }
+        let (f, t) = (cpath("rename", from)?, cpath("rename", to)?);
+        let r = with_thread_ring(|ring| {
+            let e = opcode::RenameAt::new(types::Fd(libc::AT_FDCWD), f.as_ptr(), types::Fd(libc::AT_FDCWD), t.as_ptr())
+                .build();
+            // SAFETY: both C strings live until this closure returns, after the completion.
+            unsafe { run_one(ring, e) }
+        });
+        r.and_then(|r| r).map(|_| ()).map_err(|e| Error::io("rename", from, e))
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        if !caps().unlinkat {
+            return std::fs::remove_file(path).map_err(|e| Error::io("unlink", path, e));
+        }
+        let p = cpath("unlink", path)?;
+        let r = with_thread_ring(|ring| {
+            let e = opcode::UnlinkAt::new(types::Fd(libc::AT_FDCWD), p.as_ptr()).build();
+            // SAFETY: the C string lives until this closure returns, after the completion.
+            unsafe { run_one(ring, e) }
+        });
+        r.and_then(|r| r).map(|_| ()).map_err(|e| Error::io("unlink", path, e))
+    }
+
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        let d = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let fd = d.as_raw_fd();
+        let r = with_thread_ring(|ring| fsync_on(ring, fd, false));
+        r.and_then(|r| r).map_err(|e| Error::io("fsync", path, e))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        path.is_dir()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sleeping on an eventfd
+// ---------------------------------------------------------------------------------------------
+
+fn eventfd_err(fd: RawFd, e: io::Error) -> Error {
+    Error::io("eventfd wait", format!("<eventfd {fd}>"), e)
+}
+
+/// Sleeps on the thread's ring until `fd` (an eventfd) is readable, then reads it: an
+/// IORING_OP_READ of 8 bytes (linked to a LINK_TIMEOUT when `timeout` is set) and one
+/// io_uring_enter that waits for it. Returns `Some(counter)` when woken, `None` on timeout.
+/// A non-blocking eventfd is waited for with POLL_ADD instead. Falls back to
+/// [`wait_eventfd_plain`] if this thread cannot have a ring.
+pub fn wait_eventfd(fd: RawFd, timeout: Option<Duration>) -> Result<Option<u64>> {
+    match with_thread_ring(|ring| wait_eventfd_on(ring, fd, timeout)) {
+        Ok(r) => r,
+        Err(_) => wait_eventfd_plain(fd, timeout),
+    }
+}
+
+fn wait_eventfd_on(ring: &mut Ring, fd: RawFd, timeout: Option<Duration>) -> Result<Option<u64>> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut use_poll = false;
+    let mut first_round = true;
+    loop {
+        let left = match deadline {
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d && !first_round {
+                    return Ok(None);
+                }
+                Some(d.saturating_duration_since(now))
+            }
+            None => None,
+        };
+        let ts = left.map(|d| types::Timespec::new().sec(d.as_secs()).nsec(d.subsec_nanos()));
+        let mut val = 0u64;
+        let first = if use_poll {
+            opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32).build()
+        } else {
+            opcode::Read::new(types::Fd(fd), (&mut val as *mut u64).cast::<u8>(), 8).offset(0).build()
+        };
+        let mut entries = vec![first];
+        if let Some(ts) = ts.as_ref() {
+            entries[0] = entries[0].clone().flags(squeue::Flags::IO_LINK);
+            entries.push(opcode::LinkTimeout::new(ts).build());
+        }
+        // SAFETY: `val` and `ts` live on this stack frame until run returns, after both the
+        // read (or poll) and its timeout have completed.
+        let r = unsafe { ring.run(&entries) };
+        first_round = false;
+        let first = r.first().copied().unwrap_or(-libc::EIO);
+        match first {
+            8 if !use_poll => {
+                record_io(0, 0, 8, 0, 0);
+                return Ok(Some(val));
+            }
+            n if n > 0 && use_poll => {
+                // Readable: take the counter without blocking.
+                match read_eventfd_nonblocking(fd) {
+                    Ok(Some(v)) => return Ok(Some(v)),
+                    Ok(None) => continue, // another reader took it
+                    Err(e) => return Err(eventfd_err(fd, e)),
+                }
+            }
+            e if e == -libc::ECANCELED && deadline.is_some() => return Ok(None),
+            e if e == -libc::EAGAIN && !use_poll => use_poll = true,
+            e if e == -libc::EINTR => {}
+            e if e < 0 => return Err(eventfd_err(fd, errno_err(-e))),
+            n => {
+                return Err(eventfd_err(
+                    fd,
+                    io::Error::new(io::ErrorKind::InvalidData, format!("eventfd read gave {n} bytes")),
+                ))
+            }
+        }
+    }
+}
+
+/// Reads an eventfd that poll reported readable; `None` if it was empty (EAGAIN).
+fn read_eventfd_nonblocking(fd: RawFd) -> io::Result<Option<u64>> {
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: pfd is a valid pollfd on our stack for the duration of the call.
+    let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+    if rc <= 0 {
+        return Ok(None);
+    }
+    read_eventfd_raw(fd)
+}
+
+fn read_eventfd_raw(fd: RawFd) -> io::Result<Option<u64>> {
+    let mut val = 0u64;
+    record_io(0, 1, 0, 0, 0);
+    // SAFETY: `val` is 8 writable bytes on our stack, alive for the duration of the call.
+    let n = unsafe { libc::read(fd, (&mut val as *mut u64).cast::<libc::c_void>(), 8) };
+    if n == 8 {
+        record_io(0, 0, 8, 0, 0);
+        return Ok(Some(val));
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EINTR) if n < 0 => Ok(None),
+        _ if n < 0 => Err(e),
+        _ => Err(io::Error::new(io::ErrorKind::InvalidData, format!("eventfd read gave {n} bytes"))),
+    }
+}
+
+/// The plain fallback for sync mode: poll(2) for readability (with the timeout), then read(2).
+/// Returns `Some(counter)` when woken, `None` on timeout.
+pub fn wait_eventfd_plain(fd: RawFd, timeout: Option<Duration>) -> Result<Option<u64>> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        let ms: libc::c_int = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                left.as_nanos().div_ceil(1_000_000).min(libc::c_int::MAX as u128) as libc::c_int
+            }
+        };
+        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        record_io(0, 1, 0, 0, 0);
+        // SAFETY: pfd is a valid pollfd on our stack for the duration of the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(eventfd_err(fd, e));
+        }
+        if rc == 0 {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+            continue;
+        }
+        if pfd.revents & (libc::POLLERR | libc::POLLNVAL) != 0 && pfd.revents & libc::POLLIN == 0 {
+            return Err(eventfd_err(fd, errno_err(libc::EBADF)));
+        }
+        match read_eventfd_raw(fd) {
+            Ok(Some(v)) => return Ok(Some(v)),
+            Ok(None) => continue,
+            Err(e) => return Err(eventfd_err(fd, e)),
         }
     }
 }

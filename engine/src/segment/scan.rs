@@ -14,8 +14,11 @@ use crate::format::batch::{
 use crate::format::FormatError;
 use crate::io::IoFile;
 
-/// Default window for header walks: one read covers several batch headers of small batches.
+/// Largest window for header walks: one read covers several batch headers of small batches.
 pub const SCAN_WINDOW_BYTES: usize = 64 * 1024;
+/// The first read of a walk: most lookups land on or next to their batch, so start small and
+/// double the window on each refill up to the maximum.
+pub const FIRST_READ_BYTES: usize = 4096;
 
 /// A batch found by a walk: where it starts, its header, its size on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +48,8 @@ pub struct BatchScanner {
     buf: Vec<u8>,
     buf_start: u64,
     buf_len: usize,
+    max_window: usize,
+    next_window: usize,
     /// Header reads that went to the file (for index reports and benchmarks).
     pub reads: u64,
     /// Batches stepped over.
@@ -61,9 +66,11 @@ impl BatchScanner {
             file,
             pos: start as u64,
             end: end as u64,
-            buf: vec![0u8; window.max(BATCH_HEADER_SIZE)],
+            buf: Vec::new(),
             buf_start: 0,
             buf_len: 0,
+            max_window: window.max(BATCH_HEADER_SIZE),
+            next_window: FIRST_READ_BYTES.min(window).max(BATCH_HEADER_SIZE),
             reads: 0,
             hops: 0,
         }
@@ -78,7 +85,11 @@ impl BatchScanner {
     fn window(&mut self, pos: u64, len: usize) -> Result<&[u8]> {
         let in_buf = pos >= self.buf_start && pos + len as u64 <= self.buf_start + self.buf_len as u64;
         if !in_buf {
-            let want = ((self.end - pos) as usize).min(self.buf.len());
+            let want = ((self.end - pos) as usize).min(self.next_window).max(len);
+            self.next_window = (self.next_window * 2).min(self.max_window);
+            if self.buf.len() < want {
+                self.buf.resize(want, 0);
+            }
             let mut got = 0;
             while got < want {
                 let n = self.file.read_at(&mut self.buf[got..want], pos + got as u64)?;
