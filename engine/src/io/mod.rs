@@ -11,12 +11,14 @@
 
 pub mod aligned;
 pub mod eventfd;
+pub mod sendfile;
 pub mod probe;
 pub mod select;
 pub mod std_backend;
 pub mod uring;
 
 pub use aligned::AlignedBuf;
+pub use sendfile::send_file_range;
 pub use probe::{dio_alignment, dio_alignment_fd};
 pub use select::{open_storage, open_storage_with, OpenedStorage};
 pub use uring::{wait_eventfd, wait_eventfd_plain, with_thread_ring, Ring, UringFile, UringStorage};

@@ -9,7 +9,7 @@ mod read;
 mod validate;
 
 pub use load::{LoadReport, Recovery};
-pub use read::{FetchData, ListOffset};
+pub use read::{FetchData, FileRange, ListOffset};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

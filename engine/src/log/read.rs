@@ -33,6 +33,15 @@ impl ListOffset {
     }
 }
 
+/// Whole batches inside one segment file, for zero-copy sending.
+#[derive(Clone, Debug)]
+pub struct FileRange {
+    pub file: std::sync::Arc<dyn crate::io::IoFile>,
+    pub segment_base_offset: i64,
+    pub position: u32,
+    pub len: u32,
+}
+
 /// The result of a fetch: whole batches, and the offsets a consumer needs beside them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FetchData {
@@ -73,17 +82,7 @@ impl Log {
             return Ok(out);
         }
         // Where the upper bound sits: the start of the batch holding it.
-        let (upper_base, upper_pos) = if upper == self.log_end_offset {
-            (self.active_segment().base_offset(), self.active_segment().size())
-        } else {
-            let seg = self.floor_segment(upper).ok_or(Error::OffsetOutOfRange {
-                offset: upper,
-                log_start_offset: self.log_start_offset,
-                log_end_offset: self.log_end_offset,
-            })?;
-            let pos = seg.translate_offset(upper, 0)?.map(|p| p.position).unwrap_or(seg.size());
-            (seg.base_offset(), pos)
-        };
+        let (upper_base, upper_pos) = self.position_of(upper)?;
         for seg in self.segments_from(start_offset) {
             if seg.base_offset() > upper_base {
                 break;
@@ -97,6 +96,70 @@ impl Log {
             }
         }
         Ok(out)
+    }
+
+    /// The file range of the whole batches [`Log::read`] would return, without reading them: for
+    /// handing to a socket with [`crate::io::send_file_range`] (sendfile), the way Kafka sends
+    /// bytes from the page cache. `None` when the batches are not all in the file yet (they are
+    /// still in the active segment's memory tail) or when the file is O_DIRECT (no page cache to
+    /// send from): use [`Log::read`] then.
+    pub fn read_file_range(
+        &self,
+        start_offset: i64,
+        max_bytes: u32,
+        upper_bound: Option<i64>,
+        min_one: bool,
+    ) -> Result<Option<FileRange>> {
+        if start_offset < self.log_start_offset || start_offset > self.log_end_offset {
+            return Err(Error::OffsetOutOfRange {
+                offset: start_offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.log_end_offset,
+            });
+        }
+        let upper = upper_bound.unwrap_or(self.log_end_offset).min(self.log_end_offset);
+        if start_offset >= upper {
+            return Ok(None);
+        }
+        let (upper_base, upper_pos) = self.position_of(upper)?;
+        let active_base = self.active_segment().base_offset();
+        let unwritten_from = self.active_segment().size() as u64 - self.active_segment().unwritten_bytes();
+        for seg in self.segments_from(start_offset) {
+            if seg.base_offset() > upper_base {
+                break;
+            }
+            let max_position = if seg.base_offset() == upper_base { upper_pos } else { seg.size() };
+            if let Some((position, len)) = seg.read_range(start_offset, max_bytes, max_position, min_one)? {
+                let file = if seg.base_offset() == active_base {
+                    if position as u64 + len as u64 > unwritten_from {
+                        return Ok(None);
+                    }
+                    self.active_segment().log_file_inner().clone()
+                } else {
+                    seg.log_file().clone()
+                };
+                if file.direct_alignment().is_some() {
+                    return Ok(None);
+                }
+                return Ok(Some(FileRange { file, segment_base_offset: seg.base_offset(), position, len }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The segment and byte position of the batch holding `offset` (the log end maps to the
+    /// active segment's size).
+    fn position_of(&self, offset: i64) -> Result<(i64, u32)> {
+        if offset >= self.log_end_offset {
+            return Ok((self.active_segment().base_offset(), self.active_segment().size()));
+        }
+        let seg = self.floor_segment(offset).ok_or(Error::OffsetOutOfRange {
+            offset,
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+        })?;
+        let pos = seg.translate_offset(offset, 0)?.map(|p| p.position).unwrap_or(seg.size());
+        Ok((seg.base_offset(), pos))
     }
 
     /// Kafka's `fetchOffsetByTimestamp`. For a timestamp: the first segment whose largest

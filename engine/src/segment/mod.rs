@@ -196,6 +196,26 @@ impl Segment {
         Ok(Some(SegmentRead { position: start.position, bytes }))
     }
 
+    /// Like [`Segment::read`], but only finds the byte range of the whole batches it would
+    /// return, walking batch headers instead of reading payloads: `(position, length)`. For
+    /// handing a file range to `sendfile`/`splice` without copying through user space.
+    pub fn read_range(&self, start_offset: i64, max_size: u32, max_position: u32, min_one: bool) -> Result<Option<(u32, u32)>> {
+        let Some(start) = self.translate_offset(start_offset, 0)? else {
+            return Ok(None);
+        };
+        let adjusted = if min_one { max_size.max(start.size) } else { max_size };
+        let limit = start.position as u64 + max_position.saturating_sub(start.position).min(adjusted) as u64;
+        let mut scan = BatchScanner::new(self.log.clone(), start.position, self.size.min(limit as u32));
+        let mut end = start.position;
+        while let Some(b) = scan.next_batch()? {
+            if b.end() as u64 > limit {
+                break;
+            }
+            end = b.end();
+        }
+        Ok(Some((start.position, end - start.position)))
+    }
+
     /// Kafka's `findOffsetByTimestamp`: the first record with timestamp `>= timestamp_ms` and
     /// offset `>= starting_offset`, searching from the time index's floor entry.
     pub fn find_offset_by_timestamp(&self, timestamp_ms: i64, starting_offset: i64) -> Result<Option<TimestampAndOffset>> {
@@ -762,6 +782,11 @@ impl ActiveSegment {
     pub fn offset_index_flush(&mut self) -> Result<()> {
         self.seg.offset_index.flush()?;
         self.seg.time_index.flush()
+    }
+
+    /// The `.log` file under the in-memory tail.
+    pub fn log_file_inner(&self) -> &Arc<dyn IoFile> {
+        &self.file
     }
 
     /// Appended bytes not yet handed to the kernel.
