@@ -1,0 +1,81 @@
+//! Choosing the I/O backend: io_uring ([`super::uring::UringStorage`]) when the requested mode
+//! needs it and the kernel allows it, else the plain [`StdStorage`] (sync mode) with one line on
+//! stderr saying why.
+
+use std::sync::{Arc, Once};
+
+use super::std_backend::StdStorage;
+use super::uring::UringStorage;
+use super::{IoMode, Storage};
+
+/// Environment variable that, set to `1` (or `true`), makes [`open_storage`] act as if io_uring
+/// were refused (for testing the fallback).
+pub const FORCE_REFUSAL_ENV: &str = "SEGLOG_FORCE_URING_REFUSAL";
+
+/// The storage really opened.
+#[derive(Debug, Clone)]
+pub struct OpenedStorage {
+    pub storage: Arc<dyn Storage>,
+    /// The mode really used (`Sync` after a fallback).
+    pub mode: IoMode,
+    /// Why the requested mode could not be had, when it could not.
+    pub fallback: Option<String>,
+}
+
+/// Opens storage in `requested` mode, falling back to sync mode if io_uring is refused. Honours
+/// [`FORCE_REFUSAL_ENV`].
+pub fn open_storage(requested: IoMode) -> OpenedStorage {
+    let forced = std::env::var(FORCE_REFUSAL_ENV).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
+    open_storage_with(requested, forced)
+}
+
+/// Like [`open_storage`], with the refusal forced by the caller instead of the environment.
+pub fn open_storage_with(requested: IoMode, force_refusal: bool) -> OpenedStorage {
+    if requested == IoMode::Sync {
+        return OpenedStorage { storage: Arc::new(StdStorage::default()), mode: IoMode::Sync, fallback: None };
+    }
+    let probed = if force_refusal {
+        Err(format!("io_uring refused on purpose ({FORCE_REFUSAL_ENV}=1 or a test)"))
+    } else {
+        super::probe::uring_available()
+    };
+    match probed.and_then(|()| UringStorage::new(requested).map_err(|e| e.to_string())) {
+        Ok(s) => OpenedStorage { storage: Arc::new(s), mode: requested, fallback: None },
+        Err(reason) => {
+            static LOGGED: Once = Once::new();
+            LOGGED.call_once(|| {
+                eprintln!(
+                    "seglog: {requested} I/O mode unavailable, using sync I/O (plain pread/pwrite) instead: {reason}"
+                );
+            });
+            OpenedStorage { storage: Arc::new(StdStorage::default()), mode: IoMode::Sync, fallback: Some(reason) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_and_forced_refusal() {
+        let s = open_storage_with(IoMode::Sync, false);
+        assert_eq!((s.mode, s.storage.mode(), s.fallback.is_none()), (IoMode::Sync, IoMode::Sync, true));
+        for m in [IoMode::Direct, IoMode::Buffered] {
+            let s = open_storage_with(m, false);
+            assert_eq!((s.mode, s.storage.mode()), (m, m), "{:?}", s.fallback);
+            assert!(s.fallback.is_none());
+            let s = open_storage_with(m, true);
+            assert_eq!((s.mode, s.storage.mode()), (IoMode::Sync, IoMode::Sync));
+            let why = s.fallback.unwrap();
+            assert!(why.contains("refused") && why.contains(FORCE_REFUSAL_ENV), "{why}");
+        }
+        // The environment variable (only this test reads it).
+        std::env::set_var(FORCE_REFUSAL_ENV, "1");
+        let s = open_storage(IoMode::Direct);
+        std::env::remove_var(FORCE_REFUSAL_ENV);
+        assert_eq!(s.mode, IoMode::Sync);
+        assert!(s.fallback.is_some());
+        assert_eq!(open_storage(IoMode::Direct).mode, IoMode::Direct);
+    }
+}
