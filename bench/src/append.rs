@@ -1,0 +1,135 @@
+//! The append workload: batches of a fixed size appended through the engine to one or more
+//! partitions, with a window of outstanding appends per producer so a shard can gather several
+//! per loop turn, as a broker handling many producers would.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::time::Instant;
+
+use seglog::format::builder::BatchBuilder;
+use seglog::{Durability, Engine, EngineConfig, IoMode, LogConfig, TopicPartition};
+
+use crate::pct::Latency;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct AppendParams {
+    pub mode: IoMode,
+    pub durability: Durability,
+    /// Size of each batch on disk.
+    pub batch_bytes: usize,
+    pub total_bytes: u64,
+    /// Appends in flight per partition.
+    pub window: usize,
+    pub partitions: usize,
+    pub shards: usize,
+    pub preallocate: bool,
+}
+
+/// What it measured.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct AppendResult {
+    pub mode_requested: String,
+    pub mode: String,
+    pub appends: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub mb_per_s: f64,
+    pub latency: Latency,
+    /// io_uring_enter (or plain I/O syscalls) per appended batch, over all shards.
+    pub enters_per_batch: f64,
+    pub io_ops_per_batch: f64,
+    /// Bytes handed to the kernel per write operation (the block size fio should use).
+    pub avg_write_bytes: f64,
+    pub fsyncs: u64,
+}
+
+/// A batch of exactly `bytes` bytes (one record; `bytes` must be at least 80).
+pub fn batch_of(bytes: usize, ts: i64) -> Vec<u8> {
+    // header 61 + record: len varint(3) + attrs 1 + tsDelta 1 + offsetDelta 1 + key -1 (1) +
+    // value len varint + value + headers 1.
+    let mut value_len = bytes.saturating_sub(61 + 3 + 5 + 3);
+    loop {
+        let mut b = BatchBuilder::new();
+        b.push(ts, None, Some(&vec![0x5a; value_len]), &[]);
+        let out = b.build().expect("bench batch");
+        match out.len().cmp(&bytes) {
+            std::cmp::Ordering::Equal => return out,
+            std::cmp::Ordering::Greater => value_len -= out.len() - bytes,
+            std::cmp::Ordering::Less => value_len += bytes - out.len(),
+        }
+        if value_len == 0 {
+            return out;
+        }
+    }
+}
+
+pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
+    let mut cfg = EngineConfig::new(dir);
+    cfg.io_mode = p.mode;
+    cfg.shards = Some(p.shards);
+    cfg.durability = p.durability;
+    cfg.log_config = LogConfig { preallocate: p.preallocate, ..LogConfig::default() };
+    let engine = Engine::open(cfg)?;
+    let tps: Vec<TopicPartition> = (0..p.partitions).map(|i| TopicPartition::new("bench", i as i32)).collect();
+    for tp in &tps {
+        engine.open_partition(tp, None).wait()?;
+    }
+    let stats0 = engine.stats()?;
+    let batch = batch_of(p.batch_bytes, 1_700_000_000_000);
+    let appends = (p.total_bytes / batch.len() as u64).max(1);
+    let mut inflight: VecDeque<(seglog::Completion<seglog::log::AppendInfo>, Instant)> = VecDeque::new();
+    let mut lat = Vec::with_capacity(appends as usize);
+    let t0 = Instant::now();
+    for i in 0..appends {
+        let tp = &tps[(i as usize) % tps.len()];
+        inflight.push_back((engine.append(tp, batch.clone(), 0), Instant::now()));
+        if inflight.len() >= p.window * tps.len() {
+            let (c, t) = inflight.pop_front().expect("non-empty");
+            c.wait()?;
+            lat.push(t.elapsed().as_nanos() as u64);
+        }
+    }
+    while let Some((c, t)) = inflight.pop_front() {
+        c.wait()?;
+        lat.push(t.elapsed().as_nanos() as u64);
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let stats1 = engine.stats()?;
+    let sum = |f: fn(&seglog::engine::ShardStats) -> u64, s: &[seglog::engine::ShardStats]| s.iter().map(f).sum::<u64>();
+    let enters = sum(|s| s.io_enters, &stats1) - sum(|s| s.io_enters, &stats0);
+    let ops = sum(|s| s.io_ops, &stats1) - sum(|s| s.io_ops, &stats0);
+    let written = sum(|s| s.bytes_written, &stats1) - sum(|s| s.bytes_written, &stats0);
+    let fsyncs = sum(|s| s.fsyncs, &stats1) - sum(|s| s.fsyncs, &stats0);
+    let writes = ops.saturating_sub(fsyncs).max(1);
+    let bytes = appends * batch.len() as u64;
+    let r = AppendResult {
+        mode_requested: p.mode.name().into(),
+        mode: engine.io_mode().name().into(),
+        appends,
+        bytes,
+        seconds,
+        mb_per_s: bytes as f64 / seconds / 1e6,
+        latency: Latency::from_ns(lat),
+        enters_per_batch: enters as f64 / appends as f64,
+        io_ops_per_batch: ops as f64 / appends as f64,
+        avg_write_bytes: written as f64 / writes as f64,
+        fsyncs,
+    };
+    engine.shutdown()?;
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_have_the_asked_size() {
+        for n in [100usize, 1000, 4096, 16_384, 65_536] {
+            let b = batch_of(n, 0);
+            assert_eq!(b.len(), n);
+            seglog::format::batch::validate_batch(&b, true).unwrap();
+        }
+    }
+}
