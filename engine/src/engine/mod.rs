@@ -106,6 +106,9 @@ pub struct EngineConfig {
     pub log_config: LogConfig,
     /// Bytes of each active segment's tail kept in memory for tail fetches.
     pub tail_cache_bytes: u64,
+    /// Behave as if io_uring were refused (as under a container's seccomp profile): the engine
+    /// falls back to sync mode and says why. For tests and for comparing modes.
+    pub simulate_uring_refusal: bool,
 }
 
 impl EngineConfig {
@@ -121,6 +124,7 @@ impl EngineConfig {
             durability: Durability::None,
             log_config: LogConfig::default(),
             tail_cache_bytes: 1024 * 1024,
+            simulate_uring_refusal: false,
         }
     }
 }
@@ -173,7 +177,7 @@ impl Engine {
     /// Starts the shards and opens every partition directory found in the data directory.
     pub fn open(config: EngineConfig) -> Result<Engine> {
         config.log_config.validate()?;
-        let selected = crate::io::storage_for_mode(config.io_mode);
+        let selected = crate::io::select::open_storage_with(config.io_mode, config.simulate_uring_refusal);
         let storage = selected.storage;
         if !storage.exists(&config.data_dir) {
             storage.create_dir_all(&config.data_dir)?;

@@ -11,16 +11,16 @@
 
 pub mod aligned;
 pub mod eventfd;
-pub mod sendfile;
 pub mod probe;
 pub mod select;
+pub mod sendfile;
 pub mod std_backend;
 pub mod uring;
 
 pub use aligned::AlignedBuf;
-pub use sendfile::send_file_range;
 pub use probe::{dio_alignment, dio_alignment_fd};
 pub use select::{open_storage, open_storage_with, OpenedStorage};
+pub use sendfile::send_file_range;
 pub use uring::{wait_eventfd, wait_eventfd_plain, with_thread_ring, Ring, UringFile, UringStorage};
 
 use std::cell::Cell;
@@ -280,34 +280,34 @@ pub trait Storage: Send + Sync + Debug {
     }
 }
 
-/// A storage chosen for a requested mode, with the mode it really runs in.
-#[derive(Debug, Clone)]
-pub struct SelectedStorage {
-    pub storage: Arc<dyn Storage>,
-    pub mode: IoMode,
-    /// Why `mode` differs from the request, if it does.
-    pub fallback: Option<String>,
+/// The storage for `requested`, falling back to plain syscalls (with a one-line reason) where
+/// io_uring is refused. See [`select::open_storage`].
+pub fn storage_for_mode(requested: IoMode) -> select::OpenedStorage {
+    select::open_storage(requested)
 }
 
-/// The storage for `requested`, falling back to plain syscalls (with a reason) where io_uring is
-/// refused.
-pub fn storage_for_mode(requested: IoMode) -> SelectedStorage {
-    match requested {
-        IoMode::Sync => SelectedStorage { storage: default_storage(), mode: IoMode::Sync, fallback: None },
-        other => SelectedStorage {
-            storage: default_storage(),
-            mode: IoMode::Sync,
-            fallback: Some(format!("{other} mode needs the io_uring backend, which is not built in")),
-        },
+/// Sleeps until the doorbell rings or `timeout` passes: in io_uring_enter (a read of the eventfd
+/// on this thread's ring) in the io_uring modes, in poll(2) in sync mode.
+pub fn wait_doorbell(bell: &eventfd::EventFd, mode: IoMode, timeout: Option<std::time::Duration>) -> u64 {
+    if mode != IoMode::Sync {
+        if let Ok(v) = uring::wait_eventfd(bell.raw(), timeout) {
+            return v.unwrap_or(0);
+        }
     }
-}
-
-/// Sleeps until the doorbell rings or `timeout` passes.
-pub fn wait_doorbell(bell: &eventfd::EventFd, _mode: IoMode, timeout: Option<std::time::Duration>) -> u64 {
     bell.wait_plain(timeout)
 }
 
-/// The default storage: std files with plain positioned reads and writes.
+/// The storage [`crate::log::LogOptions::default`] uses: plain positioned reads and writes, unless
+/// the environment variable `SEGLOG_IO_MODE` names another mode (`direct`, `buffered`, `sync`),
+/// which is how CI runs the whole test suite once per I/O mode.
 pub fn default_storage() -> Arc<dyn Storage> {
-    Arc::new(std_backend::StdStorage::default())
+    static FROM_ENV: std::sync::OnceLock<Option<Arc<dyn Storage>>> = std::sync::OnceLock::new();
+    let env = FROM_ENV.get_or_init(|| {
+        let mode: IoMode = std::env::var("SEGLOG_IO_MODE").ok()?.parse().ok()?;
+        Some(select::open_storage(mode).storage)
+    });
+    match env {
+        Some(s) => s.clone(),
+        None => Arc::new(std_backend::StdStorage::default()),
+    }
 }

@@ -775,45 +775,9 @@ fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<us
         // (unmoved, not freed) for this whole call; run returns only after every submitted
         // entry completed.
         let raw = unsafe { ring.run(&sqes) };
-        let mut fixed_prev = false;
-        for (k, &i) in idx.iter().enumerate() {
-            let op = &ops[i];
-            let r = raw.get(k).copied().unwrap_or(-libc::EIO);
-            let linked = k > 0 && idx[k - 1] + 1 == i && ops[i - 1].link_next;
-            let mut fixed = false;
-            let res = if linked && failed(&results, i - 1) {
-                Err(canceled(op.file.path()))
-            } else if linked && fixed_prev && r == -libc::ECANCELED {
-                // The kernel cancelled this op because its predecessor was short; that one has
-                // been finished, so run this one now.
-                fixed = true;
-                run_op_alone(ring, op, fds[i])
-            } else {
-                match &op.kind {
-                    IoOpKind::Write { buf, pos } => match cqe_result(r) {
-                        Ok(w) if w >= buf.len() => Ok(buf.len()),
-                        Ok(w) => {
-                            fixed = true;
-                            write_full(ring, fds[i], &buf[w..], *pos + w as u64)
-                                .map(|_| buf.len())
-                                .map_err(|e| Error::io("write", op.file.path(), e))
-                        }
-                        Err(e) => Err(Error::io("write", op.file.path(), e)),
-                    },
-                    IoOpKind::SyncData => {
-                        cqe_result(r).map(|_| 0).map_err(|e| Error::io("fdatasync", op.file.path(), e))
-                    }
-                }
-            };
-            if res.is_ok() && !fixed {
-                match &op.kind {
-                    IoOpKind::Write { buf, .. } => written += buf.len() as u64,
-                    IoOpKind::SyncData => fsyncs += 1,
-                }
-            }
-            fixed_prev = fixed;
-            results[i] = Some(res);
-        }
+        let (w, f) = settle_round(ring, ops, fds, &idx, &raw, &mut results);
+        written += w;
+        fsyncs += f;
         next = j;
     }
     record_io(0, 0, 0, written, fsyncs);
@@ -822,6 +786,62 @@ fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<us
         .zip(ops)
         .map(|(r, op)| r.unwrap_or_else(|| Err(Error::io("submit", op.file.path(), errno_err(libc::EIO)))))
         .collect()
+}
+
+/// Turns one round's completion results (`raw[k]` for `ops[idx[k]]`) into final results:
+/// finishes short writes with follow-up submissions, re-runs the ops the kernel cancelled only
+/// because their predecessor was short, and cancels successors of failures. Returns the bytes
+/// written and fsyncs done that the follow-ups did not already count.
+fn settle_round(
+    ring: &mut Ring,
+    ops: &[IoOp],
+    fds: &[RawFd],
+    idx: &[usize],
+    raw: &[i32],
+    results: &mut [Option<Result<usize>>],
+) -> (u64, u64) {
+    let (mut written, mut fsyncs) = (0u64, 0u64);
+    let mut fixed_prev = false;
+    for (k, &i) in idx.iter().enumerate() {
+        let op = &ops[i];
+        let r = raw.get(k).copied().unwrap_or(-libc::EIO);
+        let linked = k > 0 && idx[k - 1] + 1 == i && ops[i - 1].link_next;
+        let mut fixed = false;
+        let res = if linked && matches!(results[i - 1], Some(Err(_))) {
+            Err(canceled(op.file.path()))
+        } else if linked && fixed_prev && r == -libc::ECANCELED {
+            // The kernel cancelled this op because its predecessor was short; that one has
+            // been finished, so run this one now (it counts its own bytes and fsyncs).
+            fixed = true;
+            run_op_alone(ring, op, fds[i])
+        } else {
+            match &op.kind {
+                IoOpKind::Write { buf, pos } => match cqe_result(r) {
+                    Ok(w) if w >= buf.len() => {
+                        written += buf.len() as u64;
+                        Ok(buf.len())
+                    }
+                    Ok(w) => {
+                        // Short: the kernel failed the link; write the remainder.
+                        fixed = true;
+                        written += w as u64;
+                        write_full(ring, fds[i], &buf[w..], *pos + w as u64)
+                            .map(|_| buf.len())
+                            .map_err(|e| Error::io("write", op.file.path(), e))
+                    }
+                    Err(e) => Err(Error::io("write", op.file.path(), e)),
+                },
+                IoOpKind::SyncData => {
+                    let res = cqe_result(r).map(|_| 0).map_err(|e| Error::io("fdatasync", op.file.path(), e));
+                    fsyncs += u64::from(res.is_ok());
+                    res
+                }
+            }
+        };
+        fixed_prev = fixed;
+        results[i] = Some(res);
+    }
+    (written, fsyncs)
 }
 
 impl Storage for UringStorage {
@@ -926,8 +946,10 @@ fn eventfd_err(fd: RawFd, e: io::Error) -> Error {
 /// Sleeps on the thread's ring until `fd` (an eventfd) is readable, then reads it: an
 /// IORING_OP_READ of 8 bytes (linked to a LINK_TIMEOUT when `timeout` is set) and one
 /// io_uring_enter that waits for it. Returns `Some(counter)` when woken, `None` on timeout.
-/// A non-blocking eventfd is waited for with POLL_ADD instead. Falls back to
-/// [`wait_eventfd_plain`] if this thread cannot have a ring.
+/// A non-blocking (EFD_NONBLOCK) eventfd works too: on this kernel (6.18) the READ still waits
+/// in one enter; where a kernel answers it with EAGAIN, the wait is retried as a POLL_ADD (plus
+/// the timeout) and a non-blocking read(2). Falls back to [`wait_eventfd_plain`] if this
+/// thread cannot have a ring.
 pub fn wait_eventfd(fd: RawFd, timeout: Option<Duration>) -> Result<Option<u64>> {
     match with_thread_ring(|ring| wait_eventfd_on(ring, fd, timeout)) {
         Ok(r) => r,
@@ -1357,6 +1379,49 @@ pub(crate) mod tests {
         assert_eq!(&on_disk[..4096], &block[..]);
         assert!(on_disk[4096..3 * 4096].iter().all(|&b| b == 0), "the cancelled writes did not run");
         assert_eq!(&on_disk[3 * 4096..], &block[..]);
+    }
+
+    #[test]
+    fn short_writes_are_finished_and_cancelled_links_rerun() {
+        // Feeds settle_round a short completion as the kernel would give it: op 0 wrote only
+        // 100 bytes, so the kernel cancelled its linked fsync (op 1); op 2 completed.
+        let dir = test_dir();
+        let s = UringStorage::new(IoMode::Buffered).unwrap();
+        let f = s.open_log(&dir.path().join("0.log"), OpenMode::CreateNew).unwrap();
+        let data = pattern(4096, 3);
+        let ops = vec![
+            write_op(&f, &data, 0, 0, true),
+            IoOp { file: f.clone(), kind: IoOpKind::SyncData, tag: 1, link_next: true },
+            write_op(&f, &data, 4096, 2, false),
+        ];
+        let fds = vec![f.raw_fd().unwrap(); 3];
+        let mut results: Vec<Option<Result<usize>>> = (0..3).map(|_| None).collect();
+        let before = thread_stats();
+        let (w, syncs) =
+            with_thread_ring(|r| settle_round(r, &ops, &fds, &[0, 1, 2], &[100, -libc::ECANCELED, 4096], &mut results))
+                .unwrap();
+        let d = delta(before);
+        assert_eq!(d.enters, 2, "one follow-up write, one re-run fsync");
+        assert_eq!((w + d.bytes_written, syncs + d.fsyncs), (100 + (4096 - 100) + 4096, 1));
+        let r: Vec<usize> = results.into_iter().map(|r| r.unwrap().unwrap()).collect();
+        assert_eq!(r, [4096, 0, 4096]);
+        let back = std::fs::read(dir.path().join("0.log")).unwrap();
+        assert_eq!(back.len(), 4096, "op 2 was only pretended");
+        assert!(back[..100].iter().all(|&b| b == 0), "the first 100 bytes were only pretended too");
+        assert_eq!(&back[100..], &data[100..]);
+
+        // A short write whose remainder fails: the link successor is cancelled.
+        let ro = s.open_log(&dir.path().join("0.log"), OpenMode::Read).unwrap();
+        let ops = vec![
+            write_op(&ro, &data, 0, 0, true),
+            IoOp { file: ro.clone(), kind: IoOpKind::SyncData, tag: 1, link_next: false },
+        ];
+        let fds = vec![ro.raw_fd().unwrap(); 2];
+        let mut results: Vec<Option<Result<usize>>> = (0..2).map(|_| None).collect();
+        with_thread_ring(|r| settle_round(r, &ops, &fds, &[0, 1], &[100, -libc::ECANCELED], &mut results)).unwrap();
+        let errno: Vec<Option<i32>> =
+            results.iter().map(|r| r.as_ref().unwrap().as_ref().err().and_then(error_errno)).collect();
+        assert_eq!(errno, [Some(libc::EBADF), Some(libc::ECANCELED)]);
     }
 
     #[test]
