@@ -41,6 +41,8 @@ pub struct AppendResult {
     pub io_ops_per_batch: f64,
     /// Bytes handed to the kernel per write operation (the block size fio should use).
     pub avg_write_bytes: f64,
+    /// Bytes written per byte appended (O_DIRECT rewrites the partial last block each flush).
+    pub write_amplification: f64,
     pub fsyncs: u64,
 }
 
@@ -101,7 +103,7 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
     let ops = sum(|s| s.io_ops, &stats1) - sum(|s| s.io_ops, &stats0);
     let written = sum(|s| s.bytes_written, &stats1) - sum(|s| s.bytes_written, &stats0);
     let fsyncs = sum(|s| s.fsyncs, &stats1) - sum(|s| s.fsyncs, &stats0);
-    let writes = ops.saturating_sub(fsyncs).max(1);
+    let writes = (sum(|s| s.writes, &stats1) - sum(|s| s.writes, &stats0)).max(1);
     let bytes = appends * batch.len() as u64;
     let r = AppendResult {
         mode_requested: p.mode.name().into(),
@@ -114,6 +116,7 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
         enters_per_batch: enters as f64 / appends as f64,
         io_ops_per_batch: ops as f64 / appends as f64,
         avg_write_bytes: written as f64 / writes as f64,
+        write_amplification: written as f64 / bytes as f64,
         fsyncs,
     };
     engine.shutdown()?;

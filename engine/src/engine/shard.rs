@@ -37,6 +37,8 @@ pub struct ShardStats {
     pub bytes_written: u64,
     pub bytes_read: u64,
     pub fsyncs: u64,
+    /// Write operations handed to the kernel.
+    pub writes: u64,
 }
 
 pub(crate) struct Shard {
@@ -278,6 +280,7 @@ impl Shard {
         s.bytes_written = io.bytes_written;
         s.bytes_read = io.bytes_read;
         s.fsyncs = io.fsyncs;
+        s.writes = io.writes;
         s
     }
 }

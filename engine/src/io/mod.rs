@@ -116,10 +116,22 @@ pub struct IoStats {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub fsyncs: u64,
+    /// Write operations (each a whole contiguous range handed to the kernel).
+    pub writes: u64,
 }
 
 thread_local! {
-    static STATS: Cell<IoStats> = const { Cell::new(IoStats { ops: 0, enters: 0, bytes_read: 0, bytes_written: 0, fsyncs: 0 }) };
+    static STATS: Cell<IoStats> =
+        const { Cell::new(IoStats { ops: 0, enters: 0, bytes_read: 0, bytes_written: 0, fsyncs: 0, writes: 0 }) };
+}
+
+/// Counts write operations on this thread (backends call it once per write handed to the kernel).
+pub fn record_writes(n: u64) {
+    STATS.with(|s| {
+        let mut v = s.get();
+        v.writes += n;
+        s.set(v);
+    });
 }
 
 /// This thread's I/O counters.

@@ -52,6 +52,7 @@ impl IoFile for StdFile {
     }
     fn write_all_at(&self, buf: &[u8], pos: u64) -> Result<()> {
         super::record_io(1, 1, 0, buf.len() as u64, 0);
+        super::record_writes(1);
         self.file
             .write_all_at(buf, pos)
             .map_err(|e| Error::io("write", &self.path, e))

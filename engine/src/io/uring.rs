@@ -367,6 +367,7 @@ fn write_full(ring: &mut Ring, fd: RawFd, buf: &[u8], pos: u64) -> io::Result<()
         done += n;
     }
     record_io(0, 0, 0, done as u64, 0);
+    super::record_writes(1);
     Ok(())
 }
 
@@ -781,6 +782,7 @@ fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<us
         next = j;
     }
     record_io(0, 0, 0, written, fsyncs);
+    super::record_writes(ops.iter().filter(|o| matches!(o.kind, IoOpKind::Write { .. })).count() as u64);
     results
         .into_iter()
         .zip(ops)
