@@ -98,7 +98,8 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
     }
     let seconds = t0.elapsed().as_secs_f64();
     let stats1 = engine.stats()?;
-    let sum = |f: fn(&seglog::engine::ShardStats) -> u64, s: &[seglog::engine::ShardStats]| s.iter().map(f).sum::<u64>();
+    let sum =
+        |f: fn(&seglog::engine::ShardStats) -> u64, s: &[seglog::engine::ShardStats]| s.iter().map(f).sum::<u64>();
     let enters = sum(|s| s.io_enters, &stats1) - sum(|s| s.io_enters, &stats0);
     let ops = sum(|s| s.io_ops, &stats1) - sum(|s| s.io_ops, &stats0);
     let written = sum(|s| s.bytes_written, &stats1) - sum(|s| s.bytes_written, &stats0);

@@ -41,7 +41,14 @@ pub fn ensure_fio() -> Result<(), String> {
 /// Sequential writes of `size` bytes in `bs`-byte blocks at queue depth `iodepth` into a new
 /// file in `dir`, O_DIRECT (`direct`) or through the page cache, with io_uring; `fdatasync_every`
 /// > 0 adds an fdatasync after that many writes.
-pub fn seq_write(dir: &Path, bs: u64, iodepth: u32, size: u64, direct: bool, fdatasync_every: u32) -> Result<FioResult, String> {
+pub fn seq_write(
+    dir: &Path,
+    bs: u64,
+    iodepth: u32,
+    size: u64,
+    direct: bool,
+    fdatasync_every: u32,
+) -> Result<FioResult, String> {
     let file = dir.join("fio-seq-write.dat");
     let _ = std::fs::remove_file(&file);
     let mut args = vec![

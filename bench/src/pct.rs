@@ -5,7 +5,8 @@ pub fn percentile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
-    let r = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    // The epsilon keeps float error (99.9 / 100 * 1000 = 999.0000000000001) from moving a rank.
+    let r = (p * sorted.len() as f64 / 100.0 - 1e-9).ceil() as usize;
     sorted[r.clamp(1, sorted.len()) - 1]
 }
 

@@ -30,20 +30,10 @@ pub enum Error {
     /// A batch is larger than `max.message.bytes` (Kafka's RecordTooLargeException), or the whole
     /// append is larger than `segment.bytes` (RecordBatchTooLargeException).
     #[error("batch of {size} bytes at byte {at} of the append exceeds {limit_name} = {limit}")]
-    RecordTooLarge {
-        at: usize,
-        size: u64,
-        limit: u64,
-        limit_name: &'static str,
-    },
+    RecordTooLarge { at: usize, size: u64, limit: u64, limit_name: &'static str },
     /// A record timestamp is outside message.timestamp.before/after.max.ms of the broker clock.
     #[error("record timestamp {timestamp} in the batch at byte {at} is out of range: now {now_ms}, {detail}")]
-    InvalidTimestamp {
-        at: usize,
-        timestamp: i64,
-        now_ms: i64,
-        detail: &'static str,
-    },
+    InvalidTimestamp { at: usize, timestamp: i64, now_ms: i64, detail: &'static str },
     /// The batch breaks a leader rule that is not about bytes (control batch from a client,
     /// non-zero base offset from a client, producer id without sequence).
     #[error("invalid batch at byte {at} of the append: {detail}")]
@@ -51,18 +41,10 @@ pub enum Error {
     /// A follower append whose offsets do not continue the log (Kafka's
     /// UnexpectedAppendOffsetException / OffsetsOutOfOrderException). The log is unchanged.
     #[error("offsets do not continue the log: batch at byte {at} starts at {first_offset}, expected at least {expected_at_least}")]
-    NonMonotonicOffset {
-        at: usize,
-        first_offset: i64,
-        expected_at_least: i64,
-    },
+    NonMonotonicOffset { at: usize, first_offset: i64, expected_at_least: i64 },
     /// A read below the log start offset or beyond the log end offset.
     #[error("offset {offset} is out of range [{log_start_offset}, {log_end_offset}]")]
-    OffsetOutOfRange {
-        offset: i64,
-        log_start_offset: i64,
-        log_end_offset: i64,
-    },
+    OffsetOutOfRange { offset: i64, log_start_offset: i64, log_end_offset: i64 },
     /// Bytes on disk are not what Kafka's format allows, at a known file position.
     #[error("corrupt {path} at byte {pos}: {source}")]
     Corrupt {
@@ -96,10 +78,6 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Error {
-        Error::Io {
-            op,
-            path: path.into(),
-            source,
-        }
+        Error::Io { op, path: path.into(), source }
     }
 }

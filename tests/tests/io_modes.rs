@@ -7,7 +7,12 @@ use seglog::{Engine, EngineConfig, IoMode, TopicPartition};
 fn batch(i: i64) -> Vec<u8> {
     let mut b = BatchBuilder::new();
     for r in 0..7 {
-        b.push(1_700_000_000_000 + i * 10 + r, Some(b"k"), Some(format!("value {i} {r} {}", "x".repeat(i as usize % 300)).as_bytes()), &[]);
+        b.push(
+            1_700_000_000_000 + i * 10 + r,
+            Some(b"k"),
+            Some(format!("value {i} {r} {}", "x".repeat(i as usize % 300)).as_bytes()),
+            &[],
+        );
     }
     b.build().unwrap()
 }

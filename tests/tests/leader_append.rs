@@ -9,8 +9,8 @@ mod common;
 use common::*;
 use seglog::config::{LogConfig, TimestampType};
 use seglog::format::batch::{
-    compute_crc, validate_batch, Attributes, ATTRIBUTES_OFFSET, BASE_OFFSET_OFFSET, CRC_OFFSET,
-    MAX_TIMESTAMP_OFFSET, PARTITION_LEADER_EPOCH_OFFSET,
+    compute_crc, validate_batch, Attributes, ATTRIBUTES_OFFSET, BASE_OFFSET_OFFSET, CRC_OFFSET, MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
 };
 use seglog::format::builder::BatchBuilder;
 use seglog::format::Compression;
@@ -52,7 +52,7 @@ fn offsets_are_assigned_from_the_log_end_by_stamping_in_place() {
     }
     // The caller's stamped buffers are exactly what the log holds and what a fetch returns.
     assert_eq!(read_all(&t.log), stored);
-    assert_eq!(std::fs::read(log_path(&t.dir(), 0)).unwrap(), stored);
+    assert_eq!(segment_bytes(&t.log, 0), stored);
     let offsets: Vec<i64> = decode(&stored).iter().map(|r| r.offset).collect();
     assert_eq!(offsets, (0..9).collect::<Vec<_>>());
 }
@@ -67,7 +67,8 @@ fn producer_partition_leader_epoch_is_overwritten_per_append() {
     t.log.append_as_leader(&mut b, 5).unwrap();
     t.log.append_as_leader(&mut c, -1).unwrap();
     let all = read_all(&t.log);
-    let epochs: Vec<(i64, i32)> = batches_in(&all).iter().map(|(_, h)| (h.base_offset, h.partition_leader_epoch)).collect();
+    let epochs: Vec<(i64, i32)> =
+        batches_in(&all).iter().map(|(_, h)| (h.base_offset, h.partition_leader_epoch)).collect();
     assert_eq!(epochs, vec![(0, 3), (2, 5), (3, -1)]);
 }
 
@@ -168,10 +169,7 @@ fn create_time_rewrites_a_wrong_producer_max_timestamp_with_a_valid_crc() {
 
 #[test]
 fn log_append_time_stamps_the_clock_sets_bit_3_and_recomputes_the_crc() {
-    let config = LogConfig {
-        message_timestamp_type: TimestampType::LogAppendTime,
-        ..small_config()
-    };
+    let config = LogConfig { message_timestamp_type: TimestampType::LogAppendTime, ..small_config() };
     let mut t = new_log(config);
     let mut now = T0 + 12_345;
     for c in Compression::ALL {

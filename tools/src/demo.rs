@@ -77,7 +77,12 @@ fn topic_config(interval: u32) -> LogConfig {
 
 /// Produces the 5000 records into the four topics through the engine, then shuts it down.
 /// Returns the I/O mode the engine really ran in and why it differs from the request, if it does.
-pub fn produce_all(root: &Path, mode: IoMode, shards: Option<usize>, start_ts: i64) -> seglog::Result<(IoMode, Option<String>)> {
+pub fn produce_all(
+    root: &Path,
+    mode: IoMode,
+    shards: Option<usize>,
+    start_ts: i64,
+) -> seglog::Result<(IoMode, Option<String>)> {
     let mut cfg = EngineConfig::new(root);
     cfg.io_mode = mode;
     cfg.shards = shards;
@@ -157,12 +162,14 @@ pub fn analyze_topic(dir: &Path, interval: u32, mode: IoMode) -> seglog::Result<
 }
 
 /// Runs all four topics under `root`, with the same records (timestamps included) in each.
-pub fn run_all(root: &Path, mode: IoMode, shards: Option<usize>) -> seglog::Result<(Vec<TopicResult>, IoMode, Option<String>)> {
-    let start_ts = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-        - 60_000;
+pub fn run_all(
+    root: &Path,
+    mode: IoMode,
+    shards: Option<usize>,
+) -> seglog::Result<(Vec<TopicResult>, IoMode, Option<String>)> {
+    let start_ts =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+            - 60_000;
     let (used, why) = produce_all(root, mode, shards, start_ts)?;
     let results = INTERVALS
         .iter()
@@ -200,7 +207,12 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         println!();
         println!(
             "{:>22} {:>9} {:>14} {:>28} {:>16} {:>8}",
-            "index.interval.bytes", "segments", "entries/full", "bytes scanned min/med/max", "hops min/med/max", "bound"
+            "index.interval.bytes",
+            "segments",
+            "entries/full",
+            "bytes scanned min/med/max",
+            "hops min/med/max",
+            "bound"
         );
         for r in &results {
             let e = match (r.entries_per_full_segment.iter().min(), r.entries_per_full_segment.iter().max()) {

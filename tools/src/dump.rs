@@ -126,10 +126,7 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     if files.is_empty() {
         return Err("no files given (seglog dump FILES..., see --help)".into());
     }
-    let mut out = Out {
-        text: !args.json,
-        w: std::io::BufWriter::new(std::io::stdout()),
-    };
+    let mut out = Out { text: !args.json, w: std::io::BufWriter::new(std::io::stdout()) };
     let mut status = Status::default();
     let mut docs = Vec::new();
     for path in &files {
@@ -238,9 +235,7 @@ fn dump_file(path: &Path, kind: Kind, args: &Args, out: &mut Out, st: &mut Statu
 /// kafka-dump-log's batch line.
 fn batch_line(b: &BatchInfo) -> String {
     let h = &b.header;
-    let codec = h
-        .compression()
-        .map_or_else(|_| format!("unknown({})", h.attributes.0 & 0x07), |c| c.name().to_owned());
+    let codec = h.compression().map_or_else(|_| format!("unknown({})", h.attributes.0 & 0x07), |c| c.name().to_owned());
     let horizon = if h.attributes.has_delete_horizon() {
         format!("OptionalLong[{}]", h.base_timestamp)
     } else {
@@ -326,15 +321,8 @@ fn record_sequence(h: &BatchHeader, r: &Record) -> i64 {
     }
 }
 
-const CONTROL_TYPES: [&str; 7] = [
-    "ABORT",
-    "COMMIT",
-    "LEADER_CHANGE",
-    "SNAPSHOT_HEADER",
-    "SNAPSHOT_FOOTER",
-    "KRAFT_VERSION",
-    "KRAFT_VOTERS",
-];
+const CONTROL_TYPES: [&str; 7] =
+    ["ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER", "SNAPSHOT_FOOTER", "KRAFT_VERSION", "KRAFT_VOTERS"];
 
 /// kafka-dump-log's description of a control record.
 fn control_text(r: &Record) -> String {
@@ -342,16 +330,11 @@ fn control_text(r: &Record) -> String {
         return " controlType: UNKNOWN(invalid key)".into();
     };
     let type_id = i16::from_be_bytes([k[2], k[3]]);
-    let name = usize::try_from(type_id)
-        .ok()
-        .and_then(|i| CONTROL_TYPES.get(i))
-        .copied()
-        .unwrap_or("UNKNOWN");
+    let name = usize::try_from(type_id).ok().and_then(|i| CONTROL_TYPES.get(i)).copied().unwrap_or("UNKNOWN");
     match (type_id, r.value) {
-        (0 | 1, Some(v)) if v.len() >= 6 => format!(
-            " endTxnMarker: {name} coordinatorEpoch: {}",
-            i32::from_be_bytes([v[2], v[3], v[4], v[5]])
-        ),
+        (0 | 1, Some(v)) if v.len() >= 6 => {
+            format!(" endTxnMarker: {name} coordinatorEpoch: {}", i32::from_be_bytes([v[2], v[3], v[4], v[5]]))
+        }
         _ => format!(" controlType: {name}({type_id})"),
     }
 }

@@ -58,12 +58,7 @@ pub struct Padding {
 fn padding(bytes: &[u8], entry_size: usize, stop_at: Option<usize>) -> Padding {
     let slots = bytes.len() / entry_size;
     let entries = stop_at.unwrap_or(slots);
-    let mut p = Padding {
-        slots,
-        entries,
-        partial_bytes: (bytes.len() % entry_size) as u64,
-        ..Default::default()
-    };
+    let mut p = Padding { slots, entries, partial_bytes: (bytes.len() % entry_size) as u64, ..Default::default() };
     for s in entries..slots {
         if bytes[s * entry_size..(s + 1) * entry_size].iter().all(|&b| b == 0) {
             p.trailing_zero_entries += 1;
@@ -111,22 +106,12 @@ impl OffsetIndexFile {
                 stop = Some(i);
                 break;
             }
-            entries.push(OffsetEntryAbs {
-                offset,
-                position: e.position as i64,
-            });
+            entries.push(OffsetEntryAbs { offset, position: e.position as i64 });
         }
         let padding = padding(&bytes, OFFSET_ENTRY_SIZE, stop);
         let file_len = bytes.len() as u64;
         let sanity = OffsetIndex::from_bytes(base_offset, bytes, i32::MAX as u32, None).sanity_check();
-        OffsetIndexFile {
-            path: path.to_path_buf(),
-            base_offset,
-            file_len,
-            entries,
-            padding,
-            sanity,
-        }
+        OffsetIndexFile { path: path.to_path_buf(), base_offset, file_len, entries, padding, sanity }
     }
 }
 
@@ -236,22 +221,12 @@ impl TimeIndexFile {
                 stop = Some(i);
                 break;
             }
-            entries.push(TimeEntryAbs {
-                timestamp: e.timestamp,
-                offset,
-            });
+            entries.push(TimeEntryAbs { timestamp: e.timestamp, offset });
         }
         let padding = padding(&bytes, TIME_ENTRY_SIZE, stop);
         let file_len = bytes.len() as u64;
         let sanity = TimeIndex::from_bytes(base_offset, bytes, i32::MAX as u32, None).sanity_check();
-        TimeIndexFile {
-            path: path.to_path_buf(),
-            base_offset,
-            file_len,
-            entries,
-            padding,
-            sanity,
-        }
+        TimeIndexFile { path: path.to_path_buf(), base_offset, file_len, entries, padding, sanity }
     }
 }
 
@@ -301,27 +276,15 @@ impl FileFlavour {
 pub enum TimeIndexError {
     /// No batch ends at the entry's offset, and no record at it holds the batch's max timestamp.
     /// `found_log_offset` is the last offset of the batch found, -1 when none.
-    ShallowOffsetNotFound {
-        slot: usize,
-        index_offset: i64,
-        found_log_offset: i64,
-        position: Option<u64>,
-    },
+    ShallowOffsetNotFound { slot: usize, index_offset: i64, found_log_offset: i64, position: Option<u64> },
     /// The batch's max record timestamp is not the entry's.
-    Mismatch {
-        slot: usize,
-        index_timestamp: i64,
-        log_timestamp: i64,
-        position: u64,
-    },
+    Mismatch { slot: usize, index_timestamp: i64, log_timestamp: i64, position: u64 },
     /// The entry's timestamp is not larger than the previous entry's.
-    OutOfOrder {
-        slot: usize,
-        index_timestamp: i64,
-        previous_timestamp: i64,
-    },
+    OutOfOrder { slot: usize, index_timestamp: i64, previous_timestamp: i64 },
     /// The batch's records could not be decoded.
     Records { slot: usize, position: u64, detail: String },
+    /// The batch the entry names fails its CRC, so its records cannot be trusted to check against.
+    CorruptBatch { slot: usize, position: u64 },
 }
 
 impl TimeIndexError {
@@ -358,6 +321,9 @@ impl TimeIndexError {
             TimeIndexError::Records { slot, position, detail } => {
                 format!("entry {slot}: records of the batch at byte {position} cannot be decoded: {detail}")
             }
+            TimeIndexError::CorruptBatch { slot, position } => {
+                format!("entry {slot}: the batch at byte {position} fails its CRC, so the entry cannot be checked")
+            }
         }
     }
 }
@@ -372,11 +338,7 @@ pub struct TimeIndexCheck {
 }
 
 /// Timestamps of a batch's records: (max, timestamp of the record at `offset`).
-fn record_timestamps(
-    b: &BatchInfo,
-    bytes: &[u8],
-    offset: i64,
-) -> Result<(i64, Option<i64>), String> {
+fn record_timestamps(b: &BatchInfo, bytes: &[u8], offset: i64) -> Result<(i64, Option<i64>), String> {
     let h = &b.header;
     let mut scratch = Vec::new();
     let iter = record::batch_records(bytes, &mut scratch).map_err(|e| e.to_string())?;
@@ -412,16 +374,18 @@ pub fn check_time_index(idx: &TimeIndexFile, log: &LogSummary) -> std::io::Resul
             continue;
         };
         let b = log.batches[bi];
+        if !b.crc_ok() {
+            errors.push(TimeIndexError::CorruptBatch { slot, position: b.position });
+            flavours.push(None);
+            prev_ts = e.timestamp;
+            continue;
+        }
         buf.resize(b.size() as usize, 0);
         file.read_exact_at(&mut buf, b.position)?;
         let (max_ts, at_ts) = match record_timestamps(&b, &buf, e.offset) {
             Ok(v) => v,
             Err(detail) => {
-                errors.push(TimeIndexError::Records {
-                    slot,
-                    position: b.position,
-                    detail,
-                });
+                errors.push(TimeIndexError::Records { slot, position: b.position, detail });
                 flavours.push(None);
                 prev_ts = e.timestamp;
                 continue;
@@ -429,11 +393,7 @@ pub fn check_time_index(idx: &TimeIndexFile, log: &LogSummary) -> std::io::Resul
         };
         let exact = at_ts == Some(max_ts);
         let flavour = if b.last_offset() == e.offset {
-            Some(if exact {
-                EntryFlavour::Either
-            } else {
-                EntryFlavour::BatchLastOffset
-            })
+            Some(if exact { EntryFlavour::Either } else { EntryFlavour::BatchLastOffset })
         } else if exact {
             Some(EntryFlavour::ExactRecordOffset)
         } else {
@@ -473,9 +433,5 @@ pub fn check_time_index(idx: &TimeIndexFile, log: &LogSummary) -> std::io::Resul
         (false, false) if has(EntryFlavour::Either) => FileFlavour::Indistinguishable,
         _ => FileFlavour::Unknown,
     };
-    Ok(TimeIndexCheck {
-        flavour,
-        entry_flavours: flavours,
-        errors,
-    })
+    Ok(TimeIndexCheck { flavour, entry_flavours: flavours, errors })
 }

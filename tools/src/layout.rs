@@ -45,9 +45,7 @@ pub fn classify(name: &str) -> FileClass {
         | cp::CLEANER_OFFSET_CHECKPOINT_FILE => return FileClass::Checkpoint(CheckpointKind::Offsets),
         cp::LEADER_EPOCH_CHECKPOINT_FILE => return FileClass::Checkpoint(CheckpointKind::LeaderEpoch),
         cp::CLEAN_SHUTDOWN_FILE => return FileClass::Checkpoint(CheckpointKind::CleanShutdown),
-        cp::PARTITION_METADATA_FILE => {
-            return FileClass::Checkpoint(CheckpointKind::PartitionMetadata)
-        }
+        cp::PARTITION_METADATA_FILE => return FileClass::Checkpoint(CheckpointKind::PartitionMetadata),
         "quorum-state" => return FileClass::KnownOther("KRaft quorum state"),
         "meta.properties" => return FileClass::KnownOther("broker metadata"),
         ".lock" => return FileClass::KnownOther("log directory lock"),
@@ -99,17 +97,11 @@ impl PartitionDir {
     pub fn log_segments(&self) -> impl Iterator<Item = &SegmentFiles> {
         self.segments.values().filter(|s| s.log.is_some())
     }
-    pub fn name(&self) -> String {
-        self.path
-            .file_name()
-            .map_or_else(|| self.path.display().to_string(), |n| n.to_string_lossy().into_owned())
-    }
 }
 
 /// Everything found under a directory.
 #[derive(Clone, Debug, Default)]
 pub struct Discovery {
-    pub root: PathBuf,
     pub partitions: Vec<PartitionDir>,
     /// Log-directory level checkpoint files (recovery points, ...).
     pub checkpoints: Vec<(PathBuf, CheckpointKind)>,
@@ -140,9 +132,7 @@ pub fn read_partition_dir(dir: &Path) -> std::io::Result<PartitionDir> {
     let entries = sorted_entries(dir)?;
     let mut p = PartitionDir {
         path: dir.to_path_buf(),
-        topic_partition: dir
-            .file_name()
-            .and_then(|n| filename::parse_partition_dir(&n.to_string_lossy())),
+        topic_partition: dir.file_name().and_then(|n| filename::parse_partition_dir(&n.to_string_lossy())),
         ..Default::default()
     };
     for (name, path, is_dir) in entries {
@@ -161,10 +151,10 @@ pub fn read_partition_dir(dir: &Path) -> std::io::Result<PartitionDir> {
                 p.notes.push(format!("{}: {what}, not checked", path.display()));
             }
             FileClass::Segment(s) => {
-                let seg = p.segments.entry(s.base_offset).or_insert_with(|| SegmentFiles {
-                    base_offset: s.base_offset,
-                    ..Default::default()
-                });
+                let seg = p
+                    .segments
+                    .entry(s.base_offset)
+                    .or_insert_with(|| SegmentFiles { base_offset: s.base_offset, ..Default::default() });
                 match s.kind {
                     FileKind::Log => seg.log = Some(path),
                     FileKind::Index => seg.index = Some(path),
@@ -187,10 +177,7 @@ pub fn read_partition_dir(dir: &Path) -> std::io::Result<PartitionDir> {
     for s in p.segments.values() {
         if s.log.is_none() {
             for f in [&s.index, &s.time_index, &s.txn_index].into_iter().flatten() {
-                p.notes.push(format!(
-                    "{}: index file without a .log (orphan); Kafka deletes it at load",
-                    f.display()
-                ));
+                p.notes.push(format!("{}: index file without a .log (orphan); Kafka deletes it at load", f.display()));
             }
         }
     }
@@ -205,27 +192,27 @@ pub fn read_partition_dir(dir: &Path) -> std::io::Result<PartitionDir> {
 
 /// Finds partition directories at or below `root`.
 pub fn discover(root: &Path) -> std::io::Result<Discovery> {
-    let meta = std::fs::metadata(root)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", root.display())))?;
+    let meta =
+        std::fs::metadata(root).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", root.display())))?;
     if !meta.is_dir() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!("{} is not a directory", root.display()),
         ));
     }
-    let mut d = Discovery {
-        root: root.to_path_buf(),
-        ..Default::default()
-    };
+    let mut d = Discovery::default();
     walk(root, 0, &mut d)?;
     Ok(d)
 }
 
 fn walk(dir: &Path, depth: usize, d: &mut Discovery) -> std::io::Result<()> {
-    let entries = sorted_entries(dir)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+    let entries = sorted_entries(dir).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    if holds_segments(&entries) || (depth > 0 && filename::parse_partition_dir(&name).is_some()) {
+    // A directory named <topic>-<partition> is a partition even without segments, except the
+    // directory given when it has subdirectories (a log directory such as `/data/kafka-1`).
+    let named_like_partition =
+        filename::parse_partition_dir(&name).is_some() && (depth > 0 || !entries.iter().any(|(_, _, is_dir)| *is_dir));
+    if holds_segments(&entries) || named_like_partition {
         d.partitions.push(read_partition_dir(dir)?);
         return Ok(());
     }
@@ -261,7 +248,9 @@ mod tests {
     #[test]
     fn classifies_kafka_names() {
         assert!(matches!(classify("00000000000000000000.log"), FileClass::Segment(_)));
-        assert!(matches!(classify("00000000000000000000.log.deleted"), FileClass::Segment(s) if s.suffix == FileSuffix::Deleted));
+        assert!(
+            matches!(classify("00000000000000000000.log.deleted"), FileClass::Segment(s) if s.suffix == FileSuffix::Deleted)
+        );
         assert_eq!(classify("leader-epoch-checkpoint"), FileClass::Checkpoint(CheckpointKind::LeaderEpoch));
         assert_eq!(classify("00000000000000000000.wm"), FileClass::Unknown);
         assert!(matches!(classify("abc.log"), FileClass::BadSegmentName(_)));

@@ -13,8 +13,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use seglog::format::batch::{
-    compute_crc, BatchHeader, EntryFrame, BATCH_HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
-    MAGIC_V2, RECORD_OVERHEAD_V0,
+    compute_crc, BatchHeader, EntryFrame, BATCH_HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2,
+    RECORD_OVERHEAD_V0,
 };
 
 /// Bytes read ahead in one `pread`: many small batches per system call.
@@ -53,21 +53,13 @@ pub enum LogEnd {
     /// Fewer than 17 bytes remain after the last batch: not even a frame (torn tail).
     ShortTail { position: u64, bytes: u64 },
     /// The last entry's length runs past the end of the file (torn tail).
-    PartialBatch {
-        position: u64,
-        needed: u64,
-        available: u64,
-    },
+    PartialBatch { position: u64, needed: u64, available: u64 },
     /// Only zero bytes from `position` to the end: what a crash leaves in a preallocated or
     /// extended file (torn tail).
     ZeroTail { position: u64, bytes: u64 },
     /// An entry Kafka's reader refuses (length below 14, magic other than 2, a header that does
     /// not parse); nothing after it can be framed.
-    Corrupt {
-        position: u64,
-        bytes: u64,
-        detail: String,
-    },
+    Corrupt { position: u64, bytes: u64, detail: String },
     /// The walk was limited (`--max-bytes`): what follows was not looked at.
     Limited { position: u64 },
 }
@@ -88,9 +80,7 @@ impl LogEnd {
     pub fn invalid_bytes(&self) -> u64 {
         match self {
             LogEnd::Clean | LogEnd::Limited { .. } => 0,
-            LogEnd::ShortTail { bytes, .. }
-            | LogEnd::ZeroTail { bytes, .. }
-            | LogEnd::Corrupt { bytes, .. } => *bytes,
+            LogEnd::ShortTail { bytes, .. } | LogEnd::ZeroTail { bytes, .. } | LogEnd::Corrupt { bytes, .. } => *bytes,
             LogEnd::PartialBatch { available, .. } => *available,
         }
     }
@@ -100,24 +90,18 @@ impl LogEnd {
         match self {
             LogEnd::Clean => "clean end".into(),
             LogEnd::Limited { position } => format!("stopped at byte {position} (--max-bytes)"),
-            LogEnd::ShortTail { position, bytes } => format!(
-                "torn tail at byte {position}: {bytes} trailing bytes, fewer than a batch frame (17)"
-            ),
-            LogEnd::PartialBatch {
-                position,
-                needed,
-                available,
-            } => format!(
-                "torn tail at byte {position}: partial batch of {available} bytes, its header says {needed}"
-            ),
+            LogEnd::ShortTail { position, bytes } => {
+                format!("torn tail at byte {position}: {bytes} trailing bytes, fewer than a batch frame (17)")
+            }
+            LogEnd::PartialBatch { position, needed, available } => {
+                format!("torn tail at byte {position}: partial batch of {available} bytes, its header says {needed}")
+            }
             LogEnd::ZeroTail { position, bytes } => {
                 format!("torn tail at byte {position}: {bytes} zero bytes (crash in preallocated or extended space)")
             }
-            LogEnd::Corrupt {
-                position,
-                bytes,
-                detail,
-            } => format!("corrupt entry at byte {position} ({bytes} bytes to the end cannot be read): {detail}"),
+            LogEnd::Corrupt { position, bytes, detail } => {
+                format!("corrupt entry at byte {position} ({bytes} bytes to the end cannot be read): {detail}")
+            }
         }
     }
 }
@@ -160,9 +144,6 @@ impl LogWalker {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
     pub fn file_len(&self) -> u64 {
         self.file_len
     }
@@ -173,8 +154,7 @@ impl LogWalker {
 
     /// Reads `len` bytes at `pos` (which the caller checked lie before `end`).
     fn bytes(&mut self, pos: u64, len: usize) -> std::io::Result<&[u8]> {
-        let inside = pos >= self.window_start
-            && pos + len as u64 <= self.window_start + self.window_len as u64;
+        let inside = pos >= self.window_start && pos + len as u64 <= self.window_start + self.window_len as u64;
         if !inside {
             if len > WINDOW_BYTES {
                 self.big.resize(len, 0);
@@ -228,42 +208,25 @@ impl LogWalker {
         let pos = self.pos;
         let rest = self.end - pos;
         if rest == 0 {
-            self.finished = Some(if self.limited {
-                LogEnd::Limited { position: pos }
-            } else {
-                LogEnd::Clean
-            });
+            self.finished = Some(if self.limited { LogEnd::Limited { position: pos } } else { LogEnd::Clean });
             return Ok(None);
         }
         if rest < HEADER_SIZE_UP_TO_MAGIC as u64 {
             self.finished = Some(if self.limited {
                 LogEnd::Limited { position: pos }
             } else if self.all_zero_from(pos)? {
-                LogEnd::ZeroTail {
-                    position: pos,
-                    bytes: rest,
-                }
+                LogEnd::ZeroTail { position: pos, bytes: rest }
             } else {
-                LogEnd::ShortTail {
-                    position: pos,
-                    bytes: rest,
-                }
+                LogEnd::ShortTail { position: pos, bytes: rest }
             });
             return Ok(None);
         }
-        let frame = EntryFrame::parse(self.bytes(pos, HEADER_SIZE_UP_TO_MAGIC)?)
-            .expect("17 bytes are enough for a frame");
-        let corrupt = |detail: String| LogEnd::Corrupt {
-            position: pos,
-            bytes: rest,
-            detail,
-        };
+        let frame =
+            EntryFrame::parse(self.bytes(pos, HEADER_SIZE_UP_TO_MAGIC)?).expect("17 bytes are enough for a frame");
+        let corrupt = |detail: String| LogEnd::Corrupt { position: pos, bytes: rest, detail };
         if frame.size < RECORD_OVERHEAD_V0 as i64 + LOG_OVERHEAD as i64 {
             self.finished = Some(if self.all_zero_from(pos)? {
-                LogEnd::ZeroTail {
-                    position: pos,
-                    bytes: rest,
-                }
+                LogEnd::ZeroTail { position: pos, bytes: rest }
             } else {
                 corrupt(format!(
                     "batch length {} is below Kafka's minimum {RECORD_OVERHEAD_V0}",
@@ -276,11 +239,7 @@ impl LogWalker {
             self.finished = Some(if self.limited {
                 LogEnd::Limited { position: pos }
             } else {
-                LogEnd::PartialBatch {
-                    position: pos,
-                    needed: frame.size as u64,
-                    available: rest,
-                }
+                LogEnd::PartialBatch { position: pos, needed: frame.size as u64, available: rest }
             });
             return Ok(None);
         }
@@ -292,33 +251,22 @@ impl LogWalker {
             return Ok(None);
         }
         if frame.size < BATCH_HEADER_SIZE as i64 {
-            self.finished = Some(corrupt(format!(
-                "batch of {} bytes is smaller than the 61-byte v2 header",
-                frame.size
-            )));
+            self.finished =
+                Some(corrupt(format!("batch of {} bytes is smaller than the 61-byte v2 header", frame.size)));
             return Ok(None);
         }
         let size = frame.size as usize;
-        let bytes = self.bytes(pos, size)?;
-        let header = match BatchHeader::parse(bytes) {
+        let header = match BatchHeader::parse(self.bytes(pos, BATCH_HEADER_SIZE)?) {
             Ok(h) => h,
             Err(e) => {
                 self.finished = Some(corrupt(e.to_string()));
                 return Ok(None);
             }
         };
-        let computed_crc = compute_crc(bytes);
         self.pos = pos + size as u64;
-        // Borrow again: `bytes` above ended its borrow when `self.pos` was set.
         let bytes = self.bytes(pos, size)?;
-        Ok(Some((
-            BatchInfo {
-                position: pos,
-                header,
-                computed_crc,
-            },
-            bytes,
-        )))
+        let computed_crc = compute_crc(bytes);
+        Ok(Some((BatchInfo { position: pos, header, computed_crc }, bytes)))
     }
 
     /// How the file ends; only meaningful after `next_batch` returned `None`.
@@ -343,38 +291,24 @@ impl LogSummary {
     }
     /// The batch starting exactly at `position`, if any.
     pub fn batch_at(&self, position: u64) -> Option<&BatchInfo> {
-        self.batches
-            .binary_search_by_key(&position, |b| b.position)
-            .ok()
-            .map(|i| &self.batches[i])
+        self.batches.binary_search_by_key(&position, |b| b.position).ok().map(|i| &self.batches[i])
     }
     /// The index of the first batch whose last offset is `>= offset`.
     pub fn first_batch_ending_at_or_after(&self, offset: i64) -> Option<usize> {
         let i = self.batches.partition_point(|b| b.last_offset() < offset);
         (i < self.batches.len()).then_some(i)
     }
-    pub fn largest_batch(&self) -> u64 {
-        self.batches.iter().map(|b| b.size()).max().unwrap_or(0)
-    }
 }
 
 /// Walks a whole `.log` file, calling `each` with every batch's bytes.
-pub fn summarize_log(
-    path: &Path,
-    mut each: impl FnMut(&BatchInfo, &[u8]),
-) -> std::io::Result<LogSummary> {
+pub fn summarize_log(path: &Path, mut each: impl FnMut(&BatchInfo, &[u8])) -> std::io::Result<LogSummary> {
     let mut w = LogWalker::open(path, None)?;
     let mut batches = Vec::new();
     while let Some((b, bytes)) = w.next_batch()? {
         each(&b, bytes);
         batches.push(b);
     }
-    Ok(LogSummary {
-        path: path.to_path_buf(),
-        file_len: w.file_len(),
-        batches,
-        end: w.end_state(),
-    })
+    Ok(LogSummary { path: path.to_path_buf(), file_len: w.file_len(), batches, end: w.end_state() })
 }
 
 #[cfg(test)]
@@ -414,38 +348,32 @@ mod tests {
         assert_eq!(bs.len(), 1);
         assert_eq!(
             end,
-            LogEnd::PartialBatch {
-                position: a.len() as u64,
-                needed: b.len() as u64,
-                available: b.len() as u64 - 5
-            }
+            LogEnd::PartialBatch { position: a.len() as u64, needed: b.len() as u64, available: b.len() as u64 - 5 }
         );
 
         let mut z = a.clone();
         z.extend_from_slice(&[0u8; 100]);
-        assert_eq!(
-            walk(&z).1,
-            LogEnd::ZeroTail {
-                position: a.len() as u64,
-                bytes: 100
-            }
-        );
+        assert_eq!(walk(&z).1, LogEnd::ZeroTail { position: a.len() as u64, bytes: 100 });
 
         let mut short = a.clone();
         short.extend_from_slice(&[1u8; 5]);
-        assert_eq!(
-            walk(&short).1,
-            LogEnd::ShortTail {
-                position: a.len() as u64,
-                bytes: 5
-            }
-        );
+        assert_eq!(walk(&short).1, LogEnd::ShortTail { position: a.len() as u64, bytes: 5 });
 
         let mut flipped = all.clone();
         flipped[a.len() + 70] ^= 0x10;
         let (bs, end) = walk(&flipped);
         assert_eq!(end, LogEnd::Clean);
         assert!(bs[0].crc_ok() && !bs[1].crc_ok());
+
+        // A batch larger than the read-ahead window.
+        let mut big = BatchBuilder::new();
+        big.push(1, None, Some(&vec![7u8; 3 << 20]), &[]);
+        let mut with_big = a.clone();
+        with_big.extend_from_slice(&big.build().unwrap());
+        with_big.extend_from_slice(&b);
+        let (bs, end) = walk(&with_big);
+        assert_eq!((bs.len(), end), (3, LogEnd::Clean));
+        assert!(bs.iter().all(|b| b.crc_ok()));
 
         let mut magic = all.clone();
         magic[a.len() + 16] = 1;

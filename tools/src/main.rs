@@ -4,13 +4,18 @@
 //! Exit codes: 0 success; 1 damage found (verify, dump --verify-index-only, --index-sanity-check,
 //! rebuild-index differences); 2 usage or I/O error.
 
+mod capacity;
 mod demo;
 mod dump;
+mod index_report;
 mod indexcheck;
+mod indexsim;
 mod layout;
 mod logscan;
 mod overlay;
+mod plot;
 mod progress;
+mod rebuild_index;
 mod sidecar;
 mod stats;
 mod units;
@@ -54,6 +59,15 @@ enum Command {
     /// Check every batch (CRC, framing, offsets) and every index entry of a partition directory
     /// or a whole log directory; exit code 1 on any damage.
     Verify(verify::Args),
+    /// Measure what the offset index costs (bytes scanned and header hops per lookup, replayed
+    /// for every offset) and simulate other index.interval.bytes values, writing nothing.
+    IndexReport(index_report::Args),
+    /// Rebuild each segment's .index and .timeindex from its .log with Kafka's rule and report
+    /// how they differ from the files (a dry run unless --write).
+    RebuildIndex(rebuild_index::Args),
+    /// The capacity worksheet: segments, index bytes, memory maps and open files for a given
+    /// partition count and data volume, Kafka against seglog, checked against this machine's limits.
+    Capacity(capacity::Args),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +77,9 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Dump(a) => dump::run(a),
         Command::Verify(a) => verify::run(a),
+        Command::IndexReport(a) => index_report::run(a),
+        Command::RebuildIndex(a) => rebuild_index::run(a),
+        Command::Capacity(a) => capacity::run(a),
     };
     match r {
         Ok(code) => code,

@@ -17,11 +17,7 @@ use seglog::io::{IoFile, OpenMode, Storage};
 use seglog::{Error, Result};
 
 fn io_err(op: &'static str, path: &Path, e: std::io::Error) -> Error {
-    Error::Io {
-        op,
-        path: path.to_path_buf(),
-        source: e,
-    }
+    Error::Io { op, path: path.to_path_buf(), source: e }
 }
 
 fn refused(op: &'static str, path: &Path) -> Error {
@@ -52,10 +48,7 @@ impl OverlayStorage {
     }
 
     fn insert(&self, f: Arc<CowFile>) -> Arc<CowFile> {
-        self.files
-            .lock()
-            .expect("overlay lock")
-            .insert(f.path.clone(), f.clone());
+        self.files.lock().expect("overlay lock").insert(f.path.clone(), f.clone());
         f
     }
 }
@@ -78,28 +71,18 @@ impl Storage for OverlayStorage {
                     path: path.to_path_buf(),
                     disk: Some(file),
                     modified_ms,
-                    state: Mutex::new(CowState {
-                        mem: None,
-                        len: meta.len(),
-                    }),
+                    state: Mutex::new(CowState { mem: None, len: meta.len() }),
                 })))
             }
             OpenMode::CreateNew | OpenMode::CreateTruncate => {
                 if mode == OpenMode::CreateNew && self.exists(path) {
-                    return Err(io_err(
-                        "create",
-                        path,
-                        std::io::Error::from(std::io::ErrorKind::AlreadyExists),
-                    ));
+                    return Err(io_err("create", path, std::io::Error::from(std::io::ErrorKind::AlreadyExists)));
                 }
                 Ok(self.insert(Arc::new(CowFile {
                     path: path.to_path_buf(),
                     disk: None,
                     modified_ms: 0,
-                    state: Mutex::new(CowState {
-                        mem: Some(Vec::new()),
-                        len: 0,
-                    }),
+                    state: Mutex::new(CowState { mem: Some(Vec::new()), len: 0 }),
                 })))
             }
         }
@@ -157,8 +140,7 @@ impl CowFile {
         }
         let mut v = vec![0u8; st.len as usize];
         if let Some(f) = &self.disk {
-            f.read_exact_at(&mut v, 0)
-                .map_err(|e| io_err("read", &self.path, e))?;
+            f.read_exact_at(&mut v, 0).map_err(|e| io_err("read", &self.path, e))?;
         }
         st.mem = Some(v);
         Ok(())
@@ -180,9 +162,7 @@ impl IoFile for CowFile {
                 buf[..n].copy_from_slice(&m[pos as usize..pos as usize + n]);
                 Ok(n)
             }
-            (None, Some(f)) => f
-                .read_at(&mut buf[..n], pos)
-                .map_err(|e| io_err("read", &self.path, e)),
+            (None, Some(f)) => f.read_at(&mut buf[..n], pos).map_err(|e| io_err("read", &self.path, e)),
             (None, None) => Ok(0),
         }
     }

@@ -26,11 +26,7 @@ fn read_text(path: &Path) -> Result<String, String> {
     }
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "{}: not UTF-8 text (invalid byte at byte {})",
-            path.display(),
-            e.utf8_error().valid_up_to()
-        )
+        format!("{}: not UTF-8 text (invalid byte at byte {})", path.display(), e.utf8_error().valid_up_to())
     })
 }
 
@@ -66,10 +62,7 @@ pub fn decode_checkpoint(path: &Path, kind: CheckpointKind) -> Result<Decoded, (
                 Some(e) => format!("clean shutdown marker: brokerEpoch: {e}"),
                 None => "clean shutdown marker (no broker epoch)".into(),
             };
-            Decoded {
-                lines: vec![line],
-                json: serde_json::json!({"version": 0, "broker_epoch": c.broker_epoch}),
-            }
+            Decoded { lines: vec![line], json: serde_json::json!({"version": 0, "broker_epoch": c.broker_epoch}) }
         }
         CheckpointKind::PartitionMetadata => {
             let c = PartitionMetadata::parse(&text).map_err(bad)?;

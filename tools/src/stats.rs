@@ -18,7 +18,7 @@ pub fn summarize(samples: &[u64]) -> Summary {
     let mut v = samples.to_vec();
     v.sort_unstable();
     let rank = |p: f64| -> u64 {
-        let r = ((p / 100.0) * v.len() as f64).ceil() as usize;
+        let r = (p * v.len() as f64 / 100.0 - 1e-9).ceil() as usize;
         v[r.clamp(1, v.len()) - 1]
     };
     Summary { count: v.len(), min: v[0], median: rank(50.0), p99: rank(99.0), max: v[v.len() - 1] }

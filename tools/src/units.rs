@@ -6,9 +6,7 @@
 /// of 1000; `B` or nothing means bytes. Case-insensitive, fractions allowed (`1.5GiB`).
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
     let num: String = num.chars().filter(|&c| c != '_').collect();
     if num.is_empty() {
@@ -27,19 +25,13 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         "ti" | "tib" => 1 << 40,
         "pi" | "pib" => 1 << 50,
         other => {
-            return Err(format!(
-                "{s:?}: unknown size suffix {other:?} (use B, KB/MB/GB/TB/PB or KiB/MiB/GiB/TiB/PiB)"
-            ))
+            return Err(format!("{s:?}: unknown size suffix {other:?} (use B, KB/MB/GB/TB/PB or KiB/MiB/GiB/TiB/PiB)"))
         }
     };
     if let Ok(n) = num.parse::<u64>() {
-        return n
-            .checked_mul(mult)
-            .ok_or_else(|| format!("{s:?} is too large"));
+        return n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"));
     }
-    let f: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (examples: 4096, 64KiB, 10GiB, 1.5TB)"))?;
+    let f: f64 = num.parse().map_err(|_| format!("{s:?} is not a size (examples: 4096, 64KiB, 10GiB, 1.5TB)"))?;
     let v = f * mult as f64;
     if !v.is_finite() || v < 0.0 || v > u64::MAX as f64 {
         return Err(format!("{s:?} is out of range"));
@@ -54,9 +46,7 @@ pub fn parse_duration_ms(s: &str) -> Result<i64, String> {
     if t == "-1" {
         return Ok(-1);
     }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
     let num: String = num.chars().filter(|&c| c != '_').collect();
     let mult: f64 = match suffix.trim().to_ascii_lowercase().as_str() {
@@ -68,9 +58,7 @@ pub fn parse_duration_ms(s: &str) -> Result<i64, String> {
         "w" => 7.0 * 86_400_000.0,
         other => return Err(format!("{s:?}: unknown duration suffix {other:?} (use ms, s, m, h, d, w)")),
     };
-    let f: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (examples: 604800000, 7d, 168h, 30m)"))?;
+    let f: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration (examples: 604800000, 7d, 168h, 30m)"))?;
     let v = f * mult;
     if !v.is_finite() || v > i64::MAX as f64 {
         return Err(format!("{s:?} is out of range"));

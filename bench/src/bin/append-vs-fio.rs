@@ -43,7 +43,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = Args::parse();
     fio::ensure_fio()?;
     std::fs::create_dir_all(&a.dir)?;
-    let mut rows: Vec<(IoMode, Vec<AppendResult>, Vec<fio::FioResult>)> = a.modes.iter().map(|m| (*m, vec![], vec![])).collect();
+    let mut rows: Vec<(IoMode, Vec<AppendResult>, Vec<fio::FioResult>)> =
+        a.modes.iter().map(|m| (*m, vec![], vec![])).collect();
     for rep in 0..a.reps {
         for row in rows.iter_mut() {
             let d = tempfile::tempdir_in(&a.dir)?;

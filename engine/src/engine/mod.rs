@@ -130,14 +130,42 @@ impl EngineConfig {
 }
 
 pub(crate) enum Request {
-    Open { tp: TopicPartition, config: Option<LogConfig>, done: crate::completion::Completer<()> },
-    Append { tp: TopicPartition, records: Vec<u8>, leader_epoch: Option<i32>, done: crate::completion::Completer<AppendInfo> },
-    Fetch { tp: TopicPartition, offset: i64, max_bytes: u32, upper_bound: Option<i64>, min_one: bool, done: crate::completion::Completer<FetchData> },
-    ListOffset { tp: TopicPartition, target: ListOffset, done: crate::completion::Completer<Option<TimestampAndOffset>> },
-    Flush { done: crate::completion::Completer<()> },
-    Partitions { done: crate::completion::Completer<Vec<(TopicPartition, i64, i64)>> },
-    Stats { done: crate::completion::Completer<ShardStats> },
-    Shutdown { done: crate::completion::Completer<()> },
+    Open {
+        tp: TopicPartition,
+        config: Option<LogConfig>,
+        done: crate::completion::Completer<()>,
+    },
+    Append {
+        tp: TopicPartition,
+        records: Vec<u8>,
+        leader_epoch: Option<i32>,
+        done: crate::completion::Completer<AppendInfo>,
+    },
+    Fetch {
+        tp: TopicPartition,
+        offset: i64,
+        max_bytes: u32,
+        upper_bound: Option<i64>,
+        min_one: bool,
+        done: crate::completion::Completer<FetchData>,
+    },
+    ListOffset {
+        tp: TopicPartition,
+        target: ListOffset,
+        done: crate::completion::Completer<Option<TimestampAndOffset>>,
+    },
+    Flush {
+        done: crate::completion::Completer<()>,
+    },
+    Partitions {
+        done: crate::completion::Completer<Vec<(TopicPartition, i64, i64)>>,
+    },
+    Stats {
+        done: crate::completion::Completer<ShardStats>,
+    },
+    Shutdown {
+        done: crate::completion::Completer<()>,
+    },
 }
 
 /// The producer side of a shard: its queue and its doorbell.
@@ -285,7 +313,13 @@ impl Engine {
     }
 
     /// Reads whole batches from `offset` (see [`crate::log::Log::read`]).
-    pub fn fetch(&self, tp: &TopicPartition, offset: i64, max_bytes: u32, upper_bound: Option<i64>) -> Completion<FetchData> {
+    pub fn fetch(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+        max_bytes: u32,
+        upper_bound: Option<i64>,
+    ) -> Completion<FetchData> {
         let tp = tp.clone();
         self.call(self.shard_of(&tp), |done| Request::Fetch { tp, offset, max_bytes, upper_bound, min_one: true, done })
     }
@@ -304,7 +338,8 @@ impl Engine {
 
     /// Every open partition with its log start and log end offsets.
     pub fn partitions(&self) -> Result<Vec<(TopicPartition, i64, i64)>> {
-        let pending: Vec<_> = (0..self.shards.len()).map(|s| self.call(s, |done| Request::Partitions { done })).collect();
+        let pending: Vec<_> =
+            (0..self.shards.len()).map(|s| self.call(s, |done| Request::Partitions { done })).collect();
         let mut out = Vec::new();
         for p in pending {
             out.extend(p.wait()?);

@@ -190,8 +190,11 @@ impl Shard {
                     done.complete(r);
                 }
                 Request::Partitions { done } => {
-                    let v =
-                        self.logs.iter().map(|(tp, l)| (tp.clone(), l.log_start_offset(), l.log_end_offset())).collect();
+                    let v = self
+                        .logs
+                        .iter()
+                        .map(|(tp, l)| (tp.clone(), l.log_start_offset(), l.log_end_offset()))
+                        .collect();
                     done.complete(Ok(v));
                 }
                 Request::Stats { done } => done.complete(Ok(self.snapshot_stats())),
@@ -246,10 +249,9 @@ impl Shard {
         }
         for (tp, done, info) in acks {
             match failed.get(&tp) {
-                Some(reason) => done.complete(Err(Error::Failed {
-                    dir: self.data_dir.join(tp.dir_name()),
-                    reason: reason.clone(),
-                })),
+                Some(reason) => {
+                    done.complete(Err(Error::Failed { dir: self.data_dir.join(tp.dir_name()), reason: reason.clone() }))
+                }
                 None => done.complete(Ok(info)),
             }
         }

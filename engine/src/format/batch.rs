@@ -130,10 +130,7 @@ impl EntryFrame {
     /// Reads the framing from at least 17 bytes. Does not judge the values.
     pub fn parse(b: &[u8]) -> Result<EntryFrame, FormatError> {
         if b.len() < HEADER_SIZE_UP_TO_MAGIC {
-            return Err(FormatError::Truncated {
-                needed: HEADER_SIZE_UP_TO_MAGIC as u64,
-                available: b.len() as u64,
-            });
+            return Err(FormatError::Truncated { needed: HEADER_SIZE_UP_TO_MAGIC as u64, available: b.len() as u64 });
         }
         Ok(EntryFrame {
             base_offset: be_i64(b, BASE_OFFSET_OFFSET),
@@ -176,16 +173,10 @@ impl BatchHeader {
             return Err(FormatError::UnsupportedMagic { magic: frame.magic });
         }
         if b.len() < BATCH_HEADER_SIZE {
-            return Err(FormatError::Truncated {
-                needed: BATCH_HEADER_SIZE as u64,
-                available: b.len() as u64,
-            });
+            return Err(FormatError::Truncated { needed: BATCH_HEADER_SIZE as u64, available: b.len() as u64 });
         }
         if frame.size < BATCH_HEADER_SIZE as i64 {
-            return Err(FormatError::BatchTooSmall {
-                size: frame.size,
-                min: BATCH_HEADER_SIZE as i64,
-            });
+            return Err(FormatError::BatchTooSmall { size: frame.size, min: BATCH_HEADER_SIZE as i64 });
         }
         Ok(BatchHeader {
             base_offset: frame.base_offset,
@@ -272,10 +263,7 @@ pub fn validate_batch(batch: &[u8], strict_count: bool) -> Result<BatchHeader, F
     let h = BatchHeader::parse(batch)?;
     if h.size_in_bytes() != batch.len() as i64 {
         return Err(if h.size_in_bytes() > batch.len() as i64 {
-            FormatError::Truncated {
-                needed: h.size_in_bytes().max(0) as u64,
-                available: batch.len() as u64,
-            }
+            FormatError::Truncated { needed: h.size_in_bytes().max(0) as u64, available: batch.len() as u64 }
         } else {
             FormatError::TrailingBytes {
                 count: h.records_count,
@@ -285,15 +273,10 @@ pub fn validate_batch(batch: &[u8], strict_count: bool) -> Result<BatchHeader, F
     }
     let computed = compute_crc(batch);
     if computed != h.crc {
-        return Err(FormatError::CrcMismatch {
-            stored: h.crc,
-            computed,
-        });
+        return Err(FormatError::CrcMismatch { stored: h.crc, computed });
     }
     if h.last_offset_delta < 0 {
-        return Err(FormatError::InvalidOffsetRange {
-            last_offset_delta: h.last_offset_delta,
-        });
+        return Err(FormatError::InvalidOffsetRange { last_offset_delta: h.last_offset_delta });
     }
     h.compression()?;
     if h.records_count < 0 {
@@ -318,8 +301,7 @@ pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
 
 /// Stamps partitionLeaderEpoch in place. Outside the CRC.
 pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
-    batch[PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4]
-        .copy_from_slice(&epoch.to_be_bytes());
+    batch[PARTITION_LEADER_EPOCH_OFFSET..PARTITION_LEADER_EPOCH_OFFSET + 4].copy_from_slice(&epoch.to_be_bytes());
 }
 
 /// Kafka's `setMaxTimestamp`: writes maxTimestamp and the timestamp-type bit, and recomputes the
@@ -335,8 +317,7 @@ pub fn set_max_timestamp(batch: &mut [u8], ts_type: TimestampType, max_timestamp
         a |= Attributes::TIMESTAMP_TYPE_MASK;
     }
     batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&a.to_be_bytes());
-    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
-        .copy_from_slice(&max_timestamp.to_be_bytes());
+    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&max_timestamp.to_be_bytes());
     let crc = compute_crc(batch);
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
 }
@@ -361,10 +342,7 @@ pub fn split_batches(buf: &[u8], strict_count: bool) -> Result<Vec<(usize, Batch
             if frame.magic != MAGIC_V2 {
                 return Err((pos, FormatError::UnsupportedMagic { magic: frame.magic }));
             }
-            return Err((
-                pos,
-                FormatError::Truncated { needed: frame.size as u64, available: rest.len() as u64 },
-            ));
+            return Err((pos, FormatError::Truncated { needed: frame.size as u64, available: rest.len() as u64 }));
         }
         let end = frame.size as usize;
         let h = validate_batch(&rest[..end], strict_count).map_err(|e| (pos, e))?;

@@ -14,8 +14,8 @@
 //! The delete-horizon flag is never set.
 
 use super::batch::{
-    compute_crc, Attributes, BatchHeader, TimestampType, BATCH_HEADER_SIZE, CRC_OFFSET,
-    LOG_OVERHEAD, MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP,
+    compute_crc, Attributes, BatchHeader, TimestampType, BATCH_HEADER_SIZE, CRC_OFFSET, LOG_OVERHEAD, MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP,
 };
 use super::compression::{compress, Compression};
 use super::record::{encode_record, encoded_record_size, RecordIter};
@@ -158,8 +158,7 @@ impl BatchBuilder {
             };
             let ts = old.wrapping_add(r.timestamp_delta);
             let delta = ts.wrapping_sub(new);
-            let hs: Vec<(&[u8], Option<&[u8]>)> =
-                r.headers.iter().map(|h| (h.key, h.value)).collect();
+            let hs: Vec<(&[u8], Option<&[u8]>)> = r.headers.iter().map(|h| (h.key, h.value)).collect();
             if encoded_record_size(r.offset_delta, delta, r.key, r.value, &hs).is_none() {
                 self.error.get_or_insert(FormatError::InvalidRecord {
                     at: out.len() as u64,
@@ -192,9 +191,7 @@ impl BatchBuilder {
             });
             return self;
         };
-        let base = *self
-            .base_timestamp
-            .get_or_insert(self.explicit_base_timestamp.unwrap_or(timestamp));
+        let base = *self.base_timestamp.get_or_insert(self.explicit_base_timestamp.unwrap_or(timestamp));
         let delta = timestamp.wrapping_sub(base);
         if encoded_record_size(offset_delta, delta, key, value, headers).is_none() {
             self.error = Some(FormatError::InvalidRecord {
@@ -272,11 +269,10 @@ impl BatchBuilder {
             self.compression
         };
         let size = out.len() - start;
-        let batch_length =
-            i32::try_from(size - LOG_OVERHEAD).map_err(|_| FormatError::BatchTooLarge {
-                size: size as i64,
-                limit: i32::MAX as i64 + LOG_OVERHEAD as i64,
-            })?;
+        let batch_length = i32::try_from(size - LOG_OVERHEAD).map_err(|_| FormatError::BatchTooLarge {
+            size: size as i64,
+            limit: i32::MAX as i64 + LOG_OVERHEAD as i64,
+        })?;
         let (base_timestamp, max_timestamp) = if empty {
             (NO_TIMESTAMP, NO_TIMESTAMP)
         } else {
@@ -292,13 +288,7 @@ impl BatchBuilder {
             partition_leader_epoch: self.partition_leader_epoch,
             magic: MAGIC_V2,
             crc: 0,
-            attributes: Attributes::new(
-                codec,
-                self.timestamp_type,
-                self.transactional,
-                self.control,
-                false,
-            ),
+            attributes: Attributes::new(codec, self.timestamp_type, self.transactional, self.control, false),
             last_offset_delta: if empty { 0 } else { self.count as i32 - 1 },
             base_timestamp,
             max_timestamp,
@@ -321,12 +311,7 @@ mod tests {
     use crate::format::batch::{split_batches, validate_batch, RECORDS_OFFSET};
     use crate::format::record::{batch_records, records_section, Record};
 
-    type Rec = (
-        i64,
-        Option<Vec<u8>>,
-        Option<Vec<u8>>,
-        Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    );
+    type Rec = (i64, Option<Vec<u8>>, Option<Vec<u8>>, Vec<(Vec<u8>, Option<Vec<u8>>)>);
 
     fn xorshift(seed: u64) -> impl FnMut() -> u64 {
         let mut x = seed | 1;
@@ -343,28 +328,12 @@ mod tests {
         (0..n)
             .map(|i| {
                 let ts = 1_700_000_000_000 + (rng() % 10_000) as i64 - 5_000;
-                let key = if i % 4 == 0 {
-                    None
-                } else {
-                    Some(format!("key-{i}").into_bytes())
-                };
+                let key = if i % 4 == 0 { None } else { Some(format!("key-{i}").into_bytes()) };
                 let vlen = (rng() % 300) as usize;
-                let value = if i % 9 == 5 {
-                    None
-                } else {
-                    Some((0..vlen).map(|j| b'a' + ((i + j) % 26) as u8).collect())
-                };
+                let value =
+                    if i % 9 == 5 { None } else { Some((0..vlen).map(|j| b'a' + ((i + j) % 26) as u8).collect()) };
                 let headers = (0..(i % 3))
-                    .map(|h| {
-                        (
-                            format!("h{h}").into_bytes(),
-                            if h == 1 {
-                                None
-                            } else {
-                                Some(vec![h as u8; h + 1])
-                            },
-                        )
-                    })
+                    .map(|h| (format!("h{h}").into_bytes(), if h == 1 { None } else { Some(vec![h as u8; h + 1]) }))
                     .collect();
                 (ts, key, value, headers)
             })
@@ -373,10 +342,7 @@ mod tests {
 
     fn fill(b: &mut BatchBuilder, recs: &[Rec]) {
         for (ts, k, v, h) in recs {
-            let hs: Vec<(&[u8], Option<&[u8]>)> = h
-                .iter()
-                .map(|(k, v)| (k.as_slice(), v.as_deref()))
-                .collect();
+            let hs: Vec<(&[u8], Option<&[u8]>)> = h.iter().map(|(k, v)| (k.as_slice(), v.as_deref())).collect();
             b.push(*ts, k.as_deref(), v.as_deref(), &hs);
         }
     }
@@ -384,25 +350,15 @@ mod tests {
     fn check_records(batch: &[u8], recs: &[Rec]) {
         let h = validate_batch(batch, true).unwrap();
         let mut scratch = Vec::new();
-        let got: Vec<Record> = batch_records(batch, &mut scratch)
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let got: Vec<Record> = batch_records(batch, &mut scratch).unwrap().collect::<Result<_, _>>().unwrap();
         assert_eq!(got.len(), recs.len());
         for (i, (r, (ts, k, v, hs))) in got.iter().zip(recs).enumerate() {
             assert_eq!(r.offset(h.base_offset), h.base_offset + i as i64);
-            assert_eq!(
-                r.timestamp(h.base_timestamp, h.max_timestamp, h.timestamp_type()),
-                *ts
-            );
+            assert_eq!(r.timestamp(h.base_timestamp, h.max_timestamp, h.timestamp_type()), *ts);
             assert_eq!(r.key, k.as_deref());
             assert_eq!(r.value, v.as_deref());
-            let got_h: Vec<(&[u8], Option<&[u8]>)> =
-                r.headers.iter().map(|x| (x.key, x.value)).collect();
-            let want_h: Vec<(&[u8], Option<&[u8]>)> = hs
-                .iter()
-                .map(|(k, v)| (k.as_slice(), v.as_deref()))
-                .collect();
+            let got_h: Vec<(&[u8], Option<&[u8]>)> = r.headers.iter().map(|x| (x.key, x.value)).collect();
+            let want_h: Vec<(&[u8], Option<&[u8]>)> = hs.iter().map(|(k, v)| (k.as_slice(), v.as_deref())).collect();
             assert_eq!(got_h, want_h);
         }
     }
@@ -415,9 +371,7 @@ mod tests {
         let batch = b.build().unwrap();
         // length 11 -> zig-zag 22 = 0x16; attributes 0; timestampDelta 0; offsetDelta 0;
         // keyLen -1 -> 0x01; valueLen 5 -> 0x0a; "hello"; headerCount 0.
-        let records = [
-            0x16, 0x00, 0x00, 0x00, 0x01, 0x0a, b'h', b'e', b'l', b'l', b'o', 0x00,
-        ];
+        let records = [0x16, 0x00, 0x00, 0x00, 0x01, 0x0a, b'h', b'e', b'l', b'l', b'o', 0x00];
         assert_eq!(&batch[RECORDS_OFFSET..], &records);
         assert_eq!(batch.len(), 61 + 12);
         let mut header = Vec::new();
@@ -448,10 +402,7 @@ mod tests {
         for (n, seed) in [(1usize, 1u64), (3, 2), (50, 3), (700, 4)] {
             let recs = sample_records(n, seed);
             for c in Compression::ALL {
-                let mut b = BatchBuilder::new()
-                    .compression(c)
-                    .base_offset(1234)
-                    .partition_leader_epoch(7);
+                let mut b = BatchBuilder::new().compression(c).base_offset(1234).partition_leader_epoch(7);
                 fill(&mut b, &recs);
                 let batch = b.build().unwrap();
                 let h = validate_batch(&batch, true).unwrap();
@@ -468,10 +419,7 @@ mod tests {
                 }
                 // The uncompressed records section is what the builder encoded.
                 let mut scratch = Vec::new();
-                assert_eq!(
-                    records_section(&batch, &mut scratch, usize::MAX).unwrap(),
-                    b.records_bytes()
-                );
+                assert_eq!(records_section(&batch, &mut scratch, usize::MAX).unwrap(), b.records_bytes());
                 check_records(&batch, &recs);
             }
         }
@@ -486,26 +434,18 @@ mod tests {
             let batch = b.build().unwrap();
             let h = validate_batch(&batch, true).unwrap();
             assert_eq!(h.timestamp_type(), TimestampType::LogAppendTime);
-            assert_eq!(
-                h.attributes.0 & Attributes::TIMESTAMP_TYPE_MASK,
-                Attributes::TIMESTAMP_TYPE_MASK
-            );
+            assert_eq!(h.attributes.0 & Attributes::TIMESTAMP_TYPE_MASK, Attributes::TIMESTAMP_TYPE_MASK);
             assert_eq!(h.max_timestamp, 42_000);
             assert_eq!(h.base_timestamp, recs[0].0);
             let mut scratch = Vec::new();
             for r in batch_records(&batch, &mut scratch).unwrap() {
                 let r = r.unwrap();
-                assert_eq!(
-                    r.timestamp(h.base_timestamp, h.max_timestamp, h.timestamp_type()),
-                    42_000
-                );
+                assert_eq!(r.timestamp(h.base_timestamp, h.max_timestamp, h.timestamp_type()), 42_000);
             }
         }
         // Without an explicit time: the largest record timestamp.
         let mut b = BatchBuilder::new().timestamp_type(TimestampType::LogAppendTime);
-        b.push(5, None, None, &[])
-            .push(9, None, None, &[])
-            .push(7, None, None, &[]);
+        b.push(5, None, None, &[]).push(9, None, None, &[]).push(7, None, None, &[]);
         let h = validate_batch(&b.build().unwrap(), true).unwrap();
         assert_eq!((h.base_timestamp, h.max_timestamp), (5, 9));
     }
@@ -519,10 +459,7 @@ mod tests {
             .base_offset(i64::from(i32::MAX) + 5);
         b.push(10, Some(&[0, 0, 0, 1]), Some(&[0, 0, 0, 0, 0, 9]), &[]);
         let h = validate_batch(&b.build().unwrap(), true).unwrap();
-        assert_eq!(
-            (h.producer_id, h.producer_epoch, h.base_sequence),
-            (77, 3, 1000)
-        );
+        assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence), (77, 3, 1000));
         assert!(h.is_transactional() && h.is_control());
         assert_eq!(h.base_offset, i64::from(i32::MAX) + 5);
     }
@@ -531,11 +468,9 @@ mod tests {
     fn base_timestamp_and_max_timestamp_rules() {
         // Explicit base timestamp, set before or after pushing, gives the same batch.
         let mut a = BatchBuilder::new().base_timestamp(500);
-        a.push(1000, None, Some(b"x"), &[])
-            .push(400, Some(b"k"), None, &[(b"h", Some(b"v"))]);
+        a.push(1000, None, Some(b"x"), &[]).push(400, Some(b"k"), None, &[(b"h", Some(b"v"))]);
         let mut b = BatchBuilder::new();
-        b.push(1000, None, Some(b"x"), &[])
-            .push(400, Some(b"k"), None, &[(b"h", Some(b"v"))]);
+        b.push(1000, None, Some(b"x"), &[]).push(400, Some(b"k"), None, &[(b"h", Some(b"v"))]);
         let b = b.base_timestamp(500);
         let (ba, bb) = (a.build().unwrap(), b.build().unwrap());
         assert_eq!(ba, bb);
@@ -545,12 +480,7 @@ mod tests {
             &ba,
             &[
                 (1000, None, Some(b"x".to_vec()), vec![]),
-                (
-                    400,
-                    Some(b"k".to_vec()),
-                    None,
-                    vec![(b"h".to_vec(), Some(b"v".to_vec()))],
-                ),
+                (400, Some(b"k".to_vec()), None, vec![(b"h".to_vec(), Some(b"v".to_vec()))]),
             ],
         );
         // Kafka's maxTimestamp starts at -1: all-negative timestamps leave it at -1.
@@ -562,9 +492,7 @@ mod tests {
 
     #[test]
     fn empty_batch() {
-        let b = BatchBuilder::new()
-            .compression(Compression::Zstd)
-            .base_offset(10);
+        let b = BatchBuilder::new().compression(Compression::Zstd).base_offset(10);
         assert!(b.is_empty());
         let batch = b.build().unwrap();
         assert_eq!(batch.len(), BATCH_HEADER_SIZE);
@@ -595,10 +523,8 @@ mod tests {
             assert_eq!(h.base_timestamp, 100 * i as i64);
             let batch = &out[*pos..*pos + h.size_in_bytes() as usize];
             let mut scratch = Vec::new();
-            let vals: Vec<Vec<u8>> = batch_records(batch, &mut scratch)
-                .unwrap()
-                .map(|r| r.unwrap().value.unwrap().to_vec())
-                .collect();
+            let vals: Vec<Vec<u8>> =
+                batch_records(batch, &mut scratch).unwrap().map(|r| r.unwrap().value.unwrap().to_vec()).collect();
             assert_eq!(vals.len(), i + 1);
             assert_eq!(vals[i], format!("v{i}-{i}").into_bytes());
         }
@@ -618,9 +544,7 @@ mod tests {
 
             // Every truncation of the uncompressed records section is an error.
             for cut in 0..raw.len() {
-                let errs = RecordIter::new(&raw[..cut], h.records_count)
-                    .filter(|r| r.is_err())
-                    .count();
+                let errs = RecordIter::new(&raw[..cut], h.records_count).filter(|r| r.is_err()).count();
                 assert_eq!(errs, 1, "{c} cut {cut}");
             }
             // Every truncation of the stored (maybe compressed) section: never a panic, and never

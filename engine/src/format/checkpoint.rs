@@ -38,10 +38,7 @@ pub const TMP_FILE_SUFFIX: &str = ".tmp";
 const MAX_QUOTE: usize = 64;
 
 fn invalid(line: u32, detail: impl Into<String>) -> FormatError {
-    FormatError::InvalidCheckpoint {
-        line,
-        detail: detail.into(),
-    }
+    FormatError::InvalidCheckpoint { line, detail: detail.into() }
 }
 
 /// `s` for an error message, cut to [`MAX_QUOTE`] characters.
@@ -70,11 +67,7 @@ impl<'a> Iterator for JavaLines<'a> {
         match bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
             Some(i) => {
                 let line = &self.rest[..i];
-                let skip = if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') {
-                    2
-                } else {
-                    1
-                };
+                let skip = if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') { 2 } else { 1 };
                 self.rest = &self.rest[i + skip..];
                 Some(line)
             }
@@ -97,10 +90,7 @@ fn is_java_space(c: char) -> bool {
 /// whitespace yields an empty first field (so such a line is malformed).
 fn split_fields<const N: usize>(line: &str) -> Result<[&str; N], String> {
     if line.starts_with(is_java_space) {
-        return Err(format!(
-            "malformed entry {} (leading whitespace)",
-            quote(line)
-        ));
+        return Err(format!("malformed entry {} (leading whitespace)", quote(line)));
     }
     let mut out = [""; N];
     let mut n = 0;
@@ -113,17 +103,13 @@ fn split_fields<const N: usize>(line: &str) -> Result<[&str; N], String> {
         n += 1;
     }
     if n != N {
-        return Err(format!(
-            "malformed entry {} (expected {N} fields)",
-            quote(line)
-        ));
+        return Err(format!("malformed entry {} (expected {N} fields)", quote(line)));
     }
     Ok(out)
 }
 
 fn parse_num<T: std::str::FromStr>(what: &str, s: &str) -> Result<T, String> {
-    s.parse::<T>()
-        .map_err(|_| format!("{what} {} is not a valid number", quote(s)))
+    s.parse::<T>().map_err(|_| format!("{what} {} is not a valid number", quote(s)))
 }
 
 /// Parses Kafka's generic checkpoint format: line 1 the version, line 2 the entry count, then one
@@ -146,52 +132,34 @@ pub fn parse_checkpoint<T>(
     mut parse_entry: impl FnMut(&str) -> Result<T, String>,
 ) -> Result<Vec<T>, FormatError> {
     let mut lines = JavaLines { rest: text };
-    let first = lines
-        .next()
-        .ok_or_else(|| invalid(1, "empty file (expected a version line)"))?;
+    let first = lines.next().ok_or_else(|| invalid(1, "empty file (expected a version line)"))?;
     let found: i32 = parse_num("version", first).map_err(|d| invalid(1, d))?;
     if found != version {
-        return Err(invalid(
-            1,
-            format!("unrecognised version {found}, expected {version}"),
-        ));
+        return Err(invalid(1, format!("unrecognised version {found}, expected {version}")));
     }
-    let second = lines
-        .next()
-        .ok_or_else(|| invalid(2, "missing entry count line"))?;
+    let second = lines.next().ok_or_else(|| invalid(2, "missing entry count line"))?;
     let count: i32 = parse_num("entry count", second).map_err(|d| invalid(2, d))?;
-    let count =
-        usize::try_from(count).map_err(|_| invalid(2, format!("negative entry count {count}")))?;
+    let count = usize::try_from(count).map_err(|_| invalid(2, format!("negative entry count {count}")))?;
 
     // Grows with the lines actually present, never with the declared count.
     let mut entries = Vec::new();
     let mut line_no: u32 = 3;
     for line in lines {
         if entries.len() == count {
-            return Err(invalid(
-                line_no,
-                format!("more entries than the declared {count}"),
-            ));
+            return Err(invalid(line_no, format!("more entries than the declared {count}")));
         }
         entries.push(parse_entry(line).map_err(|d| invalid(line_no, d))?);
         line_no = line_no.saturating_add(1);
     }
     if entries.len() != count {
-        return Err(invalid(
-            line_no,
-            format!("expected {count} entries, found only {}", entries.len()),
-        ));
+        return Err(invalid(line_no, format!("expected {count} entries, found only {}", entries.len())));
     }
     Ok(entries)
 }
 
 /// Writes Kafka's generic checkpoint format: version, entry count, then one line per entry from
 /// `write_entry`; every line, the last included, ends with `\n`.
-pub fn serialize_checkpoint<T>(
-    version: i32,
-    entries: &[T],
-    mut write_entry: impl FnMut(&T, &mut String),
-) -> String {
+pub fn serialize_checkpoint<T>(version: i32, entries: &[T], mut write_entry: impl FnMut(&T, &mut String)) -> String {
     let mut out = format!("{version}\n{}\n", entries.len());
     for e in entries {
         write_entry(e, &mut out);
@@ -248,10 +216,7 @@ impl OffsetCheckpoint {
         let mut line: u32 = 3;
         for (topic, partition, _) in &self.entries {
             if topic.is_empty() || topic.contains(is_java_space) {
-                return Err(invalid(
-                    line,
-                    format!("topic {} is empty or contains whitespace", quote(topic)),
-                ));
+                return Err(invalid(line, format!("topic {} is empty or contains whitespace", quote(topic))));
             }
             if *partition < 0 {
                 return Err(invalid(line, format!("negative partition {partition}")));
@@ -266,17 +231,12 @@ impl OffsetCheckpoint {
 
     /// The entries as a map; a repeated `(topic, partition)` keeps its last offset, as in Kafka.
     pub fn to_map(&self) -> BTreeMap<(String, i32), i64> {
-        self.entries
-            .iter()
-            .map(|(t, p, o)| ((t.clone(), *p), *o))
-            .collect()
+        self.entries.iter().map(|(t, p, o)| ((t.clone(), *p), *o)).collect()
     }
 
     /// Entries from a map, in the map's (sorted) order.
     pub fn from_map(map: &BTreeMap<(String, i32), i64>) -> Self {
-        OffsetCheckpoint {
-            entries: map.iter().map(|((t, p), o)| (t.clone(), *p, *o)).collect(),
-        }
+        OffsetCheckpoint { entries: map.iter().map(|((t, p), o)| (t.clone(), *p, *o)).collect() }
     }
 }
 
@@ -297,10 +257,7 @@ impl LeaderEpochCheckpoint {
     pub fn parse(text: &str) -> Result<Self, FormatError> {
         let entries = parse_checkpoint(text, Self::VERSION, |line| {
             let [epoch, start] = split_fields::<2>(line)?;
-            Ok((
-                parse_num("epoch", epoch)?,
-                parse_num("start offset", start)?,
-            ))
+            Ok((parse_num("epoch", epoch)?, parse_num("start offset", start)?))
         })?;
         Ok(LeaderEpochCheckpoint { entries })
     }
@@ -339,12 +296,8 @@ impl CleanShutdown {
         if text.bytes().all(is_json_space) {
             return Ok(CleanShutdown { broker_epoch: None });
         }
-        let mut p = JsonReader {
-            s: text.as_bytes(),
-            pos: 0,
-        };
-        p.parse_clean_shutdown()
-            .map_err(|detail| invalid(p.line(), detail))
+        let mut p = JsonReader { s: text.as_bytes(), pos: 0 };
+        p.parse_clean_shutdown().map_err(|detail| invalid(p.line(), detail))
     }
 
     /// `{"version":0,"brokerEpoch":<epoch>}` exactly as Kafka writes it (no whitespace, no
@@ -376,9 +329,7 @@ impl<'a> JsonReader<'a> {
     fn line(&self) -> u32 {
         let end = self.pos.min(self.s.len());
         let newlines = self.s[..end].iter().filter(|&&b| b == b'\n').count();
-        u32::try_from(newlines)
-            .unwrap_or(u32::MAX)
-            .saturating_add(1)
+        u32::try_from(newlines).unwrap_or(u32::MAX).saturating_add(1)
     }
 
     fn peek(&self) -> Option<u8> {
@@ -403,11 +354,7 @@ impl<'a> JsonReader<'a> {
             self.pos += 1;
             Ok(())
         } else {
-            Err(format!(
-                "expected '{}', found {}",
-                char::from(b),
-                self.describe()
-            ))
+            Err(format!("expected '{}', found {}", char::from(b), self.describe()))
         }
     }
 
@@ -437,11 +384,7 @@ impl<'a> JsonReader<'a> {
                         if epoch.is_some() {
                             return Err("duplicate field \"brokerEpoch\"".to_owned());
                         }
-                        epoch = Some(if self.literal("null") {
-                            None
-                        } else {
-                            Some(self.integer()?)
-                        });
+                        epoch = Some(if self.literal("null") { None } else { Some(self.integer()?) });
                     }
                     _ => self.skip_value(0)?,
                 }
@@ -463,9 +406,7 @@ impl<'a> JsonReader<'a> {
         match version {
             None => Err("missing field \"version\"".to_owned()),
             Some(v) if v != CleanShutdown::VERSION => Err(format!("unsupported version {v}")),
-            Some(_) => Ok(CleanShutdown {
-                broker_epoch: epoch.flatten(),
-            }),
+            Some(_) => Ok(CleanShutdown { broker_epoch: epoch.flatten() }),
         }
     }
 
@@ -491,9 +432,7 @@ impl<'a> JsonReader<'a> {
                 Some(b'\\') => {
                     self.pos += 1;
                     match self.peek() {
-                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
-                            self.pos += 1
-                        }
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.pos += 1,
                         Some(b'u') => {
                             self.pos += 1;
                             for _ in 0..4 {
@@ -506,9 +445,7 @@ impl<'a> JsonReader<'a> {
                         _ => return Err(format!("bad escape: {}", self.describe())),
                     }
                 }
-                Some(b) if b < 0x20 => {
-                    return Err(format!("control character in string: {}", self.describe()))
-                }
+                Some(b) if b < 0x20 => return Err(format!("control character in string: {}", self.describe())),
                 Some(_) => self.pos += 1,
             }
         }
@@ -611,13 +548,7 @@ impl<'a> JsonReader<'a> {
                     self.pos += 1;
                     return Ok(());
                 }
-                _ => {
-                    return Err(format!(
-                        "expected ',' or '{}', found {}",
-                        char::from(close),
-                        self.describe()
-                    ))
-                }
+                _ => return Err(format!("expected ',' or '{}', found {}", char::from(close), self.describe())),
             }
         }
     }
@@ -638,10 +569,7 @@ impl PartitionMetadata {
 
     /// Current-version metadata for a topic id.
     pub fn new(topic_id: impl Into<String>) -> Self {
-        PartitionMetadata {
-            version: Self::VERSION,
-            topic_id: topic_id.into(),
-        }
+        PartitionMetadata { version: Self::VERSION, topic_id: topic_id.into() }
     }
 
     /// Parses the file text as Kafka's `PartitionMetadataReadBuffer` does: line 1 `version`,
@@ -655,26 +583,19 @@ impl PartitionMetadata {
     /// ignores it); for later versions further lines are ignored, as Kafka does.
     pub fn parse(text: &str) -> Result<Self, FormatError> {
         let mut lines = JavaLines { rest: text };
-        let first = lines
-            .next()
-            .ok_or_else(|| invalid(1, "empty file (expected a version line)"))?;
+        let first = lines.next().ok_or_else(|| invalid(1, "empty file (expected a version line)"))?;
         let version_text = key_value(first, "version").map_err(|d| invalid(1, d))?;
         let version: i32 = parse_num("version", version_text).map_err(|d| invalid(1, d))?;
         if version < Self::VERSION {
             return Err(invalid(1, format!("unrecognised version {version}")));
         }
-        let second = lines
-            .next()
-            .ok_or_else(|| invalid(2, "missing topic_id line"))?;
+        let second = lines.next().ok_or_else(|| invalid(2, "missing topic_id line"))?;
         let topic_id = key_value(second, "topic_id").map_err(|d| invalid(2, d))?;
         decode_topic_id(topic_id).map_err(|d| invalid(2, d))?;
         if version == Self::VERSION && lines.next().is_some() {
             return Err(invalid(3, "unexpected content after the topic_id line"));
         }
-        Ok(PartitionMetadata {
-            version,
-            topic_id: topic_id.to_owned(),
-        })
+        Ok(PartitionMetadata { version, topic_id: topic_id.to_owned() })
     }
 
     /// `version: <v>\ntopic_id: <id>` exactly as Kafka's `PartitionMetadata.encode()` writes it:
@@ -689,25 +610,17 @@ impl PartitionMetadata {
         if self.version < Self::VERSION {
             return Err(invalid(1, format!("unrecognised version {}", self.version)));
         }
-        decode_topic_id(&self.topic_id)
-            .map(|_| ())
-            .map_err(|d| invalid(2, d))
+        decode_topic_id(&self.topic_id).map(|_| ()).map_err(|d| invalid(2, d))
     }
 }
 
 /// The value of a `<key>:\s+<value>` line, as Kafka splits it with `Pattern(":\\s+").split(line,
 /// 2)` and then requires the key to match.
 fn key_value<'a>(line: &'a str, key: &str) -> Result<&'a str, String> {
-    let sep = line
-        .char_indices()
-        .find(|&(i, c)| c == ':' && line[i + 1..].starts_with(is_java_space))
-        .map(|(i, _)| i);
+    let sep = line.char_indices().find(|&(i, c)| c == ':' && line[i + 1..].starts_with(is_java_space)).map(|(i, _)| i);
     match sep {
         Some(i) if &line[..i] == key => Ok(line[i + 1..].trim_start_matches(is_java_space)),
-        _ => Err(format!(
-            "malformed line {} (expected \"{key}: <value>\")",
-            quote(line)
-        )),
+        _ => Err(format!("malformed line {} (expected \"{key}: <value>\")", quote(line))),
     }
 }
 
@@ -716,10 +629,7 @@ fn key_value<'a>(line: &'a str, key: &str) -> Result<&'a str, String> {
 /// rejects the zero UUID as `PartitionMetadataReadBuffer` does.
 fn decode_topic_id(s: &str) -> Result<[u8; 16], String> {
     if s.chars().count() > 24 {
-        return Err(format!(
-            "topic id {} is too long to be a base64 UUID",
-            quote(s)
-        ));
+        return Err(format!("topic id {} is too long to be a base64 UUID", quote(s)));
     }
     let body = s.strip_suffix("==").unwrap_or(s);
     if body.len() != 22 {
@@ -775,12 +685,7 @@ mod tests {
     }
 
     fn oc(entries: &[(&str, i32, i64)]) -> OffsetCheckpoint {
-        OffsetCheckpoint {
-            entries: entries
-                .iter()
-                .map(|&(t, p, o)| (t.to_owned(), p, o))
-                .collect(),
-        }
+        OffsetCheckpoint { entries: entries.iter().map(|&(t, p, o)| (t.to_owned(), p, o)).collect() }
     }
 
     #[test]
@@ -799,26 +704,13 @@ mod tests {
     fn offset_checkpoint_exact_bytes_and_round_trip() {
         let c = oc(&[("t", 0, 5), ("t", 1, 7)]);
         assert_eq!(c.serialize(), "0\n2\nt 0 5\nt 1 7\n");
-        assert_eq!(
-            OffsetCheckpoint::parse("0\n2\nt 0 5\nt 1 7\n"),
-            Ok(c.clone())
-        );
+        assert_eq!(OffsetCheckpoint::parse("0\n2\nt 0 5\nt 1 7\n"), Ok(c.clone()));
         assert_eq!(OffsetCheckpoint::default().serialize(), "0\n0\n");
-        assert_eq!(
-            OffsetCheckpoint::parse("0\n0\n"),
-            Ok(OffsetCheckpoint::default())
-        );
-        let big = oc(&[
-            ("__consumer_offsets", 49, i64::MAX),
-            ("a.b_c-d", i32::MAX, -1),
-            ("x", 0, 0),
-        ]);
+        assert_eq!(OffsetCheckpoint::parse("0\n0\n"), Ok(OffsetCheckpoint::default()));
+        let big = oc(&[("__consumer_offsets", 49, i64::MAX), ("a.b_c-d", i32::MAX, -1), ("x", 0, 0)]);
         assert_eq!(big.validate(), Ok(()));
         assert_eq!(OffsetCheckpoint::parse(&big.serialize()), Ok(big.clone()));
-        assert_eq!(
-            OffsetCheckpoint::from_map(&big.to_map()).to_map(),
-            big.to_map()
-        );
+        assert_eq!(OffsetCheckpoint::from_map(&big.to_map()).to_map(), big.to_map());
     }
 
     #[test]
@@ -877,23 +769,15 @@ mod tests {
             let r = OffsetCheckpoint::parse(text);
             assert_eq!(r.clone().map_err(line_of), Err(line), "{text:?} -> {r:?}");
         }
-        assert_eq!(
-            line_of(oc(&[("t", 0, 1), ("a b", 0, 1)]).validate().unwrap_err()),
-            4
-        );
+        assert_eq!(line_of(oc(&[("t", 0, 1), ("a b", 0, 1)]).validate().unwrap_err()), 4);
         assert_eq!(line_of(oc(&[("", 0, 1)]).validate().unwrap_err()), 3);
         assert_eq!(line_of(oc(&[("t", -1, 1)]).validate().unwrap_err()), 3);
     }
 
     #[test]
     fn leader_epoch_checkpoint() {
-        let c = LeaderEpochCheckpoint {
-            entries: vec![(0, 0), (3, 7729), (i32::MAX, i64::MAX)],
-        };
-        assert_eq!(
-            c.serialize(),
-            "0\n3\n0 0\n3 7729\n2147483647 9223372036854775807\n"
-        );
+        let c = LeaderEpochCheckpoint { entries: vec![(0, 0), (3, 7729), (i32::MAX, i64::MAX)] };
+        assert_eq!(c.serialize(), "0\n3\n0 0\n3 7729\n2147483647 9223372036854775807\n");
         assert_eq!(LeaderEpochCheckpoint::parse(&c.serialize()), Ok(c));
         let fx = LeaderEpochCheckpoint::parse(&fixture(LEADER_EPOCH_CHECKPOINT_FILE)).unwrap();
         assert_eq!(fx.entries, vec![(0, 0)]);
@@ -918,45 +802,24 @@ mod tests {
     fn generic_checkpoint_with_other_version() {
         let text = serialize_checkpoint(3, &["a", "b"], |s, out| out.push_str(s));
         assert_eq!(text, "3\n2\na\nb\n");
-        assert_eq!(
-            parse_checkpoint(&text, 3, |l| Ok(l.to_owned())),
-            Ok(vec!["a".to_owned(), "b".to_owned()])
-        );
-        assert_eq!(
-            parse_checkpoint(&text, 0, |l| Ok(l.to_owned())).map_err(line_of),
-            Err(1)
-        );
+        assert_eq!(parse_checkpoint(&text, 3, |l| Ok(l.to_owned())), Ok(vec!["a".to_owned(), "b".to_owned()]));
+        assert_eq!(parse_checkpoint(&text, 0, |l| Ok(l.to_owned())).map_err(line_of), Err(1));
         let e = parse_checkpoint(&text, 3, |_| Err::<(), _>("nope".to_owned())).unwrap_err();
-        assert_eq!(
-            e,
-            FormatError::InvalidCheckpoint {
-                line: 3,
-                detail: "nope".to_owned()
-            }
-        );
+        assert_eq!(e, FormatError::InvalidCheckpoint { line: 3, detail: "nope".to_owned() });
     }
 
     #[test]
     fn clean_shutdown() {
-        let c = CleanShutdown {
-            broker_epoch: Some(42),
-        };
+        let c = CleanShutdown { broker_epoch: Some(42) };
         assert_eq!(c.serialize(), r#"{"version":0,"brokerEpoch":42}"#);
         assert_eq!(CleanShutdown::parse(&c.serialize()), Ok(c));
         for epoch in [0, -1, i64::MAX, i64::MIN] {
-            let c = CleanShutdown {
-                broker_epoch: Some(epoch),
-            };
+            let c = CleanShutdown { broker_epoch: Some(epoch) };
             assert_eq!(CleanShutdown::parse(&c.serialize()), Ok(c));
         }
         let none = CleanShutdown { broker_epoch: None };
         assert_eq!(none.serialize(), "");
-        for text in [
-            "",
-            " \n",
-            "{\"version\":0}",
-            "{\"version\":0,\"brokerEpoch\":null}",
-        ] {
+        for text in ["", " \n", "{\"version\":0}", "{\"version\":0,\"brokerEpoch\":null}"] {
             assert_eq!(CleanShutdown::parse(text), Ok(none), "{text:?}");
         }
         for text in [
@@ -964,13 +827,7 @@ mod tests {
             r#"{"version":0,"brokerEpoch":7,"extra":{"a":[1,2.5e3,true,null,"x\"\u00e9"]}}"#,
             r#"{"future":"field","version":0,"brokerEpoch":7}"#,
         ] {
-            assert_eq!(
-                CleanShutdown::parse(text),
-                Ok(CleanShutdown {
-                    broker_epoch: Some(7)
-                }),
-                "{text:?}"
-            );
+            assert_eq!(CleanShutdown::parse(text), Ok(CleanShutdown { broker_epoch: Some(7) }), "{text:?}");
         }
         for (text, line) in [
             ("{}", 1),
@@ -1002,17 +859,9 @@ mod tests {
             let r = CleanShutdown::parse(text);
             assert_eq!(r.map_err(line_of), Err(line), "{text:?}");
         }
-        let deep = format!(
-            "{{\"version\":0,\"x\":{}{}}}",
-            "[".repeat(10_000),
-            "]".repeat(10_000)
-        );
+        let deep = format!("{{\"version\":0,\"x\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
         assert!(CleanShutdown::parse(&deep).is_err());
-        let ok_deep = format!(
-            "{{\"version\":0,\"x\":{}{}}}",
-            "[".repeat(20),
-            "]".repeat(20)
-        );
+        let ok_deep = format!("{{\"version\":0,\"x\":{}{}}}", "[".repeat(20), "]".repeat(20));
         assert_eq!(CleanShutdown::parse(&ok_deep), Ok(none));
     }
 
@@ -1022,15 +871,8 @@ mod tests {
         let m = PartitionMetadata::parse(&text).unwrap();
         assert_eq!(m, PartitionMetadata::new("p59PN4qkR8y176nhuDDPPA"));
         assert_eq!(m.validate(), Ok(()));
-        assert_eq!(
-            m.serialize(),
-            text,
-            "byte-identical to the Kafka-written fixture"
-        );
-        assert_eq!(
-            m.serialize(),
-            "version: 0\ntopic_id: p59PN4qkR8y176nhuDDPPA"
-        );
+        assert_eq!(m.serialize(), text, "byte-identical to the Kafka-written fixture");
+        assert_eq!(m.serialize(), "version: 0\ntopic_id: p59PN4qkR8y176nhuDDPPA");
         for ok in [
             "version: 0\ntopic_id: p59PN4qkR8y176nhuDDPPA\n",
             "version: 0\r\ntopic_id: p59PN4qkR8y176nhuDDPPA\r\n",
@@ -1042,9 +884,7 @@ mod tests {
             let m = PartitionMetadata::parse(ok).unwrap_or_else(|e| panic!("{ok:?}: {e}"));
             assert_eq!(PartitionMetadata::parse(&m.serialize()), Ok(m.clone()));
         }
-        let v1 =
-            PartitionMetadata::parse("version: 1\ntopic_id: p59PN4qkR8y176nhuDDPPA\nnew_key: x\n")
-                .unwrap();
+        let v1 = PartitionMetadata::parse("version: 1\ntopic_id: p59PN4qkR8y176nhuDDPPA\nnew_key: x\n").unwrap();
         assert_eq!(v1.version, 1);
         assert_eq!(PartitionMetadata::parse(&v1.serialize()), Ok(v1));
         for (text, line) in [
@@ -1065,10 +905,7 @@ mod tests {
             ("version: 0\ntopic_id: p59PN4qkR8y176nhuDDPP+", 2),
             ("version: 0\ntopic_id: p59PN4qkR8y176nhuDDPPA ", 2),
             ("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA", 2),
-            (
-                "version: 0\ntopic_id: 7f1c9b6e-8e1a-4b1e-9a6f-2d3c4b5a6e7f",
-                2,
-            ),
+            ("version: 0\ntopic_id: 7f1c9b6e-8e1a-4b1e-9a6f-2d3c4b5a6e7f", 2),
             ("version: 0\ntopic_id: p59PN4qkR8y176nhuDDPPA\nmore", 3),
             ("version: 0\ntopic_id: p59PN4qkR8y176nhuDDPPA\n\n", 3),
         ] {
@@ -1108,14 +945,8 @@ mod tests {
     fn no_panics_on_truncations_and_mutations() {
         let seeds = [
             oc(&[("t", 0, 5), ("t", 1, 7)]).serialize(),
-            LeaderEpochCheckpoint {
-                entries: vec![(0, 0), (1, 100)],
-            }
-            .serialize(),
-            CleanShutdown {
-                broker_epoch: Some(-12345),
-            }
-            .serialize(),
+            LeaderEpochCheckpoint { entries: vec![(0, 0), (1, 100)] }.serialize(),
+            CleanShutdown { broker_epoch: Some(-12345) }.serialize(),
             r#"{"version":0,"x":[{"a":"\u00e9\n"},1.5e-3,true],"brokerEpoch":1}"#.to_owned(),
             PartitionMetadata::new("p59PN4qkR8y176nhuDDPPA").serialize(),
             "é€ 😀\r\n\u{0b}".to_owned(),

@@ -31,13 +31,8 @@ pub enum Compression {
 
 impl Compression {
     /// Every codec, in id order.
-    pub const ALL: [Compression; 5] = [
-        Compression::None,
-        Compression::Gzip,
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd,
-    ];
+    pub const ALL: [Compression; 5] =
+        [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
 
     /// The id stored in attribute bits 0-2 (0..=4).
     pub fn id(self) -> u8 {
@@ -124,24 +119,15 @@ pub const ZSTD_DEFAULT_LEVEL: i32 = 3;
 const READ_CHUNK: usize = 64 * 1024;
 
 fn comp_err(codec: Compression, e: impl fmt::Display) -> FormatError {
-    FormatError::Compression {
-        codec: codec.name(),
-        detail: e.to_string(),
-    }
+    FormatError::Compression { codec: codec.name(), detail: e.to_string() }
 }
 
 fn decomp_err(codec: Compression, detail: impl Into<String>) -> FormatError {
-    FormatError::Decompression {
-        codec: codec.name(),
-        detail: detail.into(),
-    }
+    FormatError::Decompression { codec: codec.name(), detail: detail.into() }
 }
 
 fn over_limit(codec: Compression, limit: usize) -> FormatError {
-    decomp_err(
-        codec,
-        format!("decompressed size exceeds the limit of {limit} bytes"),
-    )
+    decomp_err(codec, format!("decompressed size exceeds the limit of {limit} bytes"))
 }
 
 /// Compresses `input` with `codec`, appending the stream Kafka would write for a v2 batch's
@@ -182,12 +168,7 @@ pub fn compress(codec: Compression, input: &[u8], out: &mut Vec<u8>) -> Result<(
 /// - lz4: exactly one whole LZ4 frame (end mark and any checksums present), bytes after it
 ///   ignored, as `KafkaLZ4BlockInputStream` stops at the end mark and refuses a frame cut short;
 /// - zstd: one or more zstd frames.
-pub fn decompress(
-    codec: Compression,
-    input: &[u8],
-    out: &mut Vec<u8>,
-    limit: usize,
-) -> Result<(), FormatError> {
+pub fn decompress(codec: Compression, input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), FormatError> {
     let start = out.len();
     let r = match codec {
         Compression::None => {
@@ -285,9 +266,7 @@ fn lz4_frame_end(input: &[u8]) -> Result<usize, FormatError> {
     }
     let block_checksum = if flg & 0x10 != 0 { 4 } else { 0 };
     loop {
-        let b = input
-            .get(pos..pos + 4)
-            .ok_or_else(|| truncated("block size (no end mark)"))?;
+        let b = input.get(pos..pos + 4).ok_or_else(|| truncated("block size (no end mark)"))?;
         pos += 4;
         let raw = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         if raw == 0 {
@@ -327,11 +306,8 @@ fn gzip_decompress(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), 
 
 fn gzip_compress(input: &[u8], out: &mut Vec<u8>) -> Result<(), FormatError> {
     // Java's GZIPOutputStream header: no mtime, no flags, XFL 0, OS 0.
-    let mut enc = flate2::GzBuilder::new()
-        .operating_system(0)
-        .write(out, flate2::Compression::new(GZIP_DEFAULT_LEVEL));
-    enc.write_all(input)
-        .map_err(|e| comp_err(Compression::Gzip, e))?;
+    let mut enc = flate2::GzBuilder::new().operating_system(0).write(out, flate2::Compression::new(GZIP_DEFAULT_LEVEL));
+    enc.write_all(input).map_err(|e| comp_err(Compression::Gzip, e))?;
     enc.finish().map_err(|e| comp_err(Compression::Gzip, e))?;
     Ok(())
 }
@@ -347,17 +323,15 @@ fn lz4_compress(input: &[u8], out: &mut Vec<u8>) -> Result<(), FormatError> {
         .content_checksum(false)
         .content_size(None);
     let mut enc = FrameEncoder::with_frame_info(info, out);
-    enc.write_all(input)
-        .map_err(|e| comp_err(Compression::Lz4, e))?;
+    enc.write_all(input).map_err(|e| comp_err(Compression::Lz4, e))?;
     enc.finish().map_err(|e| comp_err(Compression::Lz4, e))?;
     Ok(())
 }
 
 fn zstd_compress(input: &[u8], out: &mut Vec<u8>) -> Result<(), FormatError> {
-    let mut enc = zstd::stream::write::Encoder::new(out, ZSTD_DEFAULT_LEVEL)
-        .map_err(|e| comp_err(Compression::Zstd, e))?;
-    enc.write_all(input)
-        .map_err(|e| comp_err(Compression::Zstd, e))?;
+    let mut enc =
+        zstd::stream::write::Encoder::new(out, ZSTD_DEFAULT_LEVEL).map_err(|e| comp_err(Compression::Zstd, e))?;
+    enc.write_all(input).map_err(|e| comp_err(Compression::Zstd, e))?;
     enc.finish().map_err(|e| comp_err(Compression::Zstd, e))?;
     Ok(())
 }
@@ -373,9 +347,7 @@ fn xerial_compress(input: &[u8], out: &mut Vec<u8>) -> Result<(), FormatError> {
         let max = snap::raw::max_compress_len(chunk.len());
         let len_at = out.len();
         out.resize(len_at + 4 + max, 0);
-        let n = enc
-            .compress(chunk, &mut out[len_at + 4..])
-            .map_err(|e| comp_err(Compression::Snappy, e))?;
+        let n = enc.compress(chunk, &mut out[len_at + 4..]).map_err(|e| comp_err(Compression::Snappy, e))?;
         out.truncate(len_at + 4 + n);
         let n32 = i32::try_from(n).map_err(|e| comp_err(Compression::Snappy, e))?;
         out[len_at..len_at + 4].copy_from_slice(&n32.to_be_bytes());
@@ -403,22 +375,13 @@ fn snappy_raw_block(
         return Err(over_limit(codec, limit));
     }
     if len > snappy_plausible_max(block.len()) {
-        return Err(decomp_err(
-            codec,
-            format!(
-                "block of {} bytes claims {len} uncompressed bytes",
-                block.len()
-            ),
-        ));
+        return Err(decomp_err(codec, format!("block of {} bytes claims {len} uncompressed bytes", block.len())));
     }
     let at = out.len();
     out.resize(at + len, 0);
     match dec.decompress(block, &mut out[at..]) {
         Ok(n) if n == len => Ok(()),
-        Ok(n) => Err(decomp_err(
-            codec,
-            format!("block decompressed to {n} bytes, header said {len}"),
-        )),
+        Ok(n) => Err(decomp_err(codec, format!("block decompressed to {n} bytes, header said {len}"))),
         Err(e) => Err(decomp_err(codec, e.to_string())),
     }
 }
@@ -438,17 +401,11 @@ fn xerial_decompress(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<()
     if input.is_empty() {
         return Err(decomp_err(codec, "cannot decompress an empty stream"));
     }
-    let is_xerial = input.len() >= XERIAL_HEADER_SIZE
-        && input.get(..XERIAL_MAGIC.len()) == Some(&XERIAL_MAGIC[..]);
+    let is_xerial = input.len() >= XERIAL_HEADER_SIZE && input.get(..XERIAL_MAGIC.len()) == Some(&XERIAL_MAGIC[..]);
     if !is_xerial {
         return snappy_raw_block(&mut dec, input, out, limit, limit);
     }
-    let magic_head = i32::from_be_bytes([
-        XERIAL_MAGIC[0],
-        XERIAL_MAGIC[1],
-        XERIAL_MAGIC[2],
-        XERIAL_MAGIC[3],
-    ]);
+    let magic_head = i32::from_be_bytes([XERIAL_MAGIC[0], XERIAL_MAGIC[1], XERIAL_MAGIC[2], XERIAL_MAGIC[3]]);
     let mut pos = XERIAL_HEADER_SIZE;
     loop {
         let Some(len_bytes) = input.get(pos..pos + 4) else {
@@ -459,20 +416,14 @@ fn xerial_decompress(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<()
         if chunk == magic_head {
             // A concatenated stream: the rest of its magic, then version and compatible version.
             let Some(rest) = input.get(pos..pos + XERIAL_HEADER_SIZE - 4) else {
-                return Err(decomp_err(
-                    codec,
-                    "truncated header of a concatenated stream",
-                ));
+                return Err(decomp_err(codec, "truncated header of a concatenated stream"));
             };
             if rest.get(..4) != XERIAL_MAGIC.get(4..) {
                 return Ok(());
             }
             let version = i32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]);
             if version < XERIAL_MIN_COMPATIBLE_VERSION {
-                return Err(decomp_err(
-                    codec,
-                    format!("incompatible xerial stream version {version}"),
-                ));
+                return Err(decomp_err(codec, format!("incompatible xerial stream version {version}")));
             }
             pos += XERIAL_HEADER_SIZE - 4;
             continue;
@@ -483,11 +434,7 @@ fn xerial_decompress(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<()
         let Some(block) = input.get(pos..pos.saturating_add(chunk as usize)) else {
             return Err(decomp_err(
                 codec,
-                format!(
-                    "block of {chunk} bytes at byte {} runs past the end ({} bytes)",
-                    pos - 4,
-                    input.len()
-                ),
+                format!("block of {chunk} bytes at byte {} runs past the end ({} bytes)", pos - 4, input.len()),
             ));
         };
         pos += block.len();
@@ -527,10 +474,7 @@ mod tests {
             assert_eq!(c.to_string(), c.name());
         }
         for id in 5..=255u8 {
-            assert_eq!(
-                Compression::from_id(id),
-                Err(FormatError::UnknownCompression { codec: id })
-            );
+            assert_eq!(Compression::from_id(id), Err(FormatError::UnknownCompression { codec: id }));
         }
         assert_eq!(Compression::default(), Compression::None);
         assert_eq!("uncompressed".parse::<Compression>(), Ok(Compression::None));
@@ -541,17 +485,7 @@ mod tests {
     #[test]
     fn every_codec_round_trips() {
         for c in Compression::ALL {
-            for n in [
-                0usize,
-                1,
-                5,
-                1000,
-                32 * 1024 - 1,
-                32 * 1024,
-                32 * 1024 + 1,
-                64 * 1024 + 7,
-                300_000,
-            ] {
+            for n in [0usize, 1, 5, 1000, 32 * 1024 - 1, 32 * 1024, 32 * 1024 + 1, 64 * 1024 + 7, 300_000] {
                 let data = sample(n);
                 let mut z = vec![9u8; 3]; // appends after existing bytes
                 compress(c, &data, &mut z).unwrap();
@@ -572,10 +506,7 @@ mod tests {
             compress(c, &data, &mut z).unwrap();
             let mut back = vec![1u8, 2];
             let e = decompress(c, &z, &mut back, data.len() - 1).unwrap_err();
-            assert!(
-                matches!(e, FormatError::Decompression { codec, .. } if codec == c.name()),
-                "{c}: {e:?}"
-            );
+            assert!(matches!(e, FormatError::Decompression { codec, .. } if codec == c.name()), "{c}: {e:?}");
             assert_eq!(back, vec![1, 2], "{c}: out restored on error");
             let mut back = Vec::new();
             decompress(c, &z, &mut back, data.len()).unwrap();
@@ -592,11 +523,7 @@ mod tests {
         let mut z = Vec::new();
         compress(Compression::Lz4, b"x", &mut z).unwrap();
         assert_eq!(&z[..7], &[0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82]);
-        assert_eq!(
-            &z[z.len() - 4..],
-            &[0, 0, 0, 0],
-            "end mark, no content checksum"
-        );
+        assert_eq!(&z[z.len() - 4..], &[0, 0, 0, 0], "end mark, no content checksum");
 
         let mut z = Vec::new();
         compress(Compression::Zstd, b"x", &mut z).unwrap();
@@ -604,10 +531,7 @@ mod tests {
 
         let mut z = Vec::new();
         compress(Compression::Snappy, &[], &mut z).unwrap();
-        assert_eq!(
-            z,
-            vec![0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1]
-        );
+        assert_eq!(z, vec![0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0, 0, 0, 0, 1, 0, 0, 0, 1]);
         let mut back = Vec::new();
         decompress(Compression::Snappy, &z, &mut back, 0).unwrap();
         assert!(back.is_empty());
@@ -684,10 +608,7 @@ mod tests {
         let mut one = Vec::new();
         compress(Compression::Gzip, &data, &mut one).unwrap();
         for cut in 0..one.len() {
-            assert!(
-                decompress(Compression::Gzip, &one[..cut], &mut Vec::new(), usize::MAX).is_err(),
-                "{cut}"
-            );
+            assert!(decompress(Compression::Gzip, &one[..cut], &mut Vec::new(), usize::MAX).is_err(), "{cut}");
         }
     }
 
@@ -698,10 +619,7 @@ mod tests {
         compress(Compression::Lz4, &data, &mut z).unwrap();
         assert_eq!(lz4_frame_end(&z), Ok(z.len()));
         for cut in 0..z.len() {
-            assert!(
-                decompress(Compression::Lz4, &z[..cut], &mut Vec::new(), usize::MAX).is_err(),
-                "{cut}"
-            );
+            assert!(decompress(Compression::Lz4, &z[..cut], &mut Vec::new(), usize::MAX).is_err(), "{cut}");
         }
         // Bytes after the end mark are not read, as in KafkaLZ4BlockInputStream.
         let mut t = z.clone();
@@ -721,10 +639,7 @@ mod tests {
         let mut z = Vec::new();
         compress(Compression::Zstd, &data, &mut z).unwrap();
         for cut in 0..z.len() {
-            assert!(
-                decompress(Compression::Zstd, &z[..cut], &mut Vec::new(), usize::MAX).is_err(),
-                "{cut}"
-            );
+            assert!(decompress(Compression::Zstd, &z[..cut], &mut Vec::new(), usize::MAX).is_err(), "{cut}");
         }
     }
 

@@ -99,13 +99,8 @@ pub enum FileKind {
 
 impl FileKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [FileKind; 5] = [
-        FileKind::Log,
-        FileKind::Index,
-        FileKind::TimeIndex,
-        FileKind::TxnIndex,
-        FileKind::Snapshot,
-    ];
+    pub const ALL: [FileKind; 5] =
+        [FileKind::Log, FileKind::Index, FileKind::TimeIndex, FileKind::TxnIndex, FileKind::Snapshot];
 
     /// The extension including its leading dot, e.g. `".timeindex"`.
     pub const fn suffix(self) -> &'static str {
@@ -153,9 +148,7 @@ impl FileSuffix {
     /// The state whose suffix, without the leading dot, is exactly `s`; `None` for anything else
     /// (including the empty string, which is not a suffix).
     fn from_extension(s: &str) -> Option<FileSuffix> {
-        [FileSuffix::Deleted, FileSuffix::Cleaned, FileSuffix::Swap]
-            .into_iter()
-            .find(|f| &f.as_str()[1..] == s)
+        [FileSuffix::Deleted, FileSuffix::Cleaned, FileSuffix::Swap].into_iter().find(|f| &f.as_str()[1..] == s)
     }
 }
 
@@ -173,11 +166,7 @@ pub struct SegmentFileName {
 impl SegmentFileName {
     /// A live (unsuffixed) file name.
     pub const fn new(base_offset: i64, kind: FileKind) -> Self {
-        SegmentFileName {
-            base_offset,
-            kind,
-            suffix: FileSuffix::None,
-        }
+        SegmentFileName { base_offset, kind, suffix: FileSuffix::None }
     }
 
     /// The same file with a different state suffix (e.g. the `.deleted` name to rename to).
@@ -212,14 +201,8 @@ impl SegmentFileName {
             return Ok(None);
         };
         match parse_stem(stem) {
-            Some(base_offset) => Ok(Some(SegmentFileName {
-                base_offset,
-                kind,
-                suffix,
-            })),
-            None => Err(FormatError::InvalidFileName {
-                name: name.to_owned(),
-            }),
+            Some(base_offset) => Ok(Some(SegmentFileName { base_offset, kind, suffix })),
+            None => Err(FormatError::InvalidFileName { name: name.to_owned() }),
         }
     }
 
@@ -255,16 +238,12 @@ fn parse_stem(stem: &str) -> Option<i64> {
 /// (ASCII digits, no sign, no leading zeros except `0` itself, so that
 /// [`partition_dir_name`] reproduces the input exactly).
 pub fn parse_partition_dir(name: &str) -> Option<(String, i32)> {
-    if [DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX]
-        .iter()
-        .any(|s| name.ends_with(s))
-    {
+    if [DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX].iter().any(|s| name.ends_with(s)) {
         return None;
     }
     let (topic, part) = name.rsplit_once('-')?;
-    let canonical = !part.is_empty()
-        && part.bytes().all(|b| b.is_ascii_digit())
-        && (part == "0" || !part.starts_with('0'));
+    let canonical =
+        !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && (part == "0" || !part.starts_with('0'));
     if !canonical {
         return None;
     }
@@ -294,10 +273,7 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
              topic name: {name}"
         ));
     }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-    {
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
         return Err(format!(
             "Topic name \"{name}\" is illegal, it contains a character other than ASCII \
              alphanumerics, '.', '_' and '-'"
@@ -311,9 +287,7 @@ mod tests {
     use super::*;
 
     fn invalid(name: &str) -> FormatError {
-        FormatError::InvalidFileName {
-            name: name.to_owned(),
-        }
+        FormatError::InvalidFileName { name: name.to_owned() }
     }
 
     #[test]
@@ -330,10 +304,7 @@ mod tests {
     fn file_name_helpers() {
         assert_eq!(log_file_name(0), "00000000000000000000.log");
         assert_eq!(index_file_name(15363), "00000000000000015363.index");
-        assert_eq!(
-            time_index_file_name(22964),
-            "00000000000000022964.timeindex"
-        );
+        assert_eq!(time_index_file_name(22964), "00000000000000022964.timeindex");
         assert_eq!(txn_index_file_name(1), "00000000000000000001.txnindex");
         assert_eq!(snapshot_file_name(7729), "00000000000000007729.snapshot");
         let deleted = SegmentFileName::new(0, FileKind::Log).with_suffix(FileSuffix::Deleted);
@@ -343,20 +314,11 @@ mod tests {
 
     #[test]
     fn round_trips_every_kind_and_suffix() {
-        let suffixes = [
-            FileSuffix::None,
-            FileSuffix::Deleted,
-            FileSuffix::Cleaned,
-            FileSuffix::Swap,
-        ];
+        let suffixes = [FileSuffix::None, FileSuffix::Deleted, FileSuffix::Cleaned, FileSuffix::Swap];
         for base in [0, 1, 7729, 1 << 40, i64::MAX] {
             for kind in FileKind::ALL {
                 for suffix in suffixes {
-                    let n = SegmentFileName {
-                        base_offset: base,
-                        kind,
-                        suffix,
-                    };
+                    let n = SegmentFileName { base_offset: base, kind, suffix };
                     let name = n.to_name();
                     assert_eq!(SegmentFileName::parse(&name), Ok(Some(n)), "{name}");
                 }
@@ -367,10 +329,7 @@ mod tests {
     #[test]
     fn parses_real_names() {
         let p = |s| SegmentFileName::parse(s).unwrap().unwrap();
-        assert_eq!(
-            p("00000000000000007729.timeindex"),
-            SegmentFileName::new(7729, FileKind::TimeIndex)
-        );
+        assert_eq!(p("00000000000000007729.timeindex"), SegmentFileName::new(7729, FileKind::TimeIndex));
         assert_eq!(
             p("00000000000000000100.index.swap"),
             SegmentFileName::new(100, FileKind::Index).with_suffix(FileSuffix::Swap)
@@ -447,10 +406,7 @@ mod tests {
                     segments += 1;
                     assert_eq!(n.to_name(), name);
                 }
-                None => assert!(
-                    name == "leader-epoch-checkpoint" || name == "partition.metadata",
-                    "{name}"
-                ),
+                None => assert!(name == "leader-epoch-checkpoint" || name == "partition.metadata", "{name}"),
             }
         }
         assert_eq!(segments, 15);
@@ -459,18 +415,9 @@ mod tests {
     #[test]
     fn partition_dirs() {
         assert_eq!(parse_partition_dir("t-0"), Some(("t".to_owned(), 0)));
-        assert_eq!(
-            parse_partition_dir("my-topic-12"),
-            Some(("my-topic".to_owned(), 12))
-        );
-        assert_eq!(
-            parse_partition_dir("a.b_c-2147483647"),
-            Some(("a.b_c".to_owned(), i32::MAX))
-        );
-        assert_eq!(
-            parse_partition_dir("__consumer_offsets-49"),
-            Some(("__consumer_offsets".to_owned(), 49))
-        );
+        assert_eq!(parse_partition_dir("my-topic-12"), Some(("my-topic".to_owned(), 12)));
+        assert_eq!(parse_partition_dir("a.b_c-2147483647"), Some(("a.b_c".to_owned(), i32::MAX)));
+        assert_eq!(parse_partition_dir("__consumer_offsets-49"), Some(("__consumer_offsets".to_owned(), 49)));
         for bad in [
             "",
             "-",

@@ -26,10 +26,7 @@ impl OffsetEntry {
     #[inline]
     pub fn decode(b: &[u8], slot: usize) -> OffsetEntry {
         let at = slot * OFFSET_ENTRY_SIZE;
-        OffsetEntry {
-            relative_offset: be_i32(b, at),
-            position: be_i32(b, at + 4),
-        }
+        OffsetEntry { relative_offset: be_i32(b, at), position: be_i32(b, at + 4) }
     }
     pub fn encode(&self) -> [u8; OFFSET_ENTRY_SIZE] {
         let mut out = [0u8; OFFSET_ENTRY_SIZE];
@@ -44,10 +41,7 @@ impl TimeEntry {
     #[inline]
     pub fn decode(b: &[u8], slot: usize) -> TimeEntry {
         let at = slot * TIME_ENTRY_SIZE;
-        TimeEntry {
-            timestamp: be_i64(b, at),
-            relative_offset: be_i32(b, at + 8),
-        }
+        TimeEntry { timestamp: be_i64(b, at), relative_offset: be_i32(b, at + 8) }
     }
     pub fn encode(&self) -> [u8; TIME_ENTRY_SIZE] {
         let mut out = [0u8; TIME_ENTRY_SIZE];

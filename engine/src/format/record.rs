@@ -13,8 +13,7 @@
 //! here panics on any input.
 
 use super::batch::{
-    Attributes, TimestampType, ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, RECORDS_COUNT_OFFSET,
-    RECORDS_OFFSET,
+    Attributes, TimestampType, ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, RECORDS_COUNT_OFFSET, RECORDS_OFFSET,
 };
 use super::compression::{decompress, Compression};
 use super::{be_i16, be_i32, FormatError};
@@ -91,10 +90,7 @@ pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32, FormatError> {
     let mut shift: u32 = 0;
     loop {
         let Some(&b) = buf.get(p) else {
-            return Err(FormatError::Truncated {
-                needed: p as u64 + 1,
-                available: buf.len() as u64,
-            });
+            return Err(FormatError::Truncated { needed: p as u64 + 1, available: buf.len() as u64 });
         };
         p += 1;
         if b & 0x80 == 0 {
@@ -121,10 +117,7 @@ pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, FormatError> {
     let mut shift: u32 = 0;
     loop {
         let Some(&b) = buf.get(p) else {
-            return Err(FormatError::Truncated {
-                needed: p as u64 + 1,
-                available: buf.len() as u64,
-            });
+            return Err(FormatError::Truncated { needed: p as u64 + 1, available: buf.len() as u64 });
         };
         p += 1;
         if b & 0x80 == 0 {
@@ -181,12 +174,7 @@ impl Record<'_> {
     /// record carries the batch's `max_timestamp`; with CreateTime it is
     /// `base_timestamp + timestampDelta` (wrapping).
     #[inline]
-    pub fn timestamp(
-        &self,
-        base_timestamp: i64,
-        max_timestamp: i64,
-        timestamp_type: TimestampType,
-    ) -> i64 {
+    pub fn timestamp(&self, base_timestamp: i64, max_timestamp: i64, timestamp_type: TimestampType) -> i64 {
         match timestamp_type {
             TimestampType::LogAppendTime => max_timestamp,
             TimestampType::CreateTime => base_timestamp.wrapping_add(self.timestamp_delta),
@@ -212,13 +200,7 @@ pub struct RecordIter<'a> {
 impl<'a> RecordIter<'a> {
     /// An iterator over `count` records in `records` (a batch's records section, uncompressed).
     pub fn new(records: &'a [u8], count: i32) -> RecordIter<'a> {
-        RecordIter {
-            buf: records,
-            pos: 0,
-            count,
-            left: count,
-            done: false,
-        }
+        RecordIter { buf: records, pos: 0, count, left: count, done: false }
     }
 
     /// Records still to be yielded by the declared count.
@@ -250,10 +232,7 @@ impl<'a> Iterator for RecordIter<'a> {
             self.done = true;
             let rest = self.buf.len().saturating_sub(self.pos);
             if rest > 0 {
-                return Some(Err(FormatError::TrailingBytes {
-                    count: self.count,
-                    remaining: rest as u64,
-                }));
+                return Some(Err(FormatError::TrailingBytes { count: self.count, remaining: rest as u64 }));
             }
             return None;
         }
@@ -281,10 +260,7 @@ impl<'a> Iterator for RecordIter<'a> {
 }
 
 fn invalid(at: usize, detail: impl Into<String>) -> FormatError {
-    FormatError::InvalidRecord {
-        at: at as u64,
-        detail: detail.into(),
-    }
+    FormatError::InvalidRecord { at: at as u64, detail: detail.into() }
 }
 
 /// Reads a varint inside a record body that ends at `end`: running past `end` is an invalid
@@ -294,9 +270,7 @@ fn body_varint(buf: &[u8], pos: &mut usize, end: usize, what: &str) -> Result<i3
     let at = *pos;
     let body = buf.get(..end).unwrap_or(buf);
     read_varint(body, pos).map_err(|e| match e {
-        FormatError::Truncated { .. } => {
-            invalid(at, format!("{what} runs past the record's declared length"))
-        }
+        FormatError::Truncated { .. } => invalid(at, format!("{what} runs past the record's declared length")),
         other => other,
     })
 }
@@ -306,9 +280,7 @@ fn body_varlong(buf: &[u8], pos: &mut usize, end: usize, what: &str) -> Result<i
     let at = *pos;
     let body = buf.get(..end).unwrap_or(buf);
     read_varlong(body, pos).map_err(|e| match e {
-        FormatError::Truncated { .. } => {
-            invalid(at, format!("{what} runs past the record's declared length"))
-        }
+        FormatError::Truncated { .. } => invalid(at, format!("{what} runs past the record's declared length")),
         other => other,
     })
 }
@@ -333,14 +305,9 @@ fn body_bytes<'a>(
     let len = len as usize;
     let left = end - *pos;
     if len > left {
-        return Err(invalid(
-            at,
-            format!("{what} {len} exceeds the {left} bytes left in the record"),
-        ));
+        return Err(invalid(at, format!("{what} {len} exceeds the {left} bytes left in the record")));
     }
-    let s = buf
-        .get(*pos..*pos + len)
-        .ok_or_else(|| invalid(at, "field out of range"))?;
+    let s = buf.get(*pos..*pos + len).ok_or_else(|| invalid(at, "field out of range"))?;
     *pos += len;
     Ok(Some(s))
 }
@@ -365,8 +332,7 @@ fn decode_record(buf: &[u8], start: usize) -> Result<Record<'_>, FormatError> {
     let attributes = *buf
         .get(pos)
         .filter(|_| pos < end)
-        .ok_or_else(|| invalid(pos, "attributes run past the record's declared length"))?
-        as i8;
+        .ok_or_else(|| invalid(pos, "attributes run past the record's declared length"))? as i8;
     pos += 1;
     let timestamp_delta = body_varlong(buf, &mut pos, end, "timestamp delta")?;
     let offset_delta = body_varint(buf, &mut pos, end, "offset delta")?;
@@ -375,20 +341,14 @@ fn decode_record(buf: &[u8], start: usize) -> Result<Record<'_>, FormatError> {
     let hc_at = pos;
     let header_count = body_varint(buf, &mut pos, end, "header count")?;
     if header_count < 0 {
-        return Err(invalid(
-            hc_at,
-            format!("negative header count {header_count}"),
-        ));
+        return Err(invalid(hc_at, format!("negative header count {header_count}")));
     }
     // Each header takes at least two bytes (two one-byte length varints).
     let hc = header_count as usize;
     if hc > (end - pos) / 2 {
         return Err(invalid(
             hc_at,
-            format!(
-                "header count {hc} cannot fit in the {} bytes left in the record",
-                end - pos
-            ),
+            format!("header count {hc} cannot fit in the {} bytes left in the record", end - pos),
         ));
     }
     let mut headers = Vec::with_capacity(hc);
@@ -400,21 +360,10 @@ fn decode_record(buf: &[u8], start: usize) -> Result<Record<'_>, FormatError> {
     if pos != end {
         return Err(invalid(
             start,
-            format!(
-                "record declares {body_len} bytes but its fields end after {}",
-                pos - body_start
-            ),
+            format!("record declares {body_len} bytes but its fields end after {}", pos - body_start),
         ));
     }
-    Ok(Record {
-        attributes,
-        timestamp_delta,
-        offset_delta,
-        key,
-        value,
-        headers,
-        size_in_bytes: end - start,
-    })
+    Ok(Record { attributes, timestamp_delta, offset_delta, key, value, headers, size_in_bytes: end - start })
 }
 
 fn opt_len_size(b: Option<&[u8]>) -> Option<usize> {
@@ -484,8 +433,8 @@ pub fn encode_record(
     value: Option<&[u8]>,
     headers: &[(&[u8], Option<&[u8]>)],
 ) {
-    let body = body_size(offset_delta, timestamp_delta, key, value, headers)
-        .expect("record field longer than i32::MAX bytes");
+    let body =
+        body_size(offset_delta, timestamp_delta, key, value, headers).expect("record field longer than i32::MAX bytes");
     out.reserve(MAX_VARINT_SIZE + body);
     write_varint(out, body as i32);
     out.push(0);
@@ -506,16 +455,9 @@ pub fn encode_record(
 /// Meant for a batch already checked with [`super::batch::validate_batch`], but safe on any
 /// bytes: a batch shorter than the header is [`FormatError::Truncated`] and an unknown codec
 /// [`FormatError::UnknownCompression`]. `scratch` is cleared first when used.
-pub fn records_section<'a>(
-    batch: &'a [u8],
-    scratch: &'a mut Vec<u8>,
-    limit: usize,
-) -> Result<&'a [u8], FormatError> {
+pub fn records_section<'a>(batch: &'a [u8], scratch: &'a mut Vec<u8>, limit: usize) -> Result<&'a [u8], FormatError> {
     let Some(records) = batch.get(RECORDS_OFFSET..) else {
-        return Err(FormatError::Truncated {
-            needed: BATCH_HEADER_SIZE as u64,
-            available: batch.len() as u64,
-        });
+        return Err(FormatError::Truncated { needed: BATCH_HEADER_SIZE as u64, available: batch.len() as u64 });
     };
     let codec = Attributes(be_i16(batch, ATTRIBUTES_OFFSET)).compression()?;
     if codec == Compression::None {
@@ -531,15 +473,9 @@ pub fn records_section<'a>(
 ///
 /// Like Kafka's `DefaultRecordBatch.iterator`, a batch whose count is 0 yields no records and its
 /// records bytes are not looked at (not decompressed, not checked for trailing bytes).
-pub fn batch_records<'a>(
-    batch: &'a [u8],
-    scratch: &'a mut Vec<u8>,
-) -> Result<RecordIter<'a>, FormatError> {
+pub fn batch_records<'a>(batch: &'a [u8], scratch: &'a mut Vec<u8>) -> Result<RecordIter<'a>, FormatError> {
     if batch.len() < BATCH_HEADER_SIZE {
-        return Err(FormatError::Truncated {
-            needed: BATCH_HEADER_SIZE as u64,
-            available: batch.len() as u64,
-        });
+        return Err(FormatError::Truncated { needed: BATCH_HEADER_SIZE as u64, available: batch.len() as u64 });
     }
     let count = be_i32(batch, RECORDS_COUNT_OFFSET);
     if count == 0 {
@@ -554,13 +490,7 @@ mod tests {
     use super::*;
 
     /// (offsetDelta, timestampDelta, key, value, headers)
-    type TestRec<'a> = (
-        i32,
-        i64,
-        Option<&'a [u8]>,
-        Option<&'a [u8]>,
-        Vec<(&'a [u8], Option<&'a [u8]>)>,
-    );
+    type TestRec<'a> = (i32, i64, Option<&'a [u8]>, Option<&'a [u8]>, Vec<(&'a [u8], Option<&'a [u8]>)>);
 
     fn xorshift(seed: u64) -> impl FnMut() -> u64 {
         let mut x = seed | 1;
@@ -575,21 +505,8 @@ mod tests {
     #[test]
     fn varint_round_trips() {
         let mut rng = xorshift(42);
-        let mut vals: Vec<i32> = vec![
-            0,
-            1,
-            -1,
-            63,
-            -64,
-            64,
-            -65,
-            8191,
-            8192,
-            i32::MIN,
-            i32::MAX,
-            i32::MIN + 1,
-            i32::MAX - 1,
-        ];
+        let mut vals: Vec<i32> =
+            vec![0, 1, -1, 63, -64, 64, -65, 8191, 8192, i32::MIN, i32::MAX, i32::MIN + 1, i32::MAX - 1];
         vals.extend((0..2000).map(|_| rng() as i32 >> (rng() % 32)));
         for v in vals {
             let mut b = Vec::new();
@@ -602,22 +519,11 @@ mod tests {
             // Every strict prefix is truncated.
             for cut in 0..b.len() {
                 let mut p = 0;
-                assert!(matches!(
-                    read_varint(&b[..cut], &mut p),
-                    Err(FormatError::Truncated { .. })
-                ));
+                assert!(matches!(read_varint(&b[..cut], &mut p), Err(FormatError::Truncated { .. })));
                 assert_eq!(p, 0);
             }
         }
-        let mut lvals: Vec<i64> = vec![
-            0,
-            1,
-            -1,
-            i64::MIN,
-            i64::MAX,
-            i32::MIN as i64,
-            i32::MAX as i64 + 1,
-        ];
+        let mut lvals: Vec<i64> = vec![0, 1, -1, i64::MIN, i64::MAX, i32::MIN as i64, i32::MAX as i64 + 1];
         lvals.extend((0..2000).map(|_| rng() as i64 >> (rng() % 64)));
         for v in lvals {
             let mut b = Vec::new();
@@ -646,20 +552,14 @@ mod tests {
         assert_eq!(enc(i32::MIN), [0xff, 0xff, 0xff, 0xff, 0x0f]);
         let mut b = Vec::new();
         write_varlong(&mut b, i64::MIN);
-        assert_eq!(
-            b,
-            [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]
-        );
+        assert_eq!(b, [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
     }
 
     #[test]
     fn malformed_varints() {
         // Continuation on the 5th (varint) / 10th (varlong) byte.
         let mut pos = 0;
-        assert_eq!(
-            read_varint(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x00], &mut pos),
-            Err(FormatError::BadVarint { at: 0 })
-        );
+        assert_eq!(read_varint(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x00], &mut pos), Err(FormatError::BadVarint { at: 0 }));
         assert_eq!(pos, 0);
         let mut pos = 2;
         assert_eq!(
@@ -667,21 +567,12 @@ mod tests {
             Err(FormatError::BadVarint { at: 2 })
         );
         let mut pos = 0;
-        assert_eq!(
-            read_varlong(&[0x80; 11], &mut pos),
-            Err(FormatError::BadVarint { at: 0 })
-        );
+        assert_eq!(read_varlong(&[0x80; 11], &mut pos), Err(FormatError::BadVarint { at: 0 }));
         let mut pos = 0;
-        assert!(matches!(
-            read_varint(&[], &mut pos),
-            Err(FormatError::Truncated { .. })
-        ));
+        assert!(matches!(read_varint(&[], &mut pos), Err(FormatError::Truncated { .. })));
         // Kafka ignores the fifth byte's bits above bit 31.
         let mut pos = 0;
-        assert_eq!(
-            read_varint(&[0xfe, 0xff, 0xff, 0xff, 0x7f], &mut pos),
-            Ok(i32::MAX)
-        );
+        assert_eq!(read_varint(&[0xfe, 0xff, 0xff, 0xff, 0x7f], &mut pos), Ok(i32::MAX));
     }
 
     fn encode_all(recs: &[TestRec]) -> Vec<u8> {
@@ -689,10 +580,7 @@ mod tests {
         for (od, td, k, v, h) in recs {
             let before = out.len();
             encode_record(&mut out, *od, *td, *k, *v, h);
-            assert_eq!(
-                out.len() - before,
-                encoded_record_size(*od, *td, *k, *v, h).unwrap()
-            );
+            assert_eq!(out.len() - before, encoded_record_size(*od, *td, *k, *v, h).unwrap());
         }
         out
     }
@@ -702,20 +590,12 @@ mod tests {
         let big = vec![7u8; 300];
         let recs: Vec<TestRec> = vec![
             (0, 0, None, Some(b"hello"), vec![]),
-            (
-                1,
-                -5,
-                Some(b"k"),
-                None,
-                vec![(b"h1", Some(b"v1")), (b"", None)],
-            ),
+            (1, -5, Some(b"k"), None, vec![(b"h1", Some(b"v1")), (b"", None)]),
             (2, i64::MAX, Some(b""), Some(&big), vec![(b"x", Some(b""))]),
             (i32::MAX, i64::MIN, None, None, vec![]),
         ];
         let bytes = encode_all(&recs);
-        let got: Vec<Record> = RecordIter::new(&bytes, recs.len() as i32)
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let got: Vec<Record> = RecordIter::new(&bytes, recs.len() as i32).collect::<Result<_, _>>().unwrap();
         assert_eq!(got.len(), recs.len());
         let mut total = 0;
         for (r, (od, td, k, v, h)) in got.iter().zip(&recs) {
@@ -724,18 +604,14 @@ mod tests {
             assert_eq!(r.timestamp_delta, *td);
             assert_eq!(r.key, *k);
             assert_eq!(r.value, *v);
-            let hs: Vec<(&[u8], Option<&[u8]>)> =
-                r.headers.iter().map(|h| (h.key, h.value)).collect();
+            let hs: Vec<(&[u8], Option<&[u8]>)> = r.headers.iter().map(|h| (h.key, h.value)).collect();
             assert_eq!(&hs, h);
             total += r.size_in_bytes;
         }
         assert_eq!(total, bytes.len());
         assert_eq!(got[1].offset(100), 101);
         assert_eq!(got[1].timestamp(1000, 2000, TimestampType::CreateTime), 995);
-        assert_eq!(
-            got[1].timestamp(1000, 2000, TimestampType::LogAppendTime),
-            2000
-        );
+        assert_eq!(got[1].timestamp(1000, 2000, TimestampType::LogAppendTime), 2000);
     }
 
     #[test]
@@ -746,13 +622,7 @@ mod tests {
         let r: Vec<_> = RecordIter::new(&bytes, 1).collect();
         assert_eq!(r.len(), 2);
         assert!(r[0].is_ok());
-        assert_eq!(
-            r[1],
-            Err(FormatError::TrailingBytes {
-                count: 1,
-                remaining: 8
-            })
-        );
+        assert_eq!(r[1], Err(FormatError::TrailingBytes { count: 1, remaining: 8 }));
         let r: Vec<_> = RecordIter::new(&bytes, 3).collect();
         assert_eq!(r.len(), 3);
         assert!(matches!(r[2], Err(FormatError::Truncated { .. })));
@@ -788,9 +658,7 @@ mod tests {
             // fields stop short: header count missing
             body(&[0, 0, 0, 0x01, 0x01]),
             // overlong varint inside the record
-            body(&[
-                0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0, 1, 1, 0,
-            ]),
+            body(&[0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0, 1, 1, 0]),
             // empty body
             body(&[]),
         ];
@@ -798,10 +666,7 @@ mod tests {
             let r: Vec<_> = RecordIter::new(b, 1).collect();
             assert!(r.iter().any(|x| x.is_err()), "case {i}: {r:?}");
             assert!(
-                matches!(
-                    r[0],
-                    Err(FormatError::InvalidRecord { .. }) | Err(FormatError::BadVarint { .. })
-                ),
+                matches!(r[0], Err(FormatError::InvalidRecord { .. }) | Err(FormatError::BadVarint { .. })),
                 "case {i}: {r:?}"
             );
         }
@@ -816,30 +681,20 @@ mod tests {
         let mut bytes = Vec::new();
         for i in 0..20i32 {
             let v = vec![i as u8; (i as usize * 37) % 200];
-            let hs: Vec<(&[u8], Option<&[u8]>)> = (0..(i % 4))
-                .map(|j| (&b"hdr"[..j as usize], Some(&v[..j as usize])))
-                .collect();
+            let hs: Vec<(&[u8], Option<&[u8]>)> =
+                (0..(i % 4)).map(|j| (&b"hdr"[..j as usize], Some(&v[..j as usize]))).collect();
             encode_record(
                 &mut bytes,
                 i,
                 i as i64 * 1000 - 7,
-                if i % 3 == 0 {
-                    None
-                } else {
-                    Some(&v[..3.min(v.len())])
-                },
+                if i % 3 == 0 { None } else { Some(&v[..3.min(v.len())]) },
                 Some(&v),
                 &hs,
             );
         }
-        assert_eq!(
-            RecordIter::new(&bytes, 20).filter(|r| r.is_err()).count(),
-            0
-        );
+        assert_eq!(RecordIter::new(&bytes, 20).filter(|r| r.is_err()).count(), 0);
         for cut in 0..bytes.len() {
-            let errs = RecordIter::new(&bytes[..cut], 20)
-                .filter(|r| r.is_err())
-                .count();
+            let errs = RecordIter::new(&bytes[..cut], 20).filter(|r| r.is_err()).count();
             assert_eq!(errs, 1, "cut {cut}");
         }
         let mut rng = xorshift(7);

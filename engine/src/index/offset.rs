@@ -88,10 +88,7 @@ impl OffsetIndex {
     /// Entry `slot`, made absolute.
     pub fn entry(&self, slot: usize) -> OffsetPosition {
         let e = OffsetEntry::decode(&self.inner.bytes, slot);
-        OffsetPosition {
-            offset: self.base_offset + e.relative_offset as i64,
-            position: e.position as u32,
-        }
+        OffsetPosition { offset: self.base_offset + e.relative_offset as i64, position: e.position as u32 }
     }
 
     /// The last entry, or `(base_offset, 0)` when empty.
@@ -132,10 +129,7 @@ impl OffsetIndex {
                 detail: format!("offset {offset} does not fit relative to base {}", self.base_offset),
             });
         }
-        let e = OffsetEntry {
-            relative_offset: (offset - self.base_offset) as i32,
-            position: position as i32,
-        };
+        let e = OffsetEntry { relative_offset: (offset - self.base_offset) as i32, position: position as i32 };
         self.inner.bytes.extend_from_slice(&e.encode());
         Ok(())
     }
@@ -181,10 +175,7 @@ impl OffsetIndex {
     /// must be a multiple of 8.
     pub fn sanity_check(&self) -> std::result::Result<(), String> {
         if !self.inner.file_len.is_multiple_of(OFFSET_ENTRY_SIZE as u64) {
-            return Err(format!(
-                "index file size {} is not a multiple of {OFFSET_ENTRY_SIZE}",
-                self.inner.file_len
-            ));
+            return Err(format!("index file size {} is not a multiple of {OFFSET_ENTRY_SIZE}", self.inner.file_len));
         }
         if self.entries() > 0 && self.last_entry().offset < self.base_offset {
             return Err(format!(
@@ -223,11 +214,7 @@ impl OffsetIndex {
     }
 
     fn path_buf(&self) -> std::path::PathBuf {
-        self.inner
-            .file
-            .as_ref()
-            .map(|f| f.path().to_path_buf())
-            .unwrap_or_else(|| Path::new("<memory>").to_path_buf())
+        self.inner.file.as_ref().map(|f| f.path().to_path_buf()).unwrap_or_else(|| Path::new("<memory>").to_path_buf())
     }
 }
 

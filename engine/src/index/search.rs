@@ -20,12 +20,7 @@ pub struct SlotRange {
 /// Finds the slots bracketing `target` among `entries` keys read through `key(slot)`, keys sorted
 /// ascending. `warm_entries` is `WARM_SECTION_BYTES / entry_size`.
 #[inline]
-pub fn index_slot_range_for(
-    entries: usize,
-    warm_entries: usize,
-    target: i64,
-    key: impl Fn(usize) -> i64,
-) -> SlotRange {
+pub fn index_slot_range_for(entries: usize, warm_entries: usize, target: i64, key: impl Fn(usize) -> i64) -> SlotRange {
     if entries == 0 {
         return SlotRange { lower: -1, upper: -1 };
     }
@@ -40,13 +35,7 @@ pub fn index_slot_range_for(
 }
 
 #[inline]
-fn binary_search(
-    entries: usize,
-    begin: usize,
-    end: usize,
-    target: i64,
-    key: &impl Fn(usize) -> i64,
-) -> SlotRange {
+fn binary_search(entries: usize, begin: usize, end: usize, target: i64, key: &impl Fn(usize) -> i64) -> SlotRange {
     let mut lo = begin;
     let mut hi = end;
     while lo < hi {

@@ -86,10 +86,7 @@ impl TimeIndex {
 
     pub fn entry(&self, slot: usize) -> TimestampOffset {
         let e = TimeEntry::decode(&self.inner.bytes, slot);
-        TimestampOffset {
-            timestamp: e.timestamp,
-            offset: self.base_offset + e.relative_offset as i64,
-        }
+        TimestampOffset { timestamp: e.timestamp, offset: self.base_offset + e.relative_offset as i64 }
     }
 
     /// The last entry, or `(-1, base_offset)` when empty.
@@ -109,16 +106,11 @@ impl TimeIndex {
         }
         let last = self.last_entry();
         if self.entries() > 0 && offset < last.offset {
-            return Err(self.err(format!(
-                "append of offset {offset} below the last entry's offset {}",
-                last.offset
-            )));
+            return Err(self.err(format!("append of offset {offset} below the last entry's offset {}", last.offset)));
         }
         if self.entries() > 0 && timestamp < last.timestamp {
-            return Err(self.err(format!(
-                "append of timestamp {timestamp} below the last entry's timestamp {}",
-                last.timestamp
-            )));
+            return Err(self
+                .err(format!("append of timestamp {timestamp} below the last entry's timestamp {}", last.timestamp)));
         }
         if timestamp > last.timestamp {
             if self.entries() >= self.inner.max_entries {
@@ -169,19 +161,13 @@ impl TimeIndex {
     /// Kafka's `sanityCheck`.
     pub fn sanity_check(&self) -> std::result::Result<(), String> {
         if !self.inner.file_len.is_multiple_of(TIME_ENTRY_SIZE as u64) {
-            return Err(format!(
-                "time index file size {} is not a multiple of {TIME_ENTRY_SIZE}",
-                self.inner.file_len
-            ));
+            return Err(format!("time index file size {} is not a multiple of {TIME_ENTRY_SIZE}", self.inner.file_len));
         }
         if self.entries() > 0 {
             let first = self.entry(0);
             let last = self.last_entry();
             if last.timestamp < first.timestamp {
-                return Err(format!(
-                    "last timestamp {} is below the first {}",
-                    last.timestamp, first.timestamp
-                ));
+                return Err(format!("last timestamp {} is below the first {}", last.timestamp, first.timestamp));
             }
             if last.offset < self.base_offset {
                 return Err(format!("last offset {} is below the base offset {}", last.offset, self.base_offset));
@@ -213,12 +199,7 @@ impl TimeIndex {
 
     fn err(&self, detail: String) -> Error {
         Error::CorruptIndex {
-            path: self
-                .inner
-                .file
-                .as_ref()
-                .map(|f| f.path().to_path_buf())
-                .unwrap_or_else(|| "<memory>".into()),
+            path: self.inner.file.as_ref().map(|f| f.path().to_path_buf()).unwrap_or_else(|| "<memory>".into()),
             detail,
         }
     }

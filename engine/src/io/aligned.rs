@@ -108,7 +108,11 @@ impl Drop for AlignedBuf {
 
 impl std::fmt::Debug for AlignedBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AlignedBuf").field("len", &self.len).field("capacity", &self.capacity()).field("align", &self.align()).finish()
+        f.debug_struct("AlignedBuf")
+            .field("len", &self.len)
+            .field("capacity", &self.capacity())
+            .field("align", &self.align())
+            .finish()
     }
 }
 

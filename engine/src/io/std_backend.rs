@@ -21,10 +21,7 @@ pub struct StdStorage {
 
 impl Default for StdStorage {
     fn default() -> Self {
-        StdStorage {
-            file_mode: 0o600,
-            dir_mode: 0o700,
-        }
+        StdStorage { file_mode: 0o600, dir_mode: 0o700 }
     }
 }
 
@@ -53,20 +50,14 @@ impl IoFile for StdFile {
     fn write_all_at(&self, buf: &[u8], pos: u64) -> Result<()> {
         super::record_io(1, 1, 0, buf.len() as u64, 0);
         super::record_writes(1);
-        self.file
-            .write_all_at(buf, pos)
-            .map_err(|e| Error::io("write", &self.path, e))
+        self.file.write_all_at(buf, pos).map_err(|e| Error::io("write", &self.path, e))
     }
     fn sync_data(&self) -> Result<()> {
         super::record_io(1, 1, 0, 0, 1);
-        self.file
-            .sync_data()
-            .map_err(|e| Error::io("fdatasync", &self.path, e))
+        self.file.sync_data().map_err(|e| Error::io("fdatasync", &self.path, e))
     }
     fn set_len(&self, len: u64) -> Result<()> {
-        self.file
-            .set_len(len)
-            .map_err(|e| Error::io("truncate", &self.path, e))
+        self.file.set_len(len).map_err(|e| Error::io("truncate", &self.path, e))
     }
     fn allocate(&self, len: u64) -> Result<()> {
         if len == 0 {
@@ -74,37 +65,21 @@ impl IoFile for StdFile {
         }
         // SAFETY: fallocate takes a file descriptor we own for the duration of the call and
         // plain integers; it touches no memory of ours.
-        let rc = unsafe {
-            libc::fallocate(
-                self.file.as_raw_fd(),
-                libc::FALLOC_FL_KEEP_SIZE,
-                0,
-                len as libc::off_t,
-            )
-        };
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, len as libc::off_t) };
         if rc != 0 {
             return Err(Error::io("fallocate", &self.path, std::io::Error::last_os_error()));
         }
         Ok(())
     }
     fn len(&self) -> Result<u64> {
-        self.file
-            .metadata()
-            .map(|m| m.len())
-            .map_err(|e| Error::io("stat", &self.path, e))
+        self.file.metadata().map(|m| m.len()).map_err(|e| Error::io("stat", &self.path, e))
     }
     fn raw_fd(&self) -> Option<std::os::unix::io::RawFd> {
         Some(self.file.as_raw_fd())
     }
     fn modified_ms(&self) -> Result<i64> {
-        let m = self
-            .file
-            .metadata()
-            .and_then(|m| m.modified())
-            .map_err(|e| Error::io("stat", &self.path, e))?;
-        Ok(m.duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0))
+        let m = self.file.metadata().and_then(|m| m.modified()).map_err(|e| Error::io("stat", &self.path, e))?;
+        Ok(m.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0))
     }
 }
 
@@ -125,10 +100,7 @@ impl Storage for StdStorage {
             }
         }
         let file = o.open(path).map_err(|e| Error::io("open", path, e))?;
-        Ok(Arc::new(StdFile {
-            file,
-            path: path.to_path_buf(),
-        }))
+        Ok(Arc::new(StdFile { file, path: path.to_path_buf() }))
     }
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         std::fs::DirBuilder::new()

@@ -1116,6 +1116,7 @@ pub(crate) mod tests {
             bytes_read: now.bytes_read - before.bytes_read,
             bytes_written: now.bytes_written - before.bytes_written,
             fsyncs: now.fsyncs - before.fsyncs,
+            writes: now.writes - before.writes,
         }
     }
 

@@ -171,7 +171,24 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
             seg
         }
     };
-    let log_end_offset = active.read_next_offset()?;
+    let mut active = active;
+    let mut log_end_offset = active.read_next_offset()?;
+    // Kafka's LogLoader: a log start offset (from the checkpoint) beyond the log end means every
+    // segment is gone logically; delete them all and start an empty log there.
+    if let Some(s) = log_start_offset.filter(|&s| s > log_end_offset) {
+        for seg in segments.values() {
+            delete_segment_files(&*storage, seg)?;
+            report.segments_removed.push(seg.base_offset());
+        }
+        segments.clear();
+        let old = active.into_segment()?;
+        delete_segment_files(&*storage, &old)?;
+        report.segments_removed.push(old.base_offset());
+        drop(old);
+        active = ActiveSegment::create(storage.clone(), dir, s, settings, now, 0)?;
+        storage.sync_dir(dir)?;
+        log_end_offset = s;
+    }
     let first_base = segments.keys().next().copied().unwrap_or(active.base_offset());
     let log_start_offset = match log_start_offset {
         Some(s) => s.max(first_base).min(log_end_offset),

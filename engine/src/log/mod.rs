@@ -303,7 +303,8 @@ impl Log {
             }
             count += h.records_count.max(0) as u64;
         }
-        self.maybe_roll(records.len() as u32, max_ts, last.last_offset(), first.base_offset)?;
+        let needed = self.active_segment().index_entries_needed(headers);
+        self.maybe_roll(records.len() as u32, max_ts, last.last_offset(), first.base_offset, needed)?;
         let active = self.active.as_mut().expect("active segment");
         let position = active.size();
         let base = active.base_offset();
@@ -343,10 +344,25 @@ impl Log {
     }
 
     /// Kafka's `maybeRoll`.
-    fn maybe_roll(&mut self, messages_size: u32, max_ts: i64, max_offset: i64, first_offset: i64) -> Result<()> {
+    fn maybe_roll(
+        &mut self,
+        messages_size: u32,
+        max_ts: i64,
+        max_offset: i64,
+        first_offset: i64,
+        index_entries: usize,
+    ) -> Result<()> {
         let now = self.clock.now_ms();
         let (segment_bytes, segment_ms) = (self.config.segment_bytes, self.config.segment_ms);
-        let r = self.active_mut().should_roll(segment_bytes, segment_ms, messages_size, max_ts, max_offset, now);
+        let r = self.active_mut().should_roll(
+            segment_bytes,
+            segment_ms,
+            messages_size,
+            max_ts,
+            max_offset,
+            now,
+            index_entries,
+        );
         if self.guard(r)? {
             self.roll(Some(first_offset))?;
         }
@@ -436,7 +452,11 @@ impl Log {
     /// Applies completions of [`Log::take_writes`]. A failed write or fsync puts the log in the
     /// failed state. With `synced` (the batch held an fsync), the recovery point advances to
     /// `synced_up_to`.
-    pub fn complete_writes(&mut self, completions: Vec<crate::io::IoCompletion>, synced_up_to: Option<i64>) -> Result<()> {
+    pub fn complete_writes(
+        &mut self,
+        completions: Vec<crate::io::IoCompletion>,
+        synced_up_to: Option<i64>,
+    ) -> Result<()> {
         let r = self.active_mut().complete_writes(completions);
         self.guard(r)?;
         if let Some(o) = synced_up_to {
@@ -460,4 +480,3 @@ impl Log {
         self.storage.sync_dir(&self.dir)
     }
 }
-

@@ -16,6 +16,9 @@ pub enum ListOffset {
     MaxTimestamp,
     /// -4: the earliest offset kept locally (the log start offset without tiered storage).
     EarliestLocal,
+    /// -5: the latest offset in tiered storage; without tiered storage Kafka answers offset -1
+    /// with leader epoch -1, and so does seglog.
+    LatestTiered,
     /// A timestamp in ms: the first record with timestamp >= it.
     Timestamp(i64),
 }
@@ -28,6 +31,7 @@ impl ListOffset {
             -2 => ListOffset::Earliest,
             -3 => ListOffset::MaxTimestamp,
             -4 => ListOffset::EarliestLocal,
+            -5 => ListOffset::LatestTiered,
             t => ListOffset::Timestamp(t),
         }
     }
@@ -61,7 +65,13 @@ impl Log {
     /// `None` = the log end; a broker passes its high watermark). Kafka's `read`, except that the
     /// result never ends in a partial batch. `start_offset` outside `[log start, log end]` is
     /// [`Error::OffsetOutOfRange`]; at the log end the result is empty.
-    pub fn read(&self, start_offset: i64, max_bytes: u32, upper_bound: Option<i64>, min_one: bool) -> Result<FetchData> {
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: u32,
+        upper_bound: Option<i64>,
+        min_one: bool,
+    ) -> Result<FetchData> {
         let mut out = FetchData {
             high_watermark: self.high_watermark,
             log_start_offset: self.log_start_offset,
@@ -167,12 +177,15 @@ impl Log {
     /// record is that recent.
     pub fn offset_for_time(&self, target: ListOffset) -> Result<Option<TimestampAndOffset>> {
         match target {
-            ListOffset::Earliest | ListOffset::EarliestLocal => Ok(Some(TimestampAndOffset {
-                timestamp: -1,
-                offset: self.log_start_offset,
-                leader_epoch: None,
-            })),
-            ListOffset::Latest => Ok(Some(TimestampAndOffset { timestamp: -1, offset: self.log_end_offset, leader_epoch: None })),
+            ListOffset::Earliest | ListOffset::EarliestLocal => {
+                Ok(Some(TimestampAndOffset { timestamp: -1, offset: self.log_start_offset, leader_epoch: None }))
+            }
+            ListOffset::Latest => {
+                Ok(Some(TimestampAndOffset { timestamp: -1, offset: self.log_end_offset, leader_epoch: None }))
+            }
+            ListOffset::LatestTiered => {
+                Ok(Some(TimestampAndOffset { timestamp: -1, offset: -1, leader_epoch: Some(-1) }))
+            }
             ListOffset::MaxTimestamp => {
                 // The first segment with the largest max timestamp.
                 let mut best: Option<&crate::segment::Segment> = None;

@@ -17,7 +17,7 @@ pub(crate) struct CheckedBatch {
 }
 
 /// Framing, magic, CRC and size checks shared by leader and follower appends.
-fn split(records: &[u8], config: &LogConfig, strict_count: bool) -> Result<Vec<CheckedBatch>> {
+fn split(records: &[u8], config: &LogConfig, strict_count: bool, check_size: bool) -> Result<Vec<CheckedBatch>> {
     if records.is_empty() {
         return Err(Error::InvalidBatch {
             at: 0,
@@ -29,7 +29,7 @@ fn split(records: &[u8], config: &LogConfig, strict_count: bool) -> Result<Vec<C
     let mut pos = 0usize;
     while pos + batch::HEADER_SIZE_UP_TO_MAGIC <= records.len() {
         let Ok(frame) = batch::EntryFrame::parse(&records[pos..]) else { break };
-        if frame.size > config.max_message_bytes as i64 && frame.magic == batch::MAGIC_V2 {
+        if check_size && frame.size > config.max_message_bytes as i64 && frame.magic == batch::MAGIC_V2 {
             return Err(Error::RecordTooLarge {
                 at: pos,
                 size: frame.size as u64,
@@ -42,7 +42,8 @@ fn split(records: &[u8], config: &LogConfig, strict_count: bool) -> Result<Vec<C
         }
         pos += frame.size as usize;
     }
-    let parsed = batch::split_batches(records, strict_count).map_err(|(at, source)| Error::InvalidBatch { at, source })?;
+    let parsed =
+        batch::split_batches(records, strict_count).map_err(|(at, source)| Error::InvalidBatch { at, source })?;
     Ok(parsed
         .into_iter()
         .map(|(at, header)| CheckedBatch { at, header, max_timestamp: header.max_timestamp })
@@ -54,7 +55,7 @@ fn split(records: &[u8], config: &LogConfig, strict_count: bool) -> Result<Vec<C
 /// producer id), every record decodable with sequential offset deltas, and, for CreateTime, every
 /// record timestamp within `message.timestamp.before/after.max.ms` of `now_ms`.
 pub(crate) fn validate_leader(records: &[u8], config: &LogConfig, now_ms: i64) -> Result<Vec<CheckedBatch>> {
-    let mut batches = split(records, config, true)?;
+    let mut batches = split(records, config, true, true)?;
     let mut scratch = Vec::new();
     for cb in &mut batches {
         let h = cb.header;
@@ -98,6 +99,14 @@ pub(crate) fn validate_leader(records: &[u8], config: &LogConfig, now_ms: i64) -
                         detail: "newer than message.timestamp.after.max.ms allows",
                     });
                 }
+            } else if h.timestamp_type() == TimestampType::LogAppendTime {
+                // Kafka's validateTimestamp: only the broker sets LogAppendTime.
+                return Err(Error::InvalidTimestamp {
+                    at,
+                    timestamp: ts,
+                    now_ms,
+                    detail: "the producer must not set the timestamp type to LogAppendTime",
+                });
             }
             max_ts = max_ts.max(ts);
         }
@@ -109,7 +118,9 @@ pub(crate) fn validate_leader(records: &[u8], config: &LogConfig, now_ms: i64) -
 /// Follower checks: framing, magic 2, CRC, size; offsets must continue the log from
 /// `log_end_offset` and increase strictly from batch to batch.
 pub(crate) fn validate_follower(records: &[u8], config: &LogConfig, log_end_offset: i64) -> Result<Vec<CheckedBatch>> {
-    let batches = split(records, config, false)?;
+    // Like Kafka's appendAsFollower (ignoreRecordSize): the leader already accepted the batch
+    // size; only segment.bytes limits a follower.
+    let batches = split(records, config, false, false)?;
     let mut expected = log_end_offset;
     for cb in &batches {
         if cb.header.base_offset < expected {

@@ -148,11 +148,8 @@ impl Segment {
         let mut scan = self.scanner(start);
         while let Some(b) = scan.next_batch()? {
             if b.last_offset() >= offset {
-                let cost = WalkCost {
-                    start_position: start,
-                    bytes_scanned: b.position - start,
-                    hops: (scan.hops - 1) as u32,
-                };
+                let cost =
+                    WalkCost { start_position: start, bytes_scanned: b.position - start, hops: (scan.hops - 1) as u32 };
                 return Ok((
                     Some(LogOffsetPosition { offset: b.last_offset(), position: b.position, size: b.size() }),
                     cost,
@@ -171,7 +168,13 @@ impl Segment {
     /// offset `>= start_offset`, at most `max_size` bytes and nothing at or past `max_position`.
     /// With `min_one`, the first batch is returned even if larger than `max_size`. `None` when
     /// `start_offset` is past the segment's last offset.
-    pub fn read(&self, start_offset: i64, max_size: u32, max_position: u32, min_one: bool) -> Result<Option<SegmentRead>> {
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_size: u32,
+        max_position: u32,
+        min_one: bool,
+    ) -> Result<Option<SegmentRead>> {
         let Some(start) = self.translate_offset(start_offset, 0)? else {
             return Ok(None);
         };
@@ -199,7 +202,13 @@ impl Segment {
     /// Like [`Segment::read`], but only finds the byte range of the whole batches it would
     /// return, walking batch headers instead of reading payloads: `(position, length)`. For
     /// handing a file range to `sendfile`/`splice` without copying through user space.
-    pub fn read_range(&self, start_offset: i64, max_size: u32, max_position: u32, min_one: bool) -> Result<Option<(u32, u32)>> {
+    pub fn read_range(
+        &self,
+        start_offset: i64,
+        max_size: u32,
+        max_position: u32,
+        min_one: bool,
+    ) -> Result<Option<(u32, u32)>> {
         let Some(start) = self.translate_offset(start_offset, 0)? else {
             return Ok(None);
         };
@@ -218,7 +227,11 @@ impl Segment {
 
     /// Kafka's `findOffsetByTimestamp`: the first record with timestamp `>= timestamp_ms` and
     /// offset `>= starting_offset`, searching from the time index's floor entry.
-    pub fn find_offset_by_timestamp(&self, timestamp_ms: i64, starting_offset: i64) -> Result<Option<TimestampAndOffset>> {
+    pub fn find_offset_by_timestamp(
+        &self,
+        timestamp_ms: i64,
+        starting_offset: i64,
+    ) -> Result<Option<TimestampAndOffset>> {
         let entry = self.time_index.lookup(timestamp_ms);
         let position = self.offset_index.lookup(entry.offset.max(starting_offset)).position;
         let mut scan = self.scanner(position);
@@ -263,10 +276,9 @@ impl Segment {
     /// For `MAX_TIMESTAMP` lookups: the offset of the first record holding the segment's max
     /// timestamp (Kafka: the batch found from the index, then `offsetOfMaxTimestamp`).
     pub fn offset_of_max_timestamp(&self) -> Result<Option<TimestampAndOffset>> {
+        // Without timestamps (-1 everywhere) Kafka still answers: the first record of the first
+        // batch whose max timestamp is -1.
         let max = self.max_timestamp_so_far;
-        if max.timestamp < 0 {
-            return Ok(None);
-        }
         let position = self.offset_index.lookup(max.offset).position;
         let mut scan = self.scanner(position);
         let mut buf = Vec::new();
@@ -276,9 +288,9 @@ impl Segment {
                 continue;
             }
             scan.read_batch(&b, &mut buf)?;
-            return self.first_record_at_or_after(&b, &buf, &mut scratch, max.timestamp, i64::MIN).map(|hit| {
-                hit.filter(|h| h.timestamp == max.timestamp)
-            });
+            return self
+                .first_record_at_or_after(&b, &buf, &mut scratch, max.timestamp, i64::MIN)
+                .map(|hit| hit.filter(|h| h.timestamp == max.timestamp));
         }
         Ok(None)
     }
@@ -333,7 +345,8 @@ impl Segment {
                 break;
             }
             if let Err(source) = batch::validate_batch(&buf, false) {
-                res.first_error = Some(Error::Corrupt { path: self.log.path().to_path_buf(), pos: b.position as u64, source });
+                res.first_error =
+                    Some(Error::Corrupt { path: self.log.path().to_path_buf(), pos: b.position as u64, source });
                 break;
             }
             if !self.offset_index.can_append_offset(b.last_offset()) || b.header.base_offset < self.base_offset {
@@ -353,7 +366,8 @@ impl Segment {
                 break;
             }
             if b.header.max_timestamp > self.max_timestamp_so_far.timestamp {
-                self.max_timestamp_so_far = TimestampOffset { timestamp: b.header.max_timestamp, offset: b.last_offset() };
+                self.max_timestamp_so_far =
+                    TimestampOffset { timestamp: b.header.max_timestamp, offset: b.last_offset() };
             }
             if valid - last_index_entry > self.index_interval_bytes {
                 self.offset_index.append(b.last_offset(), valid)?;
@@ -394,12 +408,8 @@ impl Segment {
 
     /// Sanity-checks both indexes (Kafka's `sanityCheck`), naming the file on failure.
     pub fn sanity_check(&self) -> Result<()> {
-        self.offset_index
-            .sanity_check()
-            .map_err(|detail| Error::CorruptIndex { path: self.index_path(), detail })?;
-        self.time_index
-            .sanity_check()
-            .map_err(|detail| Error::CorruptIndex { path: self.time_index_path(), detail })
+        self.offset_index.sanity_check().map_err(|detail| Error::CorruptIndex { path: self.index_path(), detail })?;
+        self.time_index.sanity_check().map_err(|detail| Error::CorruptIndex { path: self.time_index_path(), detail })
     }
 }
 
@@ -496,7 +506,12 @@ impl Segment {
     /// Opens the files of an existing segment. A missing `.timeindex` is created empty (as Kafka
     /// does); a missing `.index` is created empty and reported through the return flag so the
     /// caller rebuilds it (Kafka recovers such a segment).
-    pub fn open_existing(storage: &dyn Storage, dir: &Path, base_offset: i64, settings: SegmentSettings) -> Result<(Segment, bool)> {
+    pub fn open_existing(
+        storage: &dyn Storage,
+        dir: &Path,
+        base_offset: i64,
+        settings: SegmentSettings,
+    ) -> Result<(Segment, bool)> {
         let log_path = dir.join(filename::log_file_name(base_offset));
         let log = storage.open_log(&log_path, OpenMode::ReadWrite)?;
         let len = log.len()?;
@@ -668,6 +683,18 @@ impl ActiveSegment {
                 ),
             });
         }
+        let needed = self.index_entries_needed(batches);
+        if !self.has_index_room(needed) {
+            return Err(Error::InvalidRecord {
+                at: 0,
+                detail: format!(
+                    "{} batches need {needed} index entries, more than segment.index.bytes leaves ({} offset, {} time entries)",
+                    batches.len(),
+                    self.seg.offset_index.max_entries(),
+                    self.seg.time_index.max_entries()
+                ),
+            });
+        }
         let new_size = physical_position as u64 + records.len() as u64;
         if new_size > i32::MAX as u64 {
             return Err(Error::RecordTooLarge {
@@ -698,6 +725,11 @@ impl ActiveSegment {
     }
 
     /// Kafka's `shouldRoll`.
+    ///
+    /// `index_entries` is how many index entries the append would add
+    /// ([`ActiveSegment::index_entries_needed`]): besides Kafka's `isFull` checks, the indexes must
+    /// have room for all of them (only a multi-batch append can need more than one).
+    #[allow(clippy::too_many_arguments)]
     pub fn should_roll(
         &mut self,
         segment_bytes: u32,
@@ -706,15 +738,40 @@ impl ActiveSegment {
         max_timestamp_in_messages: i64,
         max_offset_in_messages: i64,
         now_ms: i64,
+        index_entries: usize,
     ) -> Result<bool> {
-        let reached_roll_ms =
-            self.time_waited_for_roll(now_ms, max_timestamp_in_messages)? > segment_ms.saturating_sub(self.roll_jitter_ms);
+        let reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp_in_messages)?
+            > segment_ms.saturating_sub(self.roll_jitter_ms);
         let size = self.seg.size as i64;
         Ok(size > segment_bytes as i64 - messages_size as i64
             || (size > 0 && reached_roll_ms)
             || self.seg.offset_index.is_full()
             || self.seg.time_index.is_full()
+            || !self.has_index_room(index_entries)
             || !self.seg.offset_index.can_append_offset(max_offset_in_messages))
+    }
+
+    /// How many index entries appending `batches` would add: the append rule replayed on the
+    /// byte counter, without touching anything.
+    pub fn index_entries_needed(&self, batches: &[batch::BatchHeader]) -> usize {
+        let mut since = self.bytes_since_last_index_entry;
+        let mut n = 0;
+        for b in batches {
+            if since > self.seg.index_interval_bytes {
+                n += 1;
+                since = 0;
+            }
+            since = since.saturating_add(b.size_in_bytes() as u32);
+        }
+        n
+    }
+
+    /// True when both indexes can take `entries` more entries (the time index keeps its last slot
+    /// for the entry written at roll).
+    pub fn has_index_room(&self, entries: usize) -> bool {
+        entries == 0
+            || (self.seg.offset_index.entries() + entries <= self.seg.offset_index.max_entries()
+                && self.seg.time_index.entries() + entries < self.seg.time_index.max_entries())
     }
 
     /// Kafka's `timeWaitedForRoll`: by the first batch's timestamp when it has one, else by wall

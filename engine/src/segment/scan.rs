@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::batch::{
-    BatchHeader, EntryFrame, BATCH_HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2,
-    RECORD_OVERHEAD_V0,
+    BatchHeader, EntryFrame, BATCH_HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2, RECORD_OVERHEAD_V0,
 };
 use crate::format::FormatError;
 use crate::io::IoFile;

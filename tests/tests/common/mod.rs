@@ -37,19 +37,11 @@ impl TestLog {
 /// A small-index configuration (index files of `segment_index_bytes`, not 10 MiB), otherwise
 /// Kafka's defaults.
 pub fn small_config() -> LogConfig {
-    LogConfig {
-        segment_index_bytes: 4096,
-        ..LogConfig::default()
-    }
+    LogConfig { segment_index_bytes: 4096, ..LogConfig::default() }
 }
 
 pub fn options(config: LogConfig, clock: &Arc<ManualClock>, recovery: Recovery) -> LogOptions {
-    LogOptions {
-        config,
-        clock: clock.clone(),
-        recovery,
-        ..LogOptions::default()
-    }
+    LogOptions { config, clock: clock.clone(), recovery, ..LogOptions::default() }
 }
 
 /// Opens a new log in `<tmp>/topic-0` with the clock at [`T0`].
@@ -105,11 +97,7 @@ pub fn batch_of_size(size: usize, ts: i64) -> Vec<u8> {
 
 /// A follower batch: the given base offset and leader epoch, one record per timestamp.
 pub fn follower_batch(base_offset: i64, epoch: i32, timestamps: &[i64], value_len: usize) -> Vec<u8> {
-    build(
-        BatchBuilder::new().base_offset(base_offset).partition_leader_epoch(epoch),
-        timestamps,
-        value_len,
-    )
+    build(BatchBuilder::new().base_offset(base_offset).partition_leader_epoch(epoch), timestamps, value_len)
 }
 
 pub fn header(b: &[u8]) -> BatchHeader {
@@ -202,10 +190,7 @@ pub fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 /// Every regular file of `dir` as (name, length, hash): cheap to compare and to print.
 pub fn snapshot_digest(dir: &Path) -> BTreeMap<String, (usize, u64)> {
-    snapshot(dir)
-        .into_iter()
-        .map(|(n, b)| (n, (b.len(), file_hash(&b))))
-        .collect()
+    snapshot(dir).into_iter().map(|(n, b)| (n, (b.len(), file_hash(&b)))).collect()
 }
 
 /// Everything an append could change: offsets, segments, in-memory indexes, files on disk.
@@ -228,12 +213,7 @@ pub fn state(log: &Log) -> LogState {
         segments: log.segment_infos(),
         indexes: log
             .segments()
-            .map(|s| {
-                (
-                    file_hash(s.offset_index().as_bytes()),
-                    file_hash(s.time_index().as_bytes()),
-                )
-            })
+            .map(|s| (file_hash(s.offset_index().as_bytes()), file_hash(s.time_index().as_bytes())))
             .collect(),
         files: snapshot_digest(log.dir()),
     }
@@ -250,6 +230,19 @@ pub fn time_index_path(dir: &Path, base: i64) -> PathBuf {
 }
 pub fn file_len(p: &Path) -> u64 {
     std::fs::metadata(p).expect("metadata").len()
+}
+
+/// The valid bytes of segment `base`'s `.log` file. In direct I/O mode (`SEGLOG_IO_MODE=direct`)
+/// an active segment's file runs past its logical size (aligned writes) until roll or close
+/// trims it, so the file is cut at the size the log reports.
+pub fn segment_bytes(log: &Log, base: i64) -> Vec<u8> {
+    let size = log.segment_infos().iter().find(|s| s.base_offset == base).expect("a segment at that base offset").size
+        as usize;
+    let mut bytes = std::fs::read(log_path(log.dir(), base)).expect("read .log");
+    assert!(bytes.len() >= size, "{base}.log is shorter than the segment");
+    assert!(bytes[size..].iter().all(|&b| b == 0), "{base}.log has data past the segment end");
+    bytes.truncate(size);
+    bytes
 }
 
 pub fn segment_bases(log: &Log) -> Vec<i64> {
@@ -286,12 +279,25 @@ pub fn batch_metas(log_bytes: &[u8]) -> Vec<BatchMeta> {
 /// is counted afterwards. With `final_entry` (roll, close, recovery) the time index also gets
 /// `(max ts so far, offset)` if it grew. Returns both files' bytes.
 pub fn kafka_indexes(base: i64, batches: &[BatchMeta], interval: u32, final_entry: bool) -> (Vec<u8>, Vec<u8>) {
+    kafka_indexes_sessions(base, batches, interval, &[], final_entry)
+}
+
+/// [`kafka_indexes`] for a segment written over several sessions: before the batch at each
+/// position in `reopened_at` the segment was closed (final time-index entry) and opened again
+/// (Kafka's LogSegment starts its byte counter at zero).
+pub fn kafka_indexes_sessions(
+    base: i64,
+    batches: &[BatchMeta],
+    interval: u32,
+    reopened_at: &[u32],
+    final_entry: bool,
+) -> (Vec<u8>, Vec<u8>) {
     let mut offset_index = Vec::new();
     let mut time_index = Vec::new();
     let mut since: u64 = 0;
     let mut max = (-1i64, base);
     let mut last_time_entry = -1i64;
-    let mut push_time = |ti: &mut Vec<u8>, last: &mut i64, (ts, off): (i64, i64)| {
+    let push_time = |ti: &mut Vec<u8>, last: &mut i64, (ts, off): (i64, i64)| {
         if ts > *last {
             ti.extend_from_slice(&ts.to_be_bytes());
             ti.extend_from_slice(&((off - base) as i32).to_be_bytes());
@@ -299,6 +305,10 @@ pub fn kafka_indexes(base: i64, batches: &[BatchMeta], interval: u32, final_entr
         }
     };
     for b in batches {
+        if reopened_at.contains(&b.position) {
+            push_time(&mut time_index, &mut last_time_entry, max);
+            since = 0;
+        }
         if b.max_timestamp > max.0 {
             max = (b.max_timestamp, b.last_offset);
         }
@@ -314,6 +324,14 @@ pub fn kafka_indexes(base: i64, batches: &[BatchMeta], interval: u32, final_entr
         push_time(&mut time_index, &mut last_time_entry, max);
     }
     (offset_index, time_index)
+}
+
+/// Copies every regular file of `src` into `dst` (created).
+pub fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).expect("create dir");
+    for (name, bytes) in snapshot(src) {
+        std::fs::write(dst.join(name), bytes).expect("write file");
+    }
 }
 
 /// A small deterministic generator (xorshift64*), so failures reproduce.

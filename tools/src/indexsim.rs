@@ -1,0 +1,258 @@
+//! Kafka's offset-index rule as pure arithmetic over a segment's batch list, for "what if the
+//! interval were N" questions, for inferring which intervals could have produced an existing
+//! index, and for the walk cost every offset would pay with a given index.
+//!
+//! The rule (`LogSegment.append`, and `recover` with positions): per batch, if more than
+//! `interval` bytes went by since the last entry's batch started (the segment start when there is
+//! none), checked before the batch is counted, add `(batch last offset, batch start position)`.
+//! So the first batch of a segment is never indexed, there is at most one entry per batch, and
+//! entries are more than `interval` bytes apart.
+
+use serde::Serialize;
+
+/// What the simulation needs of a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimBatch {
+    pub position: u64,
+    pub size: u64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+}
+
+/// The index a given interval produces.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SimIndex {
+    /// Indexes (into the batch list) of the indexed batches.
+    pub indexed: Vec<usize>,
+    /// Entries the time index gets (including the final one written at roll).
+    pub time_entries: usize,
+}
+
+/// Applies Kafka's rule with `interval` to `batches`.
+pub fn simulate(batches: &[SimBatch], interval: u64) -> SimIndex {
+    let mut out = SimIndex::default();
+    let mut last_entry_pos = 0u64;
+    let mut max_ts = -1i64;
+    // Kafka's maybeAppend: only when the max grew past the last entry's, (-1, base) when empty.
+    let mut last_time_ts = -1i64;
+    for (j, b) in batches.iter().enumerate() {
+        max_ts = max_ts.max(b.max_timestamp);
+        if b.position - last_entry_pos > interval {
+            out.indexed.push(j);
+            last_entry_pos = b.position;
+            if max_ts > last_time_ts {
+                out.time_entries += 1;
+                last_time_ts = max_ts;
+            }
+        }
+    }
+    // The entry appended at roll (or close, or at the end of recovery) when the max grew.
+    if max_ts > last_time_ts {
+        out.time_entries += 1;
+    }
+    out
+}
+
+/// True when every batch after the first is indexed: the densest index Kafka can write, which no
+/// smaller interval can change.
+pub fn on_plateau(batches: &[SimBatch], indexed: &[usize]) -> bool {
+    indexed.len() + 1 == batches.len().max(1) && indexed.iter().enumerate().all(|(i, &j)| j == i + 1)
+}
+
+/// Walk costs of every offset in `[segment_base, last offset]` with `indexed` as the index:
+/// `(offsets, bytes scanned, header hops)` groups, one or two per batch.
+pub fn walk_costs(batches: &[SimBatch], indexed: &[usize], segment_base: i64) -> Vec<(u64, u64, u64)> {
+    let mut out = Vec::new();
+    let mut k = 0usize; // next position in `indexed`
+    let mut floor: Option<usize> = None; // last indexed batch before the current one
+    let mut lower = segment_base;
+    for (j, b) in batches.iter().enumerate() {
+        let start = floor.map_or(0, |f| batches[f].position);
+        let hops = j - floor.unwrap_or(0);
+        let cost = b.position - start;
+        let is_indexed = indexed.get(k) == Some(&j);
+        let below = (b.last_offset - lower).max(0) as u64;
+        if below > 0 {
+            out.push((below, cost, hops as u64));
+        }
+        if is_indexed {
+            out.push((1, 0, 0));
+            floor = Some(j);
+            k += 1;
+        } else {
+            out.push((1, cost, hops as u64));
+        }
+        lower = b.last_offset + 1;
+    }
+    out
+}
+
+/// The largest walk any offset pays with `indexed` as the index.
+pub fn max_bytes_scanned(batches: &[SimBatch], indexed: &[usize], segment_base: i64) -> u64 {
+    walk_costs(batches, indexed, segment_base).iter().map(|&(_, bytes, _)| bytes).max().unwrap_or(0)
+}
+
+/// Which intervals reproduce an existing index.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Inference {
+    /// Every interval in `[lo, hi)` gives exactly the existing entries (`hi` none: no upper
+    /// limit, the index is empty beyond what any interval would write).
+    Range { lo: u64, hi: Option<u64> },
+    /// No interval does; `detail` says where the rule breaks.
+    NoInterval { detail: String },
+}
+
+impl Inference {
+    pub fn intersect(&self, other: &Inference) -> Inference {
+        match (self, other) {
+            (Inference::Range { lo: a, hi: ha }, Inference::Range { lo: b, hi: hb }) => {
+                let lo = (*a).max(*b);
+                let hi = match (ha, hb) {
+                    (Some(x), Some(y)) => Some((*x).min(*y)),
+                    (x, None) => *x,
+                    (None, y) => *y,
+                };
+                if hi.is_some_and(|h| h <= lo) {
+                    Inference::NoInterval {
+                        detail: format!(
+                            "segments disagree: no interval is in [{a}, {}) and [{b}, {})",
+                            fmt_hi(*ha),
+                            fmt_hi(*hb)
+                        ),
+                    }
+                } else {
+                    Inference::Range { lo, hi }
+                }
+            }
+            (n @ Inference::NoInterval { .. }, _) | (_, n @ Inference::NoInterval { .. }) => n.clone(),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Inference::Range { lo, hi } => format!("consistent with index.interval.bytes in [{lo}, {})", fmt_hi(*hi)),
+            Inference::NoInterval { detail } => format!("not reproducible by any single interval: {detail}"),
+        }
+    }
+}
+
+fn fmt_hi(hi: Option<u64>) -> String {
+    hi.map_or_else(|| "infinity".to_owned(), |h| h.to_string())
+}
+
+/// Infers the intervals that turn `batches` into exactly the entries `existing`
+/// (`(offset, position)` pairs).
+pub fn infer_interval(batches: &[SimBatch], existing: &[(i64, u64)]) -> Inference {
+    let mut lo = 0u64;
+    let mut hi: Option<u64> = None;
+    let mut k = 0usize;
+    let mut last_entry_pos = 0u64;
+    for (j, b) in batches.iter().enumerate() {
+        let c = b.position - last_entry_pos;
+        match existing.get(k) {
+            Some(&(off, pos)) if pos == b.position => {
+                if off != b.last_offset {
+                    return Inference::NoInterval {
+                        detail: format!(
+                            "the entry for byte {pos} names offset {off}, not the batch's last offset {}",
+                            b.last_offset
+                        ),
+                    };
+                }
+                if j == 0 {
+                    return Inference::NoInterval {
+                        detail: "the first batch of the segment is indexed, which Kafka's rule never does".into(),
+                    };
+                }
+                // Indexed: more than I bytes went by, so I < c.
+                hi = Some(hi.map_or(c, |h| h.min(c)));
+                last_entry_pos = b.position;
+                k += 1;
+            }
+            _ => lo = lo.max(c), // not indexed: c <= I
+        }
+    }
+    if let Some(&(off, pos)) = existing.get(k) {
+        return Inference::NoInterval {
+            detail: format!("the entry (offset {off}, byte {pos}) is not at the start of a batch in order"),
+        };
+    }
+    match hi {
+        Some(h) if h <= lo => Inference::NoInterval {
+            detail: format!(
+                "an entry was written after {h} bytes but another batch was skipped after {lo} (a broker restart resets Kafka's byte counter, or the interval changed)"
+            ),
+        },
+        _ => Inference::Range { lo, hi },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The seed's demo segment: four 16,350-byte batches of 79 records from offset 316.
+    fn demo() -> Vec<SimBatch> {
+        (0..4)
+            .map(|i| SimBatch {
+                position: i * 16_350,
+                size: 16_350,
+                last_offset: 316 + 79 * (i as i64 + 1) - 1,
+                max_timestamp: 1000 + i as i64,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn seed_table() {
+        let b = demo();
+        for (interval, entries, max) in [(1, 3, 16_350), (4096, 3, 16_350), (20_000, 1, 32_700), (1_048_576, 0, 49_050)]
+        {
+            let s = simulate(&b, interval);
+            assert_eq!(s.indexed.len(), entries, "{interval}");
+            assert_eq!(max_bytes_scanned(&b, &s.indexed, 316), max, "{interval}");
+        }
+        assert_eq!(simulate(&b, 20_000).indexed, vec![2]);
+        assert!(on_plateau(&b, &simulate(&b, 1).indexed));
+        assert!(on_plateau(&b, &simulate(&b, 16_349).indexed));
+        assert!(!on_plateau(&b, &simulate(&b, 16_350).indexed));
+        // Time entries: one per offset entry while timestamps grow, plus the roll entry if the
+        // last batch was not indexed.
+        assert_eq!(simulate(&b, 4096).time_entries, 3);
+        assert_eq!(simulate(&b, 20_000).time_entries, 2);
+        assert_eq!(simulate(&b, 1_048_576).time_entries, 1);
+    }
+
+    #[test]
+    fn walk_costs_count_every_offset() {
+        let b = demo();
+        let s = simulate(&b, 20_000);
+        let costs = walk_costs(&b, &s.indexed, 316);
+        assert_eq!(costs.iter().map(|c| c.0).sum::<u64>(), 316);
+        // Offsets of batch 3 below its last offset walk from byte 0 past two batches.
+        assert!(costs.contains(&(78, 32_700, 2)));
+    }
+
+    #[test]
+    fn inference() {
+        let b = demo();
+        let entries = |idx: &[usize]| idx.iter().map(|&j| (b[j].last_offset, b[j].position)).collect::<Vec<_>>();
+        let dense = entries(&[1, 2, 3]);
+        assert_eq!(infer_interval(&b, &dense), Inference::Range { lo: 0, hi: Some(16_350) });
+        assert_eq!(infer_interval(&b, &entries(&[2])), Inference::Range { lo: 16_350, hi: Some(32_700) });
+        assert_eq!(infer_interval(&b, &[]), Inference::Range { lo: 49_050, hi: None });
+        assert!(matches!(infer_interval(&b, &entries(&[1, 3])), Inference::NoInterval { .. }));
+        let r = Inference::Range { lo: 0, hi: Some(100) }.intersect(&Inference::Range { lo: 50, hi: None });
+        assert_eq!(r, Inference::Range { lo: 50, hi: Some(100) });
+        for interval in [0, 1, 5000, 16_349, 16_350, 20_000, 32_699, 32_700, 49_050, 1 << 20] {
+            let s = simulate(&b, interval);
+            match infer_interval(&b, &entries(&s.indexed)) {
+                Inference::Range { lo, hi } => {
+                    assert!(lo <= interval && hi.is_none_or(|h| interval < h), "{interval}: [{lo}, {hi:?})")
+                }
+                other => panic!("{interval}: {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,375 @@
+//! `seglog rebuild-index DIR`: rebuilds each segment's `.index` and `.timeindex` from its `.log`
+//! with Kafka's rule (the engine's own `Segment::recover`, run over a read-only overlay so the
+//! rebuild happens in memory), and says per segment whether the result differs from the files on
+//! disk and how. A dry run by default; `--write` replaces the files that differ (temporary file,
+//! fsync, rename, fsync of the directory).
+//!
+//! Time indexes written by older brokers name the exact record holding the max timestamp, where a
+//! rebuild names the batch's last offset (KAFKA-16310). When that is the only difference (the
+//! entries name the same batches and timestamps) it is reported as a flavour difference, not
+//! counted, and not rewritten, unless `--strict-flavour`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use seglog::segment::{Segment, SegmentSettings};
+use serde::Serialize;
+
+use crate::indexcheck::{OffsetIndexFile, TimeIndexFile};
+use crate::layout::{self, PartitionDir, SegmentFiles};
+use crate::logscan::{self, LogSummary};
+use crate::overlay::OverlayStorage;
+use crate::progress::Progress;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = crate::EXIT_CODES)]
+pub struct Args {
+    /// A partition directory, or a directory above partition directories.
+    dir: PathBuf,
+    /// The index.interval.bytes to rebuild with (suffixes allowed: 4KiB).
+    #[arg(long, value_name = "N", default_value = "4096", value_parser = parse_interval)]
+    index_interval_bytes: u32,
+    /// Replace the .index and .timeindex files that differ (write a temporary file, fsync, rename
+    /// over the old one, fsync the directory). Without it nothing is written (dry run). Stop the
+    /// broker first: seglog refuses when another process holds the log directory's .lock.
+    #[arg(long)]
+    write: bool,
+    /// Count a time index that differs only in flavour (older brokers' exact record offsets
+    /// instead of batch last offsets) as a difference, and rewrite it with --write.
+    #[arg(long)]
+    strict_flavour: bool,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_interval(s: &str) -> Result<u32, String> {
+    let v = crate::units::parse_bytes(s)?;
+    u32::try_from(v)
+        .ok()
+        .filter(|v| *v <= i32::MAX as u32)
+        .ok_or_else(|| format!("{s}: index.interval.bytes must be at most {}", i32::MAX))
+}
+
+/// How a rebuilt index compares with the file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum Comparison {
+    Same,
+    /// The file is missing.
+    Missing {
+        rebuilt_entries: usize,
+    },
+    /// Same entries, but the file has zero padding after them (not trimmed).
+    NotTrimmed {
+        trailing_zero_entries: usize,
+    },
+    /// Only the time-index flavour differs: same batches, same timestamps.
+    FlavourOnly,
+    Differs {
+        disk_entries: usize,
+        rebuilt_entries: usize,
+        first_difference: usize,
+        disk: Option<String>,
+        rebuilt: Option<String>,
+    },
+}
+
+impl Comparison {
+    fn counts(&self, strict_flavour: bool) -> bool {
+        match self {
+            Comparison::Same => false,
+            Comparison::FlavourOnly => strict_flavour,
+            _ => true,
+        }
+    }
+    fn describe(&self, what: &str) -> String {
+        match self {
+            Comparison::Same => format!("{what} same"),
+            Comparison::Missing { rebuilt_entries } => format!("{what} missing (rebuilt: {rebuilt_entries} entries)"),
+            Comparison::NotTrimmed { trailing_zero_entries } => {
+                format!("{what} differs: same entries, but {trailing_zero_entries} trailing zero entries (not trimmed)")
+            }
+            Comparison::FlavourOnly => {
+                format!("{what} equivalent (older broker's exact-record-offset flavour; same batches and timestamps)")
+            }
+            Comparison::Differs { disk_entries, rebuilt_entries, first_difference, disk, rebuilt } => format!(
+                "{what} differs: {disk_entries} entries on disk, {rebuilt_entries} rebuilt; first difference at entry {first_difference}: disk {}, rebuilt {}",
+                disk.as_deref().unwrap_or("(none)"),
+                rebuilt.as_deref().unwrap_or("(none)")
+            ),
+        }
+    }
+}
+
+/// The result for one segment.
+#[derive(Clone, Debug, Serialize)]
+pub struct SegmentResult {
+    pub log: PathBuf,
+    pub base_offset: i64,
+    pub offset_index: Comparison,
+    pub time_index: Comparison,
+    /// Why the log could not be rebuilt from in full (torn tail, bad CRC), if so.
+    pub log_damage: Option<String>,
+    pub differs: bool,
+    /// Files replaced (with `--write`).
+    pub written: Vec<PathBuf>,
+}
+
+fn compare_offset(disk: Option<&[u8]>, rebuilt: &[u8], base: i64) -> Comparison {
+    let Some(disk) = disk else {
+        return Comparison::Missing { rebuilt_entries: rebuilt.len() / 8 };
+    };
+    if disk == rebuilt {
+        return Comparison::Same;
+    }
+    let d = OffsetIndexFile::from_bytes(Path::new(""), base, disk.to_vec());
+    let r = OffsetIndexFile::from_bytes(Path::new(""), base, rebuilt.to_vec());
+    if d.entries == r.entries && d.padding.nonzero_after_stop == 0 && d.padding.partial_bytes == 0 {
+        return Comparison::NotTrimmed { trailing_zero_entries: d.padding.trailing_zero_entries };
+    }
+    let first = d.entries.iter().zip(&r.entries).take_while(|(a, b)| a == b).count();
+    let show = |e: Option<&crate::indexcheck::OffsetEntryAbs>| {
+        e.map(|e| format!("(offset {}, byte {})", e.offset, e.position))
+    };
+    Comparison::Differs {
+        disk_entries: d.padding.slots,
+        rebuilt_entries: r.entries.len(),
+        first_difference: first,
+        disk: show(d.entries.get(first)),
+        rebuilt: show(r.entries.get(first)),
+    }
+}
+
+fn compare_time(disk: Option<&[u8]>, rebuilt: &[u8], base: i64, log: &LogSummary) -> Comparison {
+    let Some(disk) = disk else {
+        return Comparison::Missing { rebuilt_entries: rebuilt.len() / 12 };
+    };
+    if disk == rebuilt {
+        return Comparison::Same;
+    }
+    let d = TimeIndexFile::from_bytes(Path::new(""), base, disk.to_vec());
+    let r = TimeIndexFile::from_bytes(Path::new(""), base, rebuilt.to_vec());
+    let clean = d.padding.nonzero_after_stop == 0 && d.padding.partial_bytes == 0;
+    if d.entries == r.entries && clean {
+        return Comparison::NotTrimmed { trailing_zero_entries: d.padding.trailing_zero_entries };
+    }
+    // Older brokers: the entry names the record, the rebuild names the batch's last offset.
+    let normalized: Vec<_> = d
+        .entries
+        .iter()
+        .map(|e| {
+            let last = log.first_batch_ending_at_or_after(e.offset).map_or(e.offset, |i| log.batches[i].last_offset());
+            (e.timestamp, last)
+        })
+        .collect();
+    let rebuilt_pairs: Vec<_> = r.entries.iter().map(|e| (e.timestamp, e.offset)).collect();
+    if normalized == rebuilt_pairs && clean && d.padding.trailing_zero_entries == 0 {
+        return Comparison::FlavourOnly;
+    }
+    let first = d.entries.iter().zip(&r.entries).take_while(|(a, b)| a == b).count();
+    let show = |e: Option<&crate::indexcheck::TimeEntryAbs>| {
+        e.map(|e| format!("(timestamp {}, offset {})", e.timestamp, e.offset))
+    };
+    Comparison::Differs {
+        disk_entries: d.padding.slots,
+        rebuilt_entries: r.entries.len(),
+        first_difference: first,
+        disk: show(d.entries.get(first)),
+        rebuilt: show(r.entries.get(first)),
+    }
+}
+
+fn read_opt(path: &Option<PathBuf>) -> std::io::Result<Option<Vec<u8>>> {
+    match path {
+        None => Ok(None),
+        Some(p) => std::fs::read(p).map(Some),
+    }
+}
+
+/// Replaces `path` with `bytes`: `<path>.seglog-rebuild.tmp`, fsync, rename, fsync directory.
+fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut name = path.as_os_str().to_owned();
+    name.push(".seglog-rebuild.tmp");
+    let tmp = PathBuf::from(name);
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Refuses to write when another process holds Kafka's `.lock` in the log directory above
+/// `partition_dir` (Kafka takes a POSIX lock on it for as long as the broker runs).
+fn check_not_locked(partition_dir: &Path) -> Result<(), String> {
+    use std::os::unix::io::AsRawFd;
+    let Some(lock) = partition_dir.parent().map(|d| d.join(".lock")) else {
+        return Ok(());
+    };
+    let Ok(f) = std::fs::File::open(&lock) else {
+        return Ok(());
+    };
+    // SAFETY: an all-zero `struct flock` is a valid value (the fields are plain integers).
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: F_GETLK only reads and fills `fl`, which outlives the call; the fd is open.
+    let r = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETLK, &mut fl) };
+    if r == 0 && fl.l_type != libc::F_UNLCK as libc::c_short {
+        return Err(format!(
+            "{} is locked by process {}: a broker is running on this log directory; stop it before --write",
+            lock.display(),
+            fl.l_pid
+        ));
+    }
+    Ok(())
+}
+
+fn rebuild_segment(
+    storage: &OverlayStorage,
+    p: &PartitionDir,
+    s: &SegmentFiles,
+    args: &Args,
+) -> Result<SegmentResult, String> {
+    let log_path = s.log.clone().expect("log segments");
+    let settings = SegmentSettings {
+        index_interval_bytes: args.index_interval_bytes,
+        // Large enough that no rebuild fills an index; Kafka's limit decided when to roll.
+        segment_index_bytes: i32::MAX as u32,
+        preallocate_bytes: 0,
+        tail_cache_bytes: 0,
+    };
+    let io = |e: std::io::Error| format!("{}: {e}", log_path.display());
+    let disk_idx = read_opt(&s.index).map_err(io)?;
+    let disk_tidx = read_opt(&s.time_index).map_err(io)?;
+    let summary = logscan::summarize_log(&log_path, |_, _| {}).map_err(io)?;
+    let (mut seg, _) = Segment::open_existing(storage, &p.path, s.base_offset, settings)
+        .map_err(|e| format!("opening segment {}: {e}", log_path.display()))?;
+    let rec = seg.recover().map_err(|e| format!("rebuilding {}: {e}", log_path.display()))?;
+    let log_damage = if rec.truncated_bytes > 0 {
+        Some(format!(
+            "only the first {} bytes are whole valid batches ({} bytes after them: {}); the rebuilt index covers those",
+            rec.valid_bytes,
+            rec.truncated_bytes,
+            rec.first_error.map_or_else(|| summary.end.describe(), |e| e.to_string())
+        ))
+    } else {
+        None
+    };
+    let rebuilt_idx = seg.offset_index().as_bytes().to_vec();
+    let rebuilt_tidx = seg.time_index().as_bytes().to_vec();
+    let offset_index = compare_offset(disk_idx.as_deref(), &rebuilt_idx, s.base_offset);
+    let time_index = compare_time(disk_tidx.as_deref(), &rebuilt_tidx, s.base_offset, &summary);
+    let differs =
+        log_damage.is_some() || offset_index.counts(args.strict_flavour) || time_index.counts(args.strict_flavour);
+    let mut written = Vec::new();
+    if args.write && log_damage.is_none() {
+        let dir = &p.path;
+        let stem = seglog::format::filename::segment_stem(s.base_offset);
+        if offset_index.counts(args.strict_flavour) {
+            let path = dir.join(format!("{stem}.index"));
+            replace_file(&path, &rebuilt_idx).map_err(|e| format!("{}: {e}", path.display()))?;
+            written.push(path);
+        }
+        if time_index.counts(args.strict_flavour) {
+            let path = dir.join(format!("{stem}.timeindex"));
+            replace_file(&path, &rebuilt_tidx).map_err(|e| format!("{}: {e}", path.display()))?;
+            written.push(path);
+        }
+    }
+    Ok(SegmentResult {
+        log: log_path,
+        base_offset: s.base_offset,
+        offset_index,
+        time_index,
+        log_damage,
+        differs,
+        written,
+    })
+}
+
+pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let d = layout::discover(&args.dir)?;
+    if d.partitions.is_empty() {
+        return Err(format!("{}: no partition directories found", args.dir.display()).into());
+    }
+    if args.write {
+        for p in &d.partitions {
+            check_not_locked(&p.path)?;
+        }
+    }
+    let total: u64 = d.partitions.iter().map(|p| p.log_segments().count() as u64).sum();
+    let progress = Progress::new(total, "rebuilding", false);
+    let mut results: Vec<(PathBuf, Vec<SegmentResult>)> = Vec::new();
+    for p in &d.partitions {
+        let storage = OverlayStorage::new();
+        let mut v = Vec::new();
+        for s in p.log_segments() {
+            v.push(rebuild_segment(&storage, p, s, &args)?);
+            progress.inc(1);
+        }
+        results.push((p.path.clone(), v));
+    }
+    progress.finish();
+    let all: Vec<&SegmentResult> = results.iter().flat_map(|(_, v)| v).collect();
+    let differ = all.iter().filter(|r| r.differs).count();
+    let damaged = all.iter().filter(|r| r.log_damage.is_some()).count();
+    let flavour_only = all.iter().filter(|r| r.time_index == Comparison::FlavourOnly).count();
+    let written: usize = all.iter().map(|r| r.written.len()).sum();
+    if args.json {
+        let doc = serde_json::json!({
+            "dir": args.dir,
+            "index_interval_bytes": args.index_interval_bytes,
+            "dry_run": !args.write,
+            "segments": all.len(),
+            "differ": differ,
+            "damaged_logs": damaged,
+            "time_index_flavour_only": flavour_only,
+            "files_written": written,
+            "partitions": results.iter().map(|(p, v)| serde_json::json!({"dir": p, "segments": v})).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!(
+            "rebuild-index {} (index.interval.bytes {}, {})",
+            args.dir.display(),
+            args.index_interval_bytes,
+            if args.write { "--write: differing files are replaced" } else { "dry run: nothing written" }
+        );
+        for (dir, v) in &results {
+            println!("{}", dir.display());
+            for r in v {
+                let name = r.log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let verdict = if r.differs { "DIFFERS" } else { "same" };
+                let mut parts = vec![r.offset_index.describe(".index"), r.time_index.describe(".timeindex")];
+                if let Some(dmg) = &r.log_damage {
+                    parts.push(format!("log damaged: {dmg}; not written, run verify"));
+                }
+                for w in &r.written {
+                    parts.push(format!("wrote {}", w.display()));
+                }
+                println!("  {name}: {verdict}: {}", parts.join("; "));
+            }
+        }
+        println!(
+            "Summary: {} segments, {} differ, {} same{}{}; {}",
+            all.len(),
+            differ,
+            all.len() - differ,
+            if damaged > 0 { format!(", {damaged} with damaged logs") } else { String::new() },
+            if flavour_only > 0 && !args.strict_flavour {
+                format!(" ({flavour_only} time indexes differ only in flavour, not counted)")
+            } else {
+                String::new()
+            },
+            if args.write { format!("{written} files written") } else { "dry run: nothing written".into() }
+        );
+    }
+    let failed = if args.write { damaged > 0 } else { differ > 0 };
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}

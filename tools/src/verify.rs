@@ -1,0 +1,505 @@
+//! `seglog verify DIR`: checks every byte Kafka would trust in a partition directory or a whole
+//! tree of them, without changing anything.
+//!
+//! Damage (exit code 1): a batch whose CRC-32C fails, an entry Kafka's reader refuses, a torn
+//! tail (partial last batch, or zeros after the last batch), offsets that do not increase across
+//! batches and segments, a batch below its segment's base offset, an index entry that does not
+//! match its log, an index that fails Kafka's sanity check, a sidecar file that does not parse.
+//! Not damage (reported as notes): a missing `.index` or `.timeindex` (Kafka rebuilds or creates
+//! it at load), an index not trimmed (zero padding), files Kafka keeps beside segments, unknown
+//! files.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use seglog::format::record;
+use serde::Serialize;
+
+use crate::indexcheck::{self, FileFlavour, OffsetIndexFile, TimeIndexFile};
+use crate::layout::{self, PartitionDir};
+use crate::logscan::{self, LogSummary};
+use crate::progress::Progress;
+use crate::sidecar;
+use crate::units::human_bytes;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = crate::EXIT_CODES)]
+pub struct Args {
+    /// A partition directory (<topic>-<partition>) or any directory above partition directories
+    /// (a Kafka log directory, or a tree of them); partition directories are found up to 8
+    /// levels down.
+    dir: PathBuf,
+    /// Also decode every record of every batch (decompressing when needed), not only the batch
+    /// framing and CRC.
+    #[arg(long)]
+    deep: bool,
+    /// Print one JSON document instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Print only problems and the summary, not the per-partition lines and notes.
+    #[arg(long, short)]
+    quiet: bool,
+    /// List every problem; by default, after 5 problems of one kind in one file the rest are
+    /// counted (--json always lists every one).
+    #[arg(long)]
+    all: bool,
+}
+
+/// One piece of damage: which file, where in it, what.
+#[derive(Clone, Debug, Serialize)]
+pub struct Problem {
+    pub file: PathBuf,
+    /// Byte position in `file`, when the problem has one.
+    pub position: Option<u64>,
+    pub kind: &'static str,
+    pub detail: String,
+}
+
+/// What verify found in one partition directory.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PartitionReport {
+    pub path: PathBuf,
+    pub topic: Option<String>,
+    pub partition: Option<i32>,
+    pub segments: usize,
+    pub batches: u64,
+    pub records: u64,
+    pub bytes: u64,
+    /// First and next offset of the data found, when there is any.
+    pub first_offset: Option<i64>,
+    pub next_offset: Option<i64>,
+    pub offset_index_entries: u64,
+    pub time_index_entries: u64,
+    /// How many time-index files follow each convention.
+    pub time_index_flavours: BTreeMap<String, usize>,
+    pub problems: Vec<Problem>,
+    pub notes: Vec<String>,
+}
+
+/// Totals over the whole run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Totals {
+    pub partitions: usize,
+    pub segments: usize,
+    pub batches: u64,
+    pub records: u64,
+    pub bytes: u64,
+    pub problems: usize,
+    pub notes: usize,
+}
+
+/// The previous batch seen in this partition, for the offset-order check.
+struct Prev {
+    last_offset: i64,
+    file: PathBuf,
+    position: u64,
+}
+
+fn problem(file: &Path, position: Option<u64>, kind: &'static str, detail: String) -> Problem {
+    Problem { file: file.to_path_buf(), position, kind, detail }
+}
+
+/// Checks one segment's `.log`, returning its summary.
+fn check_log(
+    log_path: &Path,
+    base: i64,
+    deep: bool,
+    prev: &mut Option<Prev>,
+    r: &mut PartitionReport,
+) -> std::io::Result<LogSummary> {
+    let mut record_problems = Vec::new();
+    let summary = logscan::summarize_log(log_path, |b, bytes| {
+        if !deep || !b.crc_ok() {
+            return;
+        }
+        let mut scratch = Vec::new();
+        let res = record::batch_records(bytes, &mut scratch).and_then(|it| {
+            for rec in it {
+                rec?;
+            }
+            Ok(())
+        });
+        if let Err(e) = res {
+            record_problems.push(problem(
+                log_path,
+                Some(b.position),
+                "records",
+                format!(
+                    "records of the batch at byte {} (offsets {}..={}) cannot be decoded: {e}",
+                    b.position,
+                    b.header.base_offset,
+                    b.last_offset()
+                ),
+            ));
+        }
+    })?;
+    r.problems.extend(record_problems);
+    for b in &summary.batches {
+        let h = &b.header;
+        let at = Some(b.position);
+        let range = format!("offsets {}..={}", h.base_offset, b.last_offset());
+        if !b.crc_ok() {
+            r.problems.push(problem(
+                log_path,
+                at,
+                "crc",
+                format!(
+                    "CRC-32C mismatch in the batch at byte {} ({range}): stored {:#010x}, computed {:#010x}",
+                    b.position, h.crc, b.computed_crc
+                ),
+            ));
+        }
+        if h.last_offset_delta < 0 || h.records_count < 0 {
+            r.problems.push(problem(
+                log_path,
+                at,
+                "batch",
+                format!(
+                    "batch at byte {} has lastOffsetDelta {} and recordsCount {}",
+                    b.position, h.last_offset_delta, h.records_count
+                ),
+            ));
+        }
+        if let Err(e) = h.compression() {
+            r.problems.push(problem(log_path, at, "batch", format!("batch at byte {}: {e}", b.position)));
+        }
+        if h.base_offset < base {
+            r.problems.push(problem(
+                log_path,
+                at,
+                "offsets",
+                format!("batch at byte {} ({range}) starts below the segment's base offset {base}", b.position),
+            ));
+        } else if b.last_offset() - base > i32::MAX as i64 {
+            r.problems.push(problem(
+                log_path,
+                at,
+                "offsets",
+                format!(
+                    "batch at byte {} ({range}) is more than 2^31-1 offsets past the segment's base {base}",
+                    b.position
+                ),
+            ));
+        }
+        if let Some(p) = prev.as_ref() {
+            if h.base_offset <= p.last_offset {
+                let where_prev = if p.file == log_path {
+                    format!("the batch at byte {}", p.position)
+                } else {
+                    format!("the batch at byte {} of {}", p.position, p.file.display())
+                };
+                r.problems.push(problem(
+                    log_path,
+                    at,
+                    "offsets",
+                    format!(
+                        "batch at byte {} ({range}) does not follow {where_prev}, which ends at offset {}",
+                        b.position, p.last_offset
+                    ),
+                ));
+            }
+        }
+        *prev = Some(Prev { last_offset: b.last_offset(), file: log_path.to_path_buf(), position: b.position });
+        r.batches += 1;
+        r.records += h.records_count.max(0) as u64;
+        r.first_offset.get_or_insert(h.base_offset);
+        r.next_offset = Some(b.last_offset() + 1);
+    }
+    if let Some(pos) = summary.end.problem_position() {
+        let kind = if matches!(summary.end, logscan::LogEnd::Corrupt { .. }) { "corrupt" } else { "torn-tail" };
+        r.problems.push(problem(log_path, Some(pos), kind, summary.end.describe()));
+    }
+    Ok(summary)
+}
+
+fn padding_notes(path: &Path, p: &indexcheck::Padding, entry_size: u64, last: bool, r: &mut PartitionReport) {
+    if p.trailing_zero_entries > 0 {
+        let why = if last {
+            "the active segment's index was not trimmed (Kafka trims at clean shutdown, rebuilds after a crash)"
+        } else {
+            "not trimmed at roll"
+        };
+        r.notes.push(format!(
+            "{}: {} trailing zero entries (preallocated space): {why}",
+            path.display(),
+            p.trailing_zero_entries
+        ));
+    }
+    if p.nonzero_after_stop > 0 {
+        r.problems.push(problem(
+            path,
+            Some(p.entries as u64 * entry_size),
+            "index",
+            format!(
+                "{} non-zero entries after the zero entry at slot {} (byte {}): the index is not sorted",
+                p.nonzero_after_stop,
+                p.entries,
+                p.entries as u64 * entry_size
+            ),
+        ));
+    }
+}
+
+fn check_indexes(
+    seg: &layout::SegmentFiles,
+    log: &LogSummary,
+    last: bool,
+    r: &mut PartitionReport,
+) -> std::io::Result<()> {
+    let base = seg.base_offset;
+    let log_path = seg.log.as_ref().expect("segments with a log");
+    match &seg.index {
+        None => r.notes.push(format!(
+            "{}: no .index beside it (not damage: Kafka rebuilds a missing offset index at load)",
+            log_path.display()
+        )),
+        Some(path) => {
+            let idx = OffsetIndexFile::read(path, base)?;
+            r.offset_index_entries += idx.entries.len() as u64;
+            if let Err(e) = &idx.sanity {
+                r.problems.push(problem(path, None, "index-sanity", format!("fails Kafka's sanity check: {e}")));
+            }
+            padding_notes(path, &idx.padding, 8, last, r);
+            for m in indexcheck::check_offset_index(&idx, log).mismatches {
+                r.problems.push(problem(path, Some(m.slot as u64 * 8), "index", m.detail));
+            }
+        }
+    }
+    match &seg.time_index {
+        None => r.notes.push(format!(
+            "{}: no .timeindex beside it (not damage: Kafka creates an empty one at load)",
+            log_path.display()
+        )),
+        Some(path) => {
+            let idx = TimeIndexFile::read(path, base)?;
+            r.time_index_entries += idx.entries.len() as u64;
+            if let Err(e) = &idx.sanity {
+                r.problems.push(problem(path, None, "timeindex-sanity", format!("fails Kafka's sanity check: {e}")));
+            }
+            padding_notes(path, &idx.padding, 12, last, r);
+            let check = indexcheck::check_time_index(&idx, log)?;
+            if !idx.entries.is_empty() {
+                let key = match check.flavour {
+                    FileFlavour::BatchLastOffset => "batch-last-offset",
+                    FileFlavour::ExactRecordOffset => "exact-record-offset",
+                    FileFlavour::Indistinguishable => "indistinguishable",
+                    FileFlavour::Mixed => "mixed",
+                    FileFlavour::Unknown => "unknown",
+                };
+                *r.time_index_flavours.entry(key.into()).or_default() += 1;
+            }
+            for e in check.errors {
+                if matches!(e, indexcheck::TimeIndexError::CorruptBatch { .. }) {
+                    continue; // the batch's CRC failure is reported against the log
+                }
+                let slot = match &e {
+                    indexcheck::TimeIndexError::ShallowOffsetNotFound { slot, .. }
+                    | indexcheck::TimeIndexError::Mismatch { slot, .. }
+                    | indexcheck::TimeIndexError::OutOfOrder { slot, .. }
+                    | indexcheck::TimeIndexError::Records { slot, .. }
+                    | indexcheck::TimeIndexError::CorruptBatch { slot, .. } => *slot,
+                };
+                r.problems.push(problem(path, Some(slot as u64 * 12), "timeindex", e.describe()));
+            }
+        }
+    }
+    if let Some(path) = &seg.txn_index {
+        let bytes = std::fs::read(path)?;
+        if let Err(e) = sidecar::decode_txn_index(&bytes) {
+            r.problems.push(problem(path, None, "txnindex", e));
+        }
+    }
+    Ok(())
+}
+
+fn check_checkpoints(files: &[(PathBuf, layout::CheckpointKind)], problems: &mut Vec<Problem>) -> Result<(), String> {
+    for (path, kind) in files {
+        match sidecar::decode_checkpoint(path, *kind) {
+            Ok(_) => {}
+            Err((true, e)) => return Err(e),
+            Err((false, e)) => problems.push(problem(path, None, "checkpoint", e)),
+        }
+    }
+    Ok(())
+}
+
+/// Verifies one partition directory.
+pub fn verify_partition(p: &PartitionDir, deep: bool, progress: &Progress) -> Result<PartitionReport, String> {
+    let mut r = PartitionReport {
+        path: p.path.clone(),
+        topic: p.topic_partition.as_ref().map(|(t, _)| t.clone()),
+        partition: p.topic_partition.as_ref().map(|(_, n)| *n),
+        notes: p.notes.clone(),
+        ..Default::default()
+    };
+    let mut prev: Option<Prev> = None;
+    let segs: Vec<_> = p.log_segments().collect();
+    if segs.is_empty() {
+        r.notes.push(format!("{}: no segments (Kafka creates an empty one at load)", p.path.display()));
+    }
+    let mut prev_next: Option<(i64, PathBuf)> = None;
+    for (i, seg) in segs.iter().enumerate() {
+        let log_path = seg.log.as_ref().expect("log segments");
+        let io = |e: std::io::Error| format!("{}: {e}", log_path.display());
+        if let Some((next, file)) = &prev_next {
+            if seg.base_offset < *next {
+                r.problems.push(problem(
+                    log_path,
+                    None,
+                    "offsets",
+                    format!(
+                        "segment base offset {} is below the next offset {next} of the previous segment {}",
+                        seg.base_offset,
+                        file.display()
+                    ),
+                ));
+            }
+        }
+        let summary = check_log(log_path, seg.base_offset, deep, &mut prev, &mut r).map_err(io)?;
+        check_indexes(seg, &summary, i + 1 == segs.len(), &mut r).map_err(io)?;
+        if let Some(b) = summary.batches.last() {
+            prev_next = Some((b.last_offset() + 1, log_path.clone()));
+        }
+        r.segments += 1;
+        r.bytes += summary.file_len;
+        progress.inc(summary.file_len);
+    }
+    for s in &p.snapshots {
+        let bytes = std::fs::read(s).map_err(|e| format!("{}: {e}", s.display()))?;
+        if let Err(e) = sidecar::decode_snapshot(&bytes) {
+            r.problems.push(problem(s, None, "snapshot", e));
+        }
+    }
+    check_checkpoints(&p.checkpoints, &mut r.problems)?;
+    Ok(r)
+}
+
+/// Problems of one kind in one file printed before the rest are summarised (a torn or truncated
+/// log makes every later index entry wrong; one line each would bury the cause).
+const SHOWN_PER_FILE_AND_KIND: usize = 5;
+
+fn print_problems(problems: &[Problem], all: bool) {
+    let mut seen: BTreeMap<(&Path, &str), usize> = BTreeMap::new();
+    for p in problems {
+        let n = seen.entry((p.file.as_path(), p.kind)).or_default();
+        *n += 1;
+        if all || *n <= SHOWN_PER_FILE_AND_KIND {
+            println!("  DAMAGE [{}] {}: {}", p.kind, location(p), p.detail);
+        }
+    }
+    for ((file, kind), n) in seen {
+        if !all && n > SHOWN_PER_FILE_AND_KIND {
+            println!(
+                "  DAMAGE [{kind}] {}: ... and {} more problems of this kind (--all lists them)",
+                file.display(),
+                n - SHOWN_PER_FILE_AND_KIND
+            );
+        }
+    }
+}
+
+fn location(p: &Problem) -> String {
+    match p.position {
+        Some(pos) => format!("{} at byte {pos}", p.file.display()),
+        None => p.file.display().to_string(),
+    }
+}
+
+pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let d = layout::discover(&args.dir)?;
+    let total_bytes: u64 = d
+        .partitions
+        .iter()
+        .flat_map(|p| p.log_segments())
+        .filter_map(|s| s.log.as_ref().and_then(|l| std::fs::metadata(l).ok()))
+        .map(|m| m.len())
+        .sum();
+    let progress = Progress::new(total_bytes, "verifying", true);
+    let mut reports = Vec::new();
+    for p in &d.partitions {
+        reports.push(verify_partition(p, args.deep, &progress)?);
+    }
+    let mut root_problems = Vec::new();
+    check_checkpoints(&d.checkpoints, &mut root_problems)?;
+    progress.finish();
+
+    let mut t = Totals { partitions: reports.len(), ..Default::default() };
+    for r in &reports {
+        t.segments += r.segments;
+        t.batches += r.batches;
+        t.records += r.records;
+        t.bytes += r.bytes;
+        t.problems += r.problems.len();
+        t.notes += r.notes.len();
+    }
+    t.problems += root_problems.len();
+    t.notes += d.notes.len();
+    if d.partitions.is_empty() {
+        return Err(format!(
+            "{}: no partition directories (<topic>-<partition> with .log files) found",
+            args.dir.display()
+        )
+        .into());
+    }
+
+    if args.json {
+        let doc = serde_json::json!({
+            "dir": args.dir,
+            "ok": t.problems == 0,
+            "totals": t,
+            "partitions": reports,
+            "problems": root_problems,
+            "notes": d.notes,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!("seglog verify {}", args.dir.display());
+        for r in &reports {
+            if !args.quiet {
+                let flav = if r.time_index_flavours.is_empty() {
+                    String::new()
+                } else {
+                    let v: Vec<String> = r.time_index_flavours.iter().map(|(k, n)| format!("{n} {k}")).collect();
+                    format!("; time indexes: {}", v.join(", "))
+                };
+                let offsets = match (r.first_offset, r.next_offset) {
+                    (Some(a), Some(b)) => format!(", offsets {a}..{b}"),
+                    _ => String::new(),
+                };
+                println!(
+                    "{}: {} segments, {} batches, {} records, {}{offsets}, {} index entries checked{flav}: {}",
+                    r.path.display(),
+                    r.segments,
+                    r.batches,
+                    r.records,
+                    human_bytes(r.bytes),
+                    r.offset_index_entries + r.time_index_entries,
+                    if r.problems.is_empty() { "OK".to_owned() } else { format!("{} PROBLEMS", r.problems.len()) }
+                );
+                for n in &r.notes {
+                    println!("  note: {n}");
+                }
+            }
+            print_problems(&r.problems, args.all);
+        }
+        print_problems(&root_problems, args.all);
+        if !args.quiet {
+            for n in &d.notes {
+                println!("note: {n}");
+            }
+        }
+        println!(
+            "Summary: {} partitions, {} segments, {} batches, {} records, {} bytes ({}); {} problems, {} notes",
+            t.partitions,
+            t.segments,
+            t.batches,
+            t.records,
+            t.bytes,
+            human_bytes(t.bytes),
+            t.problems,
+            t.notes
+        );
+    }
+    Ok(if t.problems > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
