@@ -5,6 +5,8 @@
 //! or wherever the environment variable `SEGLOG_FIXTURES` points. A missing fixture directory is a
 //! test failure with a message saying where it was looked for, never a silent pass.
 
+pub mod loopfs;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
