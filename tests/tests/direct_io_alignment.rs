@@ -20,7 +20,10 @@ fn odd_batch(i: i64) -> Vec<u8> {
 
 /// Appends, fetches and closes through the engine in `mode` under `dir`; returns the fetched
 /// bytes and every file of the partition directory.
-fn run(dir: &std::path::Path, mode: IoMode) -> (IoMode, Vec<u8>, Vec<(String, Vec<u8>)>) {
+/// Every file of a directory: name and bytes.
+type Files = Vec<(String, Vec<u8>)>;
+
+fn run(dir: &std::path::Path, mode: IoMode) -> (IoMode, Vec<u8>, Files) {
     let mut cfg = EngineConfig::new(dir);
     cfg.io_mode = mode;
     cfg.shards = Some(1);
