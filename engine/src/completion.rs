@@ -51,6 +51,17 @@ impl<T> Completion<T> {
 
     /// Blocks the calling thread until the result is there.
     pub fn wait(self) -> Result<T> {
+        // A short spin first: shard answers usually come within microseconds, and a futex sleep
+        // and wake-up costs more than that.
+        let until = std::time::Instant::now() + Duration::from_micros(20);
+        while std::time::Instant::now() < until {
+            if let Ok(mut st) = self.slot.state.try_lock() {
+                if let Some(v) = st.value.take() {
+                    return v;
+                }
+            }
+            std::hint::spin_loop();
+        }
         let mut st = self.slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(v) = st.value.take() {

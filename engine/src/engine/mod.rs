@@ -106,6 +106,10 @@ pub struct EngineConfig {
     pub log_config: LogConfig,
     /// Bytes of each active segment's tail kept in memory for tail fetches.
     pub tail_cache_bytes: u64,
+    /// How long an idle shard polls its queue before sleeping on its doorbell (microseconds).
+    /// Polling trades CPU for latency: a request that arrives within it needs no wake-up.
+    /// Default 50; 0 sleeps at once.
+    pub idle_spin_us: u64,
     /// Behave as if io_uring were refused (as under a container's seccomp profile): the engine
     /// falls back to sync mode and says why. For tests and for comparing modes.
     pub simulate_uring_refusal: bool,
@@ -125,6 +129,7 @@ impl EngineConfig {
             log_config: LogConfig::default(),
             tail_cache_bytes: 1024 * 1024,
             simulate_uring_refusal: false,
+            idle_spin_us: 50,
         }
     }
 }

@@ -50,6 +50,7 @@ pub(crate) struct Shard {
     default_config: LogConfig,
     durability: Durability,
     tail_cache_bytes: u64,
+    idle_spin: Duration,
     logs: HashMap<TopicPartition, Log>,
     stats: ShardStats,
 }
@@ -71,6 +72,7 @@ impl Shard {
             default_config: config.log_config.clone(),
             durability: config.durability,
             tail_cache_bytes: config.tail_cache_bytes,
+            idle_spin: Duration::from_micros(config.idle_spin_us),
             stats: ShardStats { shard: id, core, io_mode: Some(storage.mode()), ..Default::default() },
             storage,
             logs: HashMap::new(),
@@ -103,6 +105,17 @@ impl Shard {
                     // The engine is gone without a shutdown request: close cleanly anyway.
                     let _ = self.close_all();
                     return;
+                }
+                // Spin briefly first: a request arriving within the spin window costs no
+                // doorbell write, no wake-up and no io_uring_enter.
+                if self.idle_spin.as_nanos() > 0 {
+                    let until = std::time::Instant::now() + self.idle_spin;
+                    while self.rx.is_empty() && std::time::Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                    if !self.rx.is_empty() {
+                        continue;
+                    }
                 }
                 self.bell.sleeping.store(true, Ordering::SeqCst);
                 if self.rx.is_empty() {
