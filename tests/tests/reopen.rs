@@ -444,7 +444,6 @@ fn leftover_and_orphan_files_are_removed() {
         s(1, "index"),
     ];
     let kept = vec![
-        "leader-epoch-checkpoint".to_string(),
         "partition.metadata".to_string(),
         s(bases[1], "snapshot"),
         "00000000000000000000-0000000000.checkpoint.deleted".to_string(),
@@ -473,6 +472,13 @@ fn leftover_and_orphan_files_are_removed() {
         }
         assert_eq!(snapshot(&dir), closed, "{recovery:?}");
     }
+    // A damaged leader-epoch checkpoint is rebuilt from the batches' leader epochs.
+    let good = std::fs::read(dir.join("leader-epoch-checkpoint")).unwrap();
+    std::fs::write(dir.join("leader-epoch-checkpoint"), b"leftover").unwrap();
+    let (log, report) = open_report(&dir, config(300), &clock, Recovery::Clean);
+    assert!(report.epoch_cache_rebuilt.is_some());
+    drop(log);
+    assert_eq!(std::fs::read(dir.join("leader-epoch-checkpoint")).unwrap(), good);
 }
 
 #[test]

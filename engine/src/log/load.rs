@@ -40,12 +40,15 @@ pub struct LoadReport {
     pub segments_removed: Vec<i64>,
     /// Leftover files deleted (`.deleted`, `.cleaned`, orphan indexes).
     pub files_removed: Vec<String>,
+    /// Why the leader-epoch checkpoint was rebuilt from the batches, if it was.
+    pub epoch_cache_rebuilt: Option<String>,
 }
 
 pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)> {
     options.config.validate()?;
     let LogOptions { config, storage, clock, recovery, log_start_offset, tail_cache_bytes, write_through } = options;
     let mut report = LoadReport::default();
+    let mut recovered_epochs: Vec<(i32, i64)> = Vec::new();
     if !storage.exists(dir) {
         storage.create_dir_all(dir)?;
         if let Some(parent) = dir.parent() {
@@ -140,6 +143,7 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
                 let r = seg.recover()?;
                 report.segments_recovered += 1;
                 report.indexes_rebuilt += 1;
+                recovered_epochs.extend(r.epoch_starts.iter().copied());
                 if r.truncated_bytes > 0 {
                     note_truncation(&mut report, seg, &r);
                     truncated_at = Some(i);
@@ -198,6 +202,27 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
         Recovery::Clean => log_end_offset,
         Recovery::FromRecoveryPoint(rp) => rp.min(log_end_offset),
     };
+    // The leader-epoch cache: the checkpoint, plus epochs seen in recovered segments, cut to the
+    // log's offsets (Kafka truncates it at the log end and the log start after loading).
+    let (mut epochs, problem) = super::epoch::LeaderEpochCache::load(storage.clone(), dir)?;
+    if let Some(e) = problem {
+        // Rebuild from the batches themselves: every batch header carries its leader epoch.
+        report.epoch_cache_rebuilt = Some(e.to_string());
+        recovered_epochs.clear();
+        let all = segments.values().chain(std::iter::once(&*active));
+        for seg in all {
+            let mut scan = seg.scanner(0);
+            while let Some(b) = scan.next_batch()? {
+                recovered_epochs.push((b.header.partition_leader_epoch, b.header.base_offset));
+            }
+        }
+        epochs.flush()?;
+    }
+    for (e, o) in recovered_epochs {
+        epochs.assign(e, o)?;
+    }
+    epochs.truncate_from_end(log_end_offset)?;
+    epochs.truncate_from_start(log_start_offset)?;
     let sealed = segments.into_iter().map(|(b, s)| (b, s.into_sealed())).collect();
     let seed = now as u64 ^ (dir.as_os_str().len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut log = Log {
@@ -217,6 +242,8 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
         rng: seed,
         tail_cache_bytes,
         write_through,
+        epochs,
+        pending_deletes: Vec::new(),
     };
     let jitter = log.next_jitter();
     let settings = log.settings();

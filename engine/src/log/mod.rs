@@ -4,11 +4,14 @@
 //!
 //! A `Log` is single-threaded (`&mut self` for writes); the shard layer gives each log one owner.
 
+pub mod epoch;
 mod load;
+mod maintenance;
 mod read;
 mod validate;
 
 pub use load::{LoadReport, Recovery};
+pub use maintenance::RetentionReport;
 pub use read::{FetchData, FileRange, ListOffset};
 
 use std::collections::BTreeMap;
@@ -111,6 +114,8 @@ pub struct Log {
     rng: u64,
     tail_cache_bytes: u64,
     write_through: bool,
+    epochs: epoch::LeaderEpochCache,
+    pending_deletes: Vec<maintenance::PendingDelete>,
 }
 
 impl Log {
@@ -267,6 +272,8 @@ impl Log {
         }
         let mut info = self.append_batches(records, &headers)?;
         info.log_append_time_ms = if log_append { now } else { -1 };
+        let r = self.epochs.assign(leader_epoch, info.first_offset);
+        self.guard(r)?;
         Ok(info)
     }
 
@@ -287,6 +294,10 @@ impl Log {
         let headers: Vec<BatchHeader> = checked.iter().map(|c| c.header).collect();
         let mut info = self.append_batches(records, &headers)?;
         info.log_append_time_ms = -1;
+        for h in &headers {
+            let r = self.epochs.assign(h.partition_leader_epoch, h.base_offset);
+            self.guard(r)?;
+        }
         Ok(info)
     }
 

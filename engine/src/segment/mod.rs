@@ -780,6 +780,37 @@ impl ActiveSegment {
                 && self.seg.time_index.entries() + entries < self.seg.time_index.max_entries())
     }
 
+    /// Kafka's `LogSegment.truncateTo`: removes every batch holding an offset `>= offset` (a
+    /// batch that straddles `offset` goes whole, as in Kafka), from the indexes, the memory tail
+    /// and the file. Returns the bytes removed and the offset the segment now ends before.
+    pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<(u64, i64)> {
+        let Some(m) = self.seg.translate_offset(offset, 0)? else {
+            // Nothing at or past `offset` here.
+            self.seg.offset_index.truncate_to(offset)?;
+            self.seg.time_index.truncate_to(offset)?;
+            return Ok((0, self.seg.read_next_offset()?));
+        };
+        // The batch at the cut point holds `offset`; everything from its base offset goes.
+        let mut scan = BatchScanner::new(self.seg.log.clone(), m.position, self.seg.size);
+        let cut_base = match scan.next_batch()? {
+            Some(b) => b.header.base_offset.min(offset),
+            None => offset,
+        };
+        self.seg.offset_index.truncate_to(cut_base)?;
+        self.seg.time_index.truncate_to(cut_base)?;
+        let removed = (self.seg.size - m.position) as u64;
+        self.tail.truncate(m.position as u64)?;
+        self.seg.size = m.position;
+        if self.seg.size == 0 {
+            self.created_ms = now_ms;
+            self.rolling_based_timestamp = None;
+        }
+        self.bytes_since_last_index_entry = 0;
+        self.seg.max_timestamp_so_far = TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: self.seg.base_offset };
+        self.seg.reload_max_timestamp()?;
+        Ok((removed, cut_base.max(self.seg.base_offset)))
+    }
+
     /// Kafka's `timeWaitedForRoll`: by the first batch's timestamp when it has one, else by wall
     /// clock since the segment was created.
     pub fn time_waited_for_roll(&mut self, now_ms: i64, message_timestamp: i64) -> Result<i64> {
