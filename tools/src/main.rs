@@ -16,6 +16,7 @@ mod overlay;
 mod plot;
 mod progress;
 mod rebuild_index;
+mod recover;
 mod sidecar;
 mod stats;
 mod units;
@@ -68,6 +69,9 @@ enum Command {
     /// The capacity worksheet: segments, index bytes, memory maps and open files for a given
     /// partition count and data volume, Kafka against seglog, checked against this machine's limits.
     Capacity(capacity::Args),
+    /// Run offline exactly what opening the engine runs on a log directory (crash recovery from
+    /// the recovery points, torn tails cut, indexes rebuilt, leftovers removed) and print it.
+    Recover(recover::Args),
 }
 
 fn main() -> ExitCode {
@@ -80,6 +84,7 @@ fn main() -> ExitCode {
         Command::IndexReport(a) => index_report::run(a),
         Command::RebuildIndex(a) => rebuild_index::run(a),
         Command::Capacity(a) => capacity::run(a),
+        Command::Recover(a) => recover::run(a),
     };
     match r {
         Ok(code) => code,

@@ -70,6 +70,12 @@ pub enum Durability {
     /// explicit flush and close (and per `flush.messages` / `flush.ms`).
     #[default]
     None,
+    /// Acknowledged once handed to the kernel, like `None`, and made durable by group commit:
+    /// one fdatasync per partition covers every batch appended before it, at least every
+    /// `flush_ms` milliseconds and every `flush_messages` messages (whichever comes first; the
+    /// partition's own flush.ms / flush.messages apply too if stricter). The recovery point
+    /// tells what is durable.
+    Interval { flush_ms: i64, flush_messages: i64 },
     /// Acknowledged after an fdatasync covering it; one fdatasync per partition per loop turn
     /// covers every append of that turn (group commit).
     EveryBatch,
@@ -110,9 +116,31 @@ pub struct EngineConfig {
     /// Polling trades CPU for latency: a request that arrives within it needs no wake-up.
     /// Default 50; 0 sleeps at once.
     pub idle_spin_us: u64,
+    /// How often the recovery-point and log-start-offset checkpoints are written (Kafka's
+    /// log.flush.offset.checkpoint.interval.ms). Default 60,000.
+    pub checkpoint_interval_ms: u64,
+    /// How often each shard applies retention and unlinks expired `.deleted` files (Kafka's
+    /// log.retention.check.interval.ms). Default 300,000.
+    pub retention_check_interval_ms: u64,
+    /// Threads revalidating one partition's segments after a crash (Kafka: one). Partitions on
+    /// different shards recover in parallel in any case. Default 1.
+    pub recovery_threads_per_partition: usize,
     /// Behave as if io_uring were refused (as under a container's seccomp profile): the engine
     /// falls back to sync mode and says why. For tests and for comparing modes.
     pub simulate_uring_refusal: bool,
+    /// Pages behind each shard's index arena; [`Engine::index_memory`] says what it got.
+    /// Default `Auto`: explicit huge pages if reserved, else transparent, else normal.
+    pub huge_pages: crate::io::HugePages,
+    /// Memory for sealed segments' indexes, split evenly across shards; past it the least
+    /// recently used are evicted and load again on next use. Default 1 GiB.
+    pub index_memory_budget_bytes: u64,
+    /// Segment files (sealed `.log`s and all index files) kept open at once, split evenly across
+    /// shards; idle ones are closed first. Active `.log` files are not counted. Default half the
+    /// process's soft descriptor limit.
+    pub max_open_files: usize,
+    /// Lock index memory (`mlock2` with `MLOCK_ONFAULT`), so no index page is ever swapped out.
+    /// Default false.
+    pub lock_index_memory: bool,
 }
 
 impl EngineConfig {
@@ -130,6 +158,13 @@ impl EngineConfig {
             tail_cache_bytes: 1024 * 1024,
             simulate_uring_refusal: false,
             idle_spin_us: 50,
+            checkpoint_interval_ms: 60_000,
+            retention_check_interval_ms: 300_000,
+            recovery_threads_per_partition: 1,
+            huge_pages: crate::io::HugePages::Auto,
+            index_memory_budget_bytes: 1 << 30,
+            max_open_files: crate::io::FileCache::default_limit(),
+            lock_index_memory: false,
         }
     }
 }
@@ -138,7 +173,18 @@ pub(crate) enum Request {
     Open {
         tp: TopicPartition,
         config: Option<LogConfig>,
-        done: crate::completion::Completer<()>,
+        recovery: crate::log::Recovery,
+        log_start_offset: Option<i64>,
+        done: crate::completion::Completer<crate::log::LoadReport>,
+    },
+    /// (partition, recovery point, log start offset) of every open log.
+    Offsets {
+        done: crate::completion::Completer<Vec<(TopicPartition, i64, i64)>>,
+    },
+    /// Runs `f` on the partition's log in its shard (`None` if the partition is not open).
+    WithLog {
+        tp: TopicPartition,
+        f: Box<dyn FnOnce(Option<&mut crate::log::Log>) + Send>,
     },
     Append {
         tp: TopicPartition,
@@ -168,8 +214,9 @@ pub(crate) enum Request {
     Stats {
         done: crate::completion::Completer<ShardStats>,
     },
+    /// Closes every log; answers (partition, log end, log start) of each closed cleanly.
     Shutdown {
-        done: crate::completion::Completer<()>,
+        done: crate::completion::Completer<Vec<(TopicPartition, i64, i64)>>,
     },
 }
 
@@ -189,95 +236,27 @@ impl Doorbell {
 }
 
 #[derive(Debug)]
-struct ShardHandle {
+struct ShardLink {
     tx: Sender<Request>,
     bell: Arc<Doorbell>,
-    thread: Option<JoinHandle<()>>,
 }
 
-/// A running engine. Dropping it shuts the shards down cleanly (as [`Engine::shutdown`] does,
-/// ignoring errors).
+/// What producers and the housekeeping thread share: the shards' queues and doorbells.
 #[derive(Debug)]
-pub struct Engine {
-    shards: Vec<ShardHandle>,
-    mode: IoMode,
-    fallback: Option<String>,
-    config: EngineConfig,
-    storage: Arc<dyn Storage>,
+struct Inner {
+    shards: Vec<ShardLink>,
+    backpressure: Backpressure,
+    queue_capacity: usize,
 }
 
-impl Engine {
-    /// Starts the shards and opens every partition directory found in the data directory.
-    pub fn open(config: EngineConfig) -> Result<Engine> {
-        config.log_config.validate()?;
-        let selected = crate::io::select::open_storage_with(config.io_mode, config.simulate_uring_refusal);
-        let storage = selected.storage;
-        if !storage.exists(&config.data_dir) {
-            storage.create_dir_all(&config.data_dir)?;
-        }
-        let cores = match &config.cores {
-            Some(c) if !c.is_empty() => c.clone(),
-            _ => allowed_cores(),
-        };
-        let n = config.shards.unwrap_or(cores.len()).max(1);
-        let mut shards = Vec::with_capacity(n);
-        for id in 0..n {
-            let (tx, rx) = bounded(config.queue_capacity.max(1));
-            let bell = Arc::new(Doorbell { fd: EventFd::new()?, sleeping: AtomicBool::new(false) });
-            let core = if config.pin_threads { cores.get(id % cores.len().max(1)).copied() } else { None };
-            let shard = shard::Shard::new(id, core, rx, bell.clone(), storage.clone(), &config);
-            let thread = std::thread::Builder::new()
-                .name(format!("seglog-shard-{id}"))
-                .spawn(move || shard.run())
-                .map_err(|e| Error::io("spawn", format!("shard {id}"), e))?;
-            shards.push(ShardHandle { tx, bell, thread: Some(thread) });
-        }
-        let engine = Engine { shards, mode: selected.mode, fallback: selected.fallback, config, storage };
-        // Open the partitions already on disk, in parallel across shards.
-        let mut pending = Vec::new();
-        let mut names = engine.storage.list_dir(&engine.config.data_dir)?;
-        names.sort();
-        for name in names {
-            let Some((topic, partition)) = filename::parse_partition_dir(&name) else { continue };
-            if !engine.storage.is_dir(&engine.config.data_dir.join(&name)) {
-                continue;
-            }
-            pending.push(engine.open_partition(&TopicPartition::new(topic, partition), None));
-        }
-        for p in pending {
-            p.wait()?;
-        }
-        Ok(engine)
-    }
-
-    /// The I/O mode the engine really runs in.
-    pub fn io_mode(&self) -> IoMode {
-        self.mode
-    }
-    /// Why the engine runs in another mode than asked, if it does.
-    pub fn io_fallback_reason(&self) -> Option<&str> {
-        self.fallback.as_deref()
-    }
-    pub fn shard_count(&self) -> usize {
-        self.shards.len()
-    }
-    pub fn data_dir(&self) -> &Path {
-        &self.config.data_dir
-    }
-    /// The shard that owns `tp`.
-    pub fn shard_of(&self, tp: &TopicPartition) -> usize {
-        (tp.stable_hash() % self.shards.len() as u64) as usize
-    }
-
+impl Inner {
     fn send(&self, shard: usize, req: Request) -> Result<()> {
         let h = &self.shards[shard];
-        match self.config.backpressure {
+        match self.backpressure {
             Backpressure::Block => h.tx.send(req).map_err(|_| Error::EngineStopped)?,
             Backpressure::Error => match h.tx.try_send(req) {
                 Ok(()) => {}
-                Err(TrySendError::Full(_)) => {
-                    return Err(Error::QueueFull { shard, capacity: self.config.queue_capacity })
-                }
+                Err(TrySendError::Full(_)) => return Err(Error::QueueFull { shard, capacity: self.queue_capacity }),
                 Err(TrySendError::Disconnected(_)) => return Err(Error::EngineStopped),
             },
         }
@@ -293,16 +272,257 @@ impl Engine {
         }
     }
 
-    /// Opens (creating if needed) a partition with `config` (default: the engine's).
-    pub fn open_partition(&self, tp: &TopicPartition, config: Option<LogConfig>) -> Completion<()> {
+    /// Asks every shard and gathers the answers.
+    fn gather<T>(&self, make: impl Fn(crate::completion::Completer<Vec<T>>) -> Request) -> Result<Vec<T>> {
+        let pending: Vec<_> = (0..self.shards.len()).map(|s| self.call(s, &make)).collect();
+        let mut out = Vec::new();
+        for p in pending {
+            out.extend(p.wait()?);
+        }
+        Ok(out)
+    }
+}
+
+/// What the engine found at startup: whether the last shutdown was clean, and the checkpoints.
+#[derive(Debug, Default)]
+struct Startup {
+    clean: bool,
+    recovery_points: std::collections::BTreeMap<(String, i32), i64>,
+    log_starts: std::collections::BTreeMap<(String, i32), i64>,
+}
+
+/// A running engine. Dropping it shuts the shards down cleanly (as [`Engine::shutdown`] does,
+/// ignoring errors).
+#[derive(Debug)]
+pub struct Engine {
+    inner: Arc<Inner>,
+    threads: Vec<JoinHandle<()>>,
+    housekeeper: Option<(JoinHandle<()>, Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>)>,
+    mode: IoMode,
+    fallback: Option<String>,
+    config: EngineConfig,
+    storage: Arc<dyn Storage>,
+    startup: Startup,
+    load_reports: Vec<(TopicPartition, crate::log::LoadReport)>,
+    resources: Vec<crate::segment::SegmentResources>,
+}
+
+/// Writes the recovery-point and log-start-offset checkpoints of the data directory.
+fn write_checkpoints(storage: &dyn Storage, dir: &Path, offsets: &[(TopicPartition, i64, i64)]) -> Result<()> {
+    use crate::format::checkpoint::{
+        OffsetCheckpoint, LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_OFFSET_CHECKPOINT_FILE,
+    };
+    let mut sorted = offsets.to_vec();
+    sorted.sort();
+    let rp = OffsetCheckpoint { entries: sorted.iter().map(|(tp, r, _)| (tp.topic.clone(), tp.partition, *r)).collect() };
+    let ls = OffsetCheckpoint { entries: sorted.iter().map(|(tp, _, l)| (tp.topic.clone(), tp.partition, *l)).collect() };
+    storage.write_file_atomic(&dir.join(RECOVERY_POINT_OFFSET_CHECKPOINT_FILE), rp.serialize().as_bytes())?;
+    storage.write_file_atomic(&dir.join(LOG_START_OFFSET_CHECKPOINT_FILE), ls.serialize().as_bytes())
+}
+
+/// Reads an offset checkpoint of the data directory; a missing or empty file is empty, a damaged
+/// one is an error naming it.
+fn read_offsets(storage: &dyn Storage, path: &Path) -> Result<std::collections::BTreeMap<(String, i32), i64>> {
+    if !storage.exists(path) {
+        return Ok(Default::default());
+    }
+    let bytes = storage.read_small_file(path, 256 << 20)?;
+    let text = String::from_utf8_lossy(&bytes);
+    if text.trim().is_empty() {
+        return Ok(Default::default());
+    }
+    let cp = crate::format::checkpoint::OffsetCheckpoint::parse(&text)
+        .map_err(|source| Error::Corrupt { path: path.to_path_buf(), pos: 0, source })?;
+    Ok(cp.to_map())
+}
+
+impl Engine {
+    /// Starts the shards and opens every partition directory found in the data directory. After
+    /// a clean shutdown (`.kafka_cleanshutdown` present) indexes are only sanity-checked; after a
+    /// crash every segment from each partition's recovery point (from
+    /// `recovery-point-offset-checkpoint`) is revalidated. The marker is removed once every
+    /// partition is open, so a crash during startup is not mistaken for a clean shutdown.
+    pub fn open(config: EngineConfig) -> Result<Engine> {
+        use crate::format::checkpoint::{
+            CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_OFFSET_CHECKPOINT_FILE,
+        };
+        config.log_config.validate()?;
+        let selected = crate::io::select::open_storage_with(config.io_mode, config.simulate_uring_refusal);
+        let storage = selected.storage;
+        if !storage.exists(&config.data_dir) {
+            storage.create_dir_all(&config.data_dir)?;
+        }
+        let marker = config.data_dir.join(CLEAN_SHUTDOWN_FILE);
+        let startup = Startup {
+            clean: storage.exists(&marker),
+            recovery_points: read_offsets(&*storage, &config.data_dir.join(RECOVERY_POINT_OFFSET_CHECKPOINT_FILE))?,
+            log_starts: read_offsets(&*storage, &config.data_dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))?,
+        };
+        let cores = match &config.cores {
+            Some(c) if !c.is_empty() => c.clone(),
+            _ => allowed_cores(),
+        };
+        let n = config.shards.unwrap_or(cores.len()).max(1);
+        let resources = crate::segment::SegmentResources::for_shards(
+            crate::segment::ResourceConfig {
+                arena: crate::io::ArenaConfig {
+                    huge_pages: config.huge_pages,
+                    lock_memory: config.lock_index_memory,
+                    ..Default::default()
+                },
+                index_memory_budget_bytes: config.index_memory_budget_bytes,
+                max_open_files: config.max_open_files,
+            },
+            n,
+        );
+        let mut links = Vec::with_capacity(n);
+        let mut threads = Vec::with_capacity(n);
+        for id in 0..n {
+            let (tx, rx) = bounded(config.queue_capacity.max(1));
+            let bell = Arc::new(Doorbell { fd: EventFd::new()?, sleeping: AtomicBool::new(false) });
+            let core = if config.pin_threads { cores.get(id % cores.len().max(1)).copied() } else { None };
+            let shard = shard::Shard::new(id, core, rx, bell.clone(), storage.clone(), &config);
+            let res = resources[id].clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("seglog-shard-{id}"))
+                .spawn(move || {
+                    // The shard's segments share its index arena, index budget and file limit.
+                    let _entered = res.enter();
+                    shard.run()
+                })
+                .map_err(|e| Error::io("spawn", format!("shard {id}"), e))?;
+            links.push(ShardLink { tx, bell });
+            threads.push(thread);
+        }
+        let inner = Arc::new(Inner {
+            shards: links,
+            backpressure: config.backpressure,
+            queue_capacity: config.queue_capacity,
+        });
+        let mut engine = Engine {
+            inner,
+            threads,
+            housekeeper: None,
+            mode: selected.mode,
+            fallback: selected.fallback,
+            config,
+            storage,
+            startup,
+            load_reports: Vec::new(),
+            resources,
+        };
+        // Open the partitions already on disk, in parallel across shards.
+        let mut pending = Vec::new();
+        let mut names = engine.storage.list_dir(&engine.config.data_dir)?;
+        names.sort();
+        for name in names {
+            let Some((topic, partition)) = filename::parse_partition_dir(&name) else { continue };
+            if !engine.storage.is_dir(&engine.config.data_dir.join(&name)) {
+                continue;
+            }
+            let tp = TopicPartition::new(topic, partition);
+            pending.push((tp.clone(), engine.open_partition(&tp, None)));
+        }
+        for (tp, p) in pending {
+            engine.load_reports.push((tp, p.wait()?));
+        }
+        if engine.storage.exists(&marker) {
+            engine.storage.remove_file(&marker)?;
+            engine.storage.sync_dir(&engine.config.data_dir)?;
+        }
+        engine.checkpoint()?;
+        engine.start_housekeeper();
+        Ok(engine)
+    }
+
+    fn start_housekeeper(&mut self) {
+        let stop = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let (inner, storage, dir) = (self.inner.clone(), self.storage.clone(), self.config.data_dir.clone());
+        let every = std::time::Duration::from_millis(self.config.checkpoint_interval_ms.max(1));
+        let stop2 = stop.clone();
+        let t = std::thread::Builder::new().name("seglog-checkpoints".into()).spawn(move || loop {
+            let (lock, cv) = &*stop2;
+            let g = lock.lock().unwrap_or_else(|p| p.into_inner());
+            let (g, _) = cv.wait_timeout_while(g, every, |stopped| !*stopped).unwrap_or_else(|p| p.into_inner());
+            if *g {
+                return;
+            }
+            drop(g);
+            if let Ok(offsets) = inner.gather(|done| Request::Offsets { done }) {
+                if let Err(e) = write_checkpoints(&*storage, &dir, &offsets) {
+                    eprintln!("seglog: writing checkpoints in {}: {e}", dir.display());
+                }
+            }
+        });
+        if let Ok(t) = t {
+            self.housekeeper = Some((t, stop));
+        }
+    }
+
+    /// Writes `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` now (the
+    /// housekeeping thread does it every `checkpoint_interval_ms`).
+    pub fn checkpoint(&self) -> Result<()> {
+        let offsets = self.inner.gather(|done| Request::Offsets { done })?;
+        write_checkpoints(&*self.storage, &self.config.data_dir, &offsets)
+    }
+
+    /// The I/O mode the engine really runs in.
+    pub fn io_mode(&self) -> IoMode {
+        self.mode
+    }
+    /// Why the engine runs in another mode than asked, if it does.
+    pub fn io_fallback_reason(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+    /// Each shard's index memory and descriptors: the pages its index arena got (explicit huge
+    /// pages, transparent, or normal, and why), sealed indexes resident against the budget, files
+    /// open against the limit.
+    pub fn index_memory(&self) -> Vec<crate::segment::ResourceReport> {
+        self.resources.iter().map(|r| r.report()).collect()
+    }
+    /// What opening each partition found on disk at startup (segments recovered, truncations
+    /// with file and position, indexes rebuilt, leftovers removed).
+    pub fn load_reports(&self) -> &[(TopicPartition, crate::log::LoadReport)] {
+        &self.load_reports
+    }
+
+    /// Whether the previous shutdown was clean (indexes were trusted, not rebuilt).
+    pub fn started_clean(&self) -> bool {
+        self.startup.clean
+    }
+    pub fn shard_count(&self) -> usize {
+        self.inner.shards.len()
+    }
+    pub fn data_dir(&self) -> &Path {
+        &self.config.data_dir
+    }
+    /// The shard that owns `tp`.
+    pub fn shard_of(&self, tp: &TopicPartition) -> usize {
+        (tp.stable_hash() % self.inner.shards.len() as u64) as usize
+    }
+
+    fn call<T>(&self, shard: usize, make: impl FnOnce(crate::completion::Completer<T>) -> Request) -> Completion<T> {
+        self.inner.call(shard, make)
+    }
+
+    /// Opens (creating if needed) a partition with `config` (default: the engine's), and says
+    /// what loading it did. Opening an open partition does nothing (an empty report).
+    pub fn open_partition(&self, tp: &TopicPartition, config: Option<LogConfig>) -> Completion<crate::log::LoadReport> {
         if let Err(detail) = filename::validate_topic_name(&tp.topic) {
             return Completion::ready(Err(Error::InvalidTopicName { name: tp.topic.clone(), detail }));
         }
         if tp.partition < 0 {
             return Completion::ready(Err(Error::InvalidConfig(format!("negative partition {}", tp.partition))));
         }
+        let key = (tp.topic.clone(), tp.partition);
+        let recovery = if self.startup.clean {
+            crate::log::Recovery::Clean
+        } else {
+            crate::log::Recovery::FromRecoveryPoint(self.startup.recovery_points.get(&key).copied().unwrap_or(0))
+        };
+        let log_start_offset = self.startup.log_starts.get(&key).copied();
         let tp = tp.clone();
-        self.call(self.shard_of(&tp), |done| Request::Open { tp, config, done })
+        self.call(self.shard_of(&tp), |done| Request::Open { tp, config, recovery, log_start_offset, done })
     }
 
     /// Leader append: offsets assigned by the partition. `records` holds whole v2 batches.
@@ -318,13 +538,7 @@ impl Engine {
     }
 
     /// Reads whole batches from `offset` (see [`crate::log::Log::read`]).
-    pub fn fetch(
-        &self,
-        tp: &TopicPartition,
-        offset: i64,
-        max_bytes: u32,
-        upper_bound: Option<i64>,
-    ) -> Completion<FetchData> {
+    pub fn fetch(&self, tp: &TopicPartition, offset: i64, max_bytes: u32, upper_bound: Option<i64>) -> Completion<FetchData> {
         let tp = tp.clone();
         self.call(self.shard_of(&tp), |done| Request::Fetch { tp, offset, max_bytes, upper_bound, min_one: true, done })
     }
@@ -335,60 +549,89 @@ impl Engine {
         self.call(self.shard_of(&tp), |done| Request::ListOffset { tp, target, done })
     }
 
-    /// Makes every acknowledged append of every partition durable.
+    /// Runs `f` on the partition's [`crate::log::Log`] inside its shard: truncation, DeleteRecords,
+    /// high-watermark updates, retention, or anything else the log offers.
+    pub fn with_log<T: Send + 'static>(
+        &self,
+        tp: &TopicPartition,
+        f: impl FnOnce(&mut crate::log::Log) -> Result<T> + Send + 'static,
+    ) -> Completion<T> {
+        let (c, r) = pair();
+        let name = tp.clone();
+        let f = move |log: Option<&mut crate::log::Log>| {
+            c.complete(match log {
+                Some(log) => f(log),
+                None => Err(Error::UnknownPartition { topic: name.topic, partition: name.partition }),
+            })
+        };
+        let req = Request::WithLog { tp: tp.clone(), f: Box::new(f) };
+        match self.inner.send(self.shard_of(tp), req) {
+            Ok(()) => r,
+            Err(e) => Completion::ready(Err(e)),
+        }
+    }
+
+    /// Makes every acknowledged append of every partition durable and writes the checkpoints.
     pub fn flush_all(&self) -> Result<()> {
-        let pending: Vec<_> = (0..self.shards.len()).map(|s| self.call(s, |done| Request::Flush { done })).collect();
-        pending.into_iter().try_for_each(|p| p.wait())
+        let pending: Vec<_> = (0..self.shard_count()).map(|s| self.call(s, |done| Request::Flush { done })).collect();
+        pending.into_iter().try_for_each(|p| p.wait())?;
+        self.checkpoint()
     }
 
     /// Every open partition with its log start and log end offsets.
     pub fn partitions(&self) -> Result<Vec<(TopicPartition, i64, i64)>> {
-        let pending: Vec<_> =
-            (0..self.shards.len()).map(|s| self.call(s, |done| Request::Partitions { done })).collect();
-        let mut out = Vec::new();
-        for p in pending {
-            out.extend(p.wait()?);
-        }
+        let mut out = self.inner.gather(|done| Request::Partitions { done })?;
         out.sort();
         Ok(out)
     }
 
     /// Per-shard counters.
     pub fn stats(&self) -> Result<Vec<ShardStats>> {
-        let pending: Vec<_> = (0..self.shards.len()).map(|s| self.call(s, |done| Request::Stats { done })).collect();
+        let pending: Vec<_> = (0..self.shard_count()).map(|s| self.call(s, |done| Request::Stats { done })).collect();
         pending.into_iter().map(|p| p.wait()).collect()
     }
 
-    /// Closes every partition cleanly (final index entries, trims, fsyncs) and stops the shards.
+    /// Closes every partition cleanly (final index entries, trims, fsyncs), writes the
+    /// checkpoints with every recovery point at its log end, then the `.kafka_cleanshutdown`
+    /// marker, and stops the shards. The marker is written only if every partition closed.
     pub fn shutdown(mut self) -> Result<()> {
         self.stop()
     }
 
     fn stop(&mut self) -> Result<()> {
+        if let Some((t, stop)) = self.housekeeper.take() {
+            *stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            stop.1.notify_all();
+            let _ = t.join();
+        }
         let mut first_err = None;
-        let pending: Vec<_> = (0..self.shards.len()).map(|s| self.call(s, |done| Request::Shutdown { done })).collect();
+        let pending: Vec<_> = (0..self.shard_count()).map(|s| self.call(s, |done| Request::Shutdown { done })).collect();
+        let mut closed = Vec::new();
         for p in pending {
-            if let Err(e) = p.wait() {
-                if !matches!(e, Error::EngineStopped) {
+            match p.wait() {
+                Ok(v) => closed.extend(v),
+                Err(e) => {
                     first_err.get_or_insert(e);
                 }
             }
         }
-        for h in &mut self.shards {
-            if let Some(t) = h.thread.take() {
-                let _ = t.join();
-            }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
         }
-        match first_err {
-            Some(e) => Err(e),
-            None => Ok(()),
+        if let Some(e) = first_err {
+            return Err(e);
         }
+        let offsets: Vec<_> = closed.into_iter().map(|(tp, leo, start)| (tp, leo, start)).collect();
+        write_checkpoints(&*self.storage, &self.config.data_dir, &offsets)?;
+        let marker = self.config.data_dir.join(crate::format::checkpoint::CLEAN_SHUTDOWN_FILE);
+        let text = crate::format::checkpoint::CleanShutdown { broker_epoch: Some(-1) }.serialize();
+        self.storage.write_file_atomic(&marker, text.as_bytes())
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        if self.shards.iter().any(|h| h.thread.is_some()) {
+        if !self.threads.is_empty() {
             let _ = self.stop();
         }
     }

@@ -51,6 +51,10 @@ pub(crate) struct Shard {
     durability: Durability,
     tail_cache_bytes: u64,
     idle_spin: Duration,
+    recovery_threads: usize,
+    retention_check_interval_ms: i64,
+    next_retention_ms: i64,
+    last_periodic: std::time::Instant,
     logs: HashMap<TopicPartition, Log>,
     stats: ShardStats,
 }
@@ -73,6 +77,10 @@ impl Shard {
             durability: config.durability,
             tail_cache_bytes: config.tail_cache_bytes,
             idle_spin: Duration::from_micros(config.idle_spin_us),
+            recovery_threads: config.recovery_threads_per_partition.max(1),
+            retention_check_interval_ms: config.retention_check_interval_ms.min(i64::MAX as u64) as i64,
+            next_retention_ms: 0,
+            last_periodic: std::time::Instant::now(),
             stats: ShardStats { shard: id, core, io_mode: Some(storage.mode()), ..Default::default() },
             storage,
             logs: HashMap::new(),
@@ -122,6 +130,7 @@ impl Shard {
                     crate::io::wait_doorbell(&self.bell.fd, self.storage.mode(), Some(Duration::from_millis(100)));
                 }
                 self.bell.sleeping.store(false, Ordering::SeqCst);
+                self.periodic();
                 continue;
             }
             self.stats.turns += 1;
@@ -129,19 +138,55 @@ impl Shard {
             if self.turn(&mut batch) {
                 return;
             }
+            // Under constant load the idle path never runs: do the timed work here too.
+            if self.last_periodic.elapsed() >= Duration::from_millis(10) {
+                self.periodic();
+            }
         }
     }
 
-    fn close_all(&mut self) -> Result<()> {
+    /// Closes every log; returns (partition, log end, log start) of each.
+    fn close_all(&mut self) -> Result<Vec<(TopicPartition, i64, i64)>> {
         let mut first = None;
-        for (_, log) in self.logs.drain() {
-            if let Err(e) = log.close() {
-                first.get_or_insert(e);
+        let mut closed = Vec::new();
+        for (tp, log) in self.logs.drain() {
+            let (leo, start) = (log.log_end_offset(), log.log_start_offset());
+            match log.close() {
+                Ok(()) => closed.push((tp, leo, start)),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
             }
         }
         match first {
             Some(e) => Err(e),
-            None => Ok(()),
+            None => Ok(closed),
+        }
+    }
+
+    /// Timed work: group-commit fsyncs that are due, retention, expired `.deleted` files.
+    fn periodic(&mut self) {
+        self.last_periodic = std::time::Instant::now();
+        let now = crate::config::Clock::now_ms(&crate::config::SystemClock);
+        let interval = match self.durability {
+            Durability::Interval { flush_ms, flush_messages } => Some((flush_ms, flush_messages)),
+            _ => None,
+        };
+        for log in self.logs.values_mut() {
+            if log.flush_due(now, interval) {
+                let _ = log.flush();
+            }
+        }
+        if now >= self.next_retention_ms {
+            self.next_retention_ms = now.saturating_add(self.retention_check_interval_ms);
+            for log in self.logs.values_mut() {
+                let _ = log.apply_retention();
+            }
+        }
+        for log in self.logs.values_mut() {
+            if log.pending_deletions() > 0 {
+                let _ = log.delete_expired_files();
+            }
         }
     }
 
@@ -152,7 +197,27 @@ impl Shard {
         let mut stop = None;
         for req in batch.drain(..) {
             match req {
-                Request::Open { tp, config, done } => done.complete(self.open(&tp, config)),
+                Request::Open { tp, config, recovery, log_start_offset, done } => {
+                    done.complete(self.open(&tp, config, recovery, log_start_offset))
+                }
+                Request::Offsets { done } => {
+                    let v = self
+                        .logs
+                        .iter()
+                        .map(|(tp, l)| (tp.clone(), l.recovery_point(), l.log_start_offset()))
+                        .collect();
+                    done.complete(Ok(v));
+                }
+                Request::WithLog { tp, f } => {
+                    let before = self.logs.get(&tp).map(|l| l.log_end_offset());
+                    f(self.logs.get_mut(&tp));
+                    // An append done through the log directly must still reach the file.
+                    if let (Some(log), Some(_)) = (self.logs.get(&tp), before) {
+                        if log.unwritten_bytes() > 0 {
+                            dirty.insert(tp.clone(), ());
+                        }
+                    }
+                }
                 Request::Append { tp, mut records, leader_epoch, done } => {
                     let Some(log) = self.logs.get_mut(&tp) else {
                         done.complete(Err(unknown(&tp)));
@@ -232,12 +297,23 @@ impl Shard {
         if dirty.is_empty() {
             return;
         }
-        let sync = self.durability == Durability::EveryBatch;
+        // The `negative-control` feature is TEST ONLY: EveryBatch then acknowledges without the
+        // fdatasync, so the power-cut tests can show that they catch a missing fsync.
+        let every_batch = self.durability == Durability::EveryBatch && !cfg!(feature = "negative-control");
+        let interval = match self.durability {
+            Durability::Interval { flush_ms, flush_messages } => Some((flush_ms, flush_messages)),
+            _ => None,
+        };
+        let now = crate::config::Clock::now_ms(&crate::config::SystemClock);
         let tps: Vec<TopicPartition> = dirty.into_keys().collect();
         let mut failed: HashMap<TopicPartition, String> = HashMap::new();
         let mut ops = Vec::new();
+        let mut syncs = Vec::with_capacity(tps.len());
         for (i, tp) in tps.iter().enumerate() {
             let log = self.logs.get_mut(tp).expect("dirty partitions are open");
+            // Group commit: one fdatasync covers every batch of this log appended so far.
+            let sync = every_batch || log.flush_due(now, interval);
+            syncs.push(sync);
             match log.take_writes(i as u64, sync) {
                 Ok(o) => ops.extend(o),
                 Err(e) => {
@@ -256,7 +332,7 @@ impl Shard {
             if done.is_empty() {
                 continue;
             }
-            if let Err(e) = log.complete_writes(done, sync.then_some(leo)) {
+            if let Err(e) = log.complete_writes(done, syncs[i].then_some(leo)) {
                 failed.insert(tp.clone(), e.to_string());
             }
         }
@@ -270,20 +346,29 @@ impl Shard {
         }
     }
 
-    fn open(&mut self, tp: &TopicPartition, config: Option<LogConfig>) -> Result<()> {
+    fn open(
+        &mut self,
+        tp: &TopicPartition,
+        config: Option<LogConfig>,
+        recovery: crate::log::Recovery,
+        log_start_offset: Option<i64>,
+    ) -> Result<crate::log::LoadReport> {
         if self.logs.contains_key(tp) {
-            return Ok(());
+            return Ok(crate::log::LoadReport::default());
         }
         let options = LogOptions {
             config: config.unwrap_or_else(|| self.default_config.clone()),
             storage: self.storage.clone(),
             tail_cache_bytes: self.tail_cache_bytes,
             write_through: false,
+            recovery,
+            log_start_offset,
+            recovery_threads: self.recovery_threads,
             ..LogOptions::default()
         };
-        let log = Log::open(self.data_dir.join(tp.dir_name()), options)?;
+        let (log, report) = Log::open_with_report(self.data_dir.join(tp.dir_name()), options)?;
         self.logs.insert(tp.clone(), log);
-        Ok(())
+        Ok(report)
     }
 
     fn snapshot_stats(&self) -> ShardStats {

@@ -46,7 +46,17 @@ pub struct LoadReport {
 
 pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)> {
     options.config.validate()?;
-    let LogOptions { config, storage, clock, recovery, log_start_offset, tail_cache_bytes, write_through } = options;
+    let LogOptions {
+        config,
+        storage,
+        clock,
+        recovery,
+        log_start_offset,
+        tail_cache_bytes,
+        write_through,
+        recovery_threads,
+        progress,
+    } = options;
     let mut report = LoadReport::default();
     let mut recovered_epochs: Vec<(i32, i64)> = Vec::new();
     if !storage.exists(dir) {
@@ -112,7 +122,7 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
     // Pass 2: open every segment; rebuild missing indexes.
     let mut segments: BTreeMap<i64, Segment> = BTreeMap::new();
     for &base in logs.keys() {
-        let (mut seg, missing_index) = Segment::open_existing(&*storage, dir, base, settings)?;
+        let (mut seg, missing_index) = Segment::open_lazy(storage.clone(), dir, base, settings)?;
         if missing_index {
             let r = seg.recover()?;
             report.indexes_rebuilt += 1;
@@ -137,10 +147,11 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
             // Segments holding offsets >= rp: the floor segment of rp and everything after.
             let start = segments.range(..=rp).next_back().map(|(b, _)| *b).unwrap_or(i64::MIN);
             let bases: Vec<i64> = segments.range(start..).map(|(b, _)| *b).collect();
+            let mut todo: Vec<Segment> = bases.iter().map(|b| segments.remove(b).expect("listed")).collect();
+            let results = recover_segments(&mut todo, recovery_threads, progress.as_ref().map(|p| &*p.0));
             let mut truncated_at: Option<usize> = None;
-            for (i, base) in bases.iter().enumerate() {
-                let seg = segments.get_mut(base).expect("listed");
-                let r = seg.recover()?;
+            for (i, (seg, r)) in todo.iter().zip(results).enumerate() {
+                let r = r?;
                 report.segments_recovered += 1;
                 report.indexes_rebuilt += 1;
                 recovered_epochs.extend(r.epoch_starts.iter().copied());
@@ -150,11 +161,15 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
                     break;
                 }
             }
-            if let Some(i) = truncated_at {
-                for base in &bases[i + 1..] {
-                    let seg = segments.remove(base).expect("listed");
+            let keep = truncated_at.map(|i| i + 1).unwrap_or(todo.len());
+            let doomed = todo.split_off(keep);
+            for seg in todo {
+                segments.insert(seg.base_offset(), seg);
+            }
+            if !doomed.is_empty() {
+                for seg in doomed {
                     delete_segment_files(&*storage, &seg)?;
-                    report.segments_removed.push(*base);
+                    report.segments_removed.push(seg.base_offset());
                 }
                 storage.sync_dir(dir)?;
             }
@@ -244,6 +259,7 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
         write_through,
         epochs,
         pending_deletes: Vec::new(),
+        first_unflushed_ms: None,
     };
     let jitter = log.next_jitter();
     let settings = log.settings();
@@ -251,6 +267,68 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
     let active = active.into_segment()?.into_active(log.storage.clone(), settings, now, jitter)?;
     log.active = Some(active);
     Ok((log, report))
+}
+
+/// Recovery progress, reported after each segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoveryProgress {
+    pub segments_done: usize,
+    pub segments_total: usize,
+    pub bytes_left: u64,
+}
+
+/// Recovers `segs` with up to `threads` threads (each segment's revalidation and index rebuild is
+/// independent of the others'), returning each segment's result in order.
+fn recover_segments(
+    segs: &mut [Segment],
+    threads: usize,
+    progress: Option<&(dyn Fn(RecoveryProgress) + Send + Sync)>,
+) -> Vec<Result<crate::segment::RecoveryResult>> {
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let total = segs.len();
+    let bytes_left = AtomicU64::new(segs.iter().map(|s| s.log_file().len().unwrap_or(0)).sum());
+    let done = AtomicUsize::new(0);
+    let report = |bytes: u64| {
+        let d = done.fetch_add(1, Ordering::SeqCst) + 1;
+        let left = bytes_left.fetch_sub(bytes, Ordering::SeqCst).saturating_sub(bytes);
+        if let Some(p) = progress {
+            p(RecoveryProgress { segments_done: d, segments_total: total, bytes_left: left });
+        }
+    };
+    let threads = threads.clamp(1, total.max(1));
+    if threads == 1 {
+        return segs
+            .iter_mut()
+            .map(|s| {
+                let bytes = s.log_file().len().unwrap_or(0);
+                let r = s.recover();
+                report(bytes);
+                r
+            })
+            .collect();
+    }
+    let slots: Vec<Mutex<(&mut Segment, Option<Result<crate::segment::RecoveryResult>>)>> =
+        segs.iter_mut().map(|s| Mutex::new((s, None))).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(slot) = slots.get(i) else { break };
+                let mut g = slot.lock().unwrap_or_else(|p| p.into_inner());
+                let bytes = g.0.log_file().len().unwrap_or(0);
+                let r = g.0.recover();
+                g.1 = Some(r);
+                drop(g);
+                report(bytes);
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()).1.expect("every segment recovered"))
+        .collect()
 }
 
 fn note_truncation(report: &mut LoadReport, seg: &Segment, r: &crate::segment::RecoveryResult) {

@@ -10,7 +10,7 @@ mod maintenance;
 mod read;
 mod validate;
 
-pub use load::{LoadReport, Recovery};
+pub use load::{LoadReport, Recovery, RecoveryProgress};
 pub use maintenance::RetentionReport;
 pub use read::{FetchData, FileRange, ListOffset};
 
@@ -43,6 +43,21 @@ pub struct LogOptions {
     /// page cache). The shard engine turns this off and writes all partitions' appends of a loop
     /// turn in one submission instead ([`Log::take_writes`]).
     pub write_through: bool,
+    /// Threads revalidating this log's segments after a crash (each segment's check and index
+    /// rebuild is independent, unlike Kafka which recovers one segment at a time). Default 1.
+    pub recovery_threads: usize,
+    /// Called after each recovered segment.
+    pub progress: Option<ProgressFn>,
+}
+
+/// A recovery progress callback.
+#[derive(Clone)]
+pub struct ProgressFn(pub Arc<dyn Fn(RecoveryProgress) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressFn")
+    }
 }
 
 impl Default for LogOptions {
@@ -55,6 +70,8 @@ impl Default for LogOptions {
             log_start_offset: None,
             tail_cache_bytes: 1024 * 1024,
             write_through: true,
+            recovery_threads: 1,
+            progress: None,
         }
     }
 }
@@ -116,6 +133,8 @@ pub struct Log {
     write_through: bool,
     epochs: epoch::LeaderEpochCache,
     pending_deletes: Vec<maintenance::PendingDelete>,
+    /// When the oldest append not yet covered by an fsync was made.
+    first_unflushed_ms: Option<i64>,
 }
 
 impl Log {
@@ -173,8 +192,8 @@ impl Log {
             .map(|s| SegmentInfo {
                 base_offset: s.base_offset(),
                 size: s.size(),
-                offset_index_entries: s.offset_index().entries(),
-                time_index_entries: s.time_index().entries(),
+                offset_index_entries: s.index_entries().0,
+                time_index_entries: s.index_entries().1,
                 max_timestamp: s.max_timestamp_so_far().timestamp,
                 active: s.base_offset() == active_base,
             })
@@ -339,8 +358,28 @@ impl Log {
             segment_base_offset: base,
             position,
         };
-        self.maybe_flush()?;
+        if self.write_through {
+            self.maybe_flush()?;
+        } else if self.first_unflushed_ms.is_none() {
+            self.first_unflushed_ms = Some(self.clock.now_ms());
+        }
         Ok(info)
+    }
+
+    /// True when `flush.messages` or `flush.ms` (or the stricter of them and an engine-wide
+    /// interval `(ms, messages)`) call for an fsync now: the shard then links one fdatasync to
+    /// this log's next write, covering every batch appended before it (group commit).
+    pub fn flush_due(&self, now_ms: i64, interval: Option<(i64, i64)>) -> bool {
+        if self.unflushed_messages == 0 {
+            return false;
+        }
+        let (mut ms, mut msgs) = (self.config.flush_ms, self.config.flush_messages);
+        if let Some((ims, imsgs)) = interval {
+            ms = ms.min(ims);
+            msgs = msgs.min(imsgs);
+        }
+        let since = self.first_unflushed_ms.unwrap_or(self.last_flush_ms);
+        self.unflushed_messages >= msgs || (ms != i64::MAX && now_ms.saturating_sub(since) >= ms)
     }
 
     /// Flushes when `flush.messages` or `flush.ms` say so (both off by default, as in Kafka).
@@ -443,6 +482,7 @@ impl Log {
         self.guard(r)?;
         self.recovery_point = self.log_end_offset;
         self.unflushed_messages = 0;
+        self.first_unflushed_ms = None;
         self.last_flush_ms = self.clock.now_ms();
         Ok(())
     }
@@ -473,6 +513,7 @@ impl Log {
         if let Some(o) = synced_up_to {
             self.recovery_point = self.recovery_point.max(o);
             self.unflushed_messages = 0;
+            self.first_unflushed_ms = None;
             self.last_flush_ms = self.clock.now_ms();
         }
         Ok(())

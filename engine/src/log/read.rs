@@ -146,7 +146,7 @@ impl Log {
                     }
                     self.active_segment().log_file_inner().clone()
                 } else {
-                    seg.log_file().clone()
+                    seg.pinned_log_file()?
                 };
                 if file.direct_alignment().is_some() {
                     return Ok(None);
