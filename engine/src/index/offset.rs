@@ -3,10 +3,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{index_slot_range_for, IndexFile, WARM_SECTION_BYTES};
+use super::{index_slot_range_for, read_index_file, IndexBytes, IndexFile, IndexStorage, WARM_SECTION_BYTES};
 use crate::error::{Error, Result};
 use crate::format::index_entry::{round_down, OffsetEntry, OFFSET_ENTRY_SIZE};
-use crate::io::IoFile;
+use crate::io::{IndexArena, IoFile};
 
 const WARM_ENTRIES: usize = WARM_SECTION_BYTES / OFFSET_ENTRY_SIZE;
 
@@ -30,7 +30,7 @@ impl OffsetIndex {
     pub fn create(base_offset: i64, max_index_bytes: u32, file: Option<Arc<dyn IoFile>>) -> Result<Self> {
         let cap = round_down(max_index_bytes as u64, OFFSET_ENTRY_SIZE as u64);
         let mut inner = IndexFile {
-            bytes: Vec::new(),
+            bytes: IndexBytes::Heap(Vec::new()),
             entry_size: OFFSET_ENTRY_SIZE,
             max_entries: (cap / OFFSET_ENTRY_SIZE as u64) as usize,
             file,
@@ -52,19 +52,62 @@ impl OffsetIndex {
     ) -> Self {
         let file_len = bytes.len() as u64;
         bytes.truncate(round_down(bytes.len() as u64, OFFSET_ENTRY_SIZE as u64) as usize);
-        let cap = round_down(max_index_bytes as u64, OFFSET_ENTRY_SIZE as u64).max(bytes.len() as u64);
-        let entries = bytes.len() / OFFSET_ENTRY_SIZE;
-        OffsetIndex {
-            base_offset,
-            inner: IndexFile {
-                bytes,
-                entry_size: OFFSET_ENTRY_SIZE,
-                max_entries: (cap / OFFSET_ENTRY_SIZE as u64) as usize,
-                file,
-                flushed_entries: entries,
-                file_len,
-            },
-        }
+        let inner = IndexFile::loaded(IndexBytes::Heap(bytes), OFFSET_ENTRY_SIZE, max_index_bytes, file_len, file);
+        OffsetIndex { base_offset, inner }
+    }
+
+    /// [`OffsetIndex::create`] with the entries in a growth slot of `arena` holding
+    /// `max_index_bytes`: appends never reallocate.
+    pub fn create_in(
+        arena: &IndexArena,
+        base_offset: i64,
+        max_index_bytes: u32,
+        file: Option<Arc<dyn IoFile>>,
+    ) -> Result<Self> {
+        let mut idx = OffsetIndex::create(base_offset, max_index_bytes, file)?;
+        idx.inner.reserve(arena);
+        Ok(idx)
+    }
+
+    /// Reads an index file whole into an exact-size packed slot of `arena` (the heap when
+    /// `arena` is `None`), as [`OffsetIndex::from_bytes`] of its contents. A file longer than
+    /// `limit` is refused.
+    pub fn load(
+        arena: Option<&IndexArena>,
+        base_offset: i64,
+        file: Arc<dyn IoFile>,
+        max_index_bytes: u32,
+        limit: u64,
+    ) -> Result<Self> {
+        let (bytes, file_len) = read_index_file(arena, &*file, OFFSET_ENTRY_SIZE, limit)?;
+        let inner = IndexFile::loaded(bytes, OFFSET_ENTRY_SIZE, max_index_bytes, file_len, Some(file));
+        Ok(OffsetIndex { base_offset, inner })
+    }
+
+    /// Moves the entries to an exact-size packed slot of `arena` (a sealed index).
+    pub fn pack(&mut self, arena: &IndexArena) {
+        self.inner.pack(arena)
+    }
+
+    /// Moves the entries to a growth slot of `arena` with room for [`OffsetIndex::max_entries`].
+    pub fn reserve(&mut self, arena: &IndexArena) {
+        self.inner.reserve(arena)
+    }
+
+    /// Makes the warm section (the last 8 KiB of entries) resident: after this, a lookup that
+    /// lands there does not page-fault.
+    pub fn prefault_warm(&self) {
+        self.inner.bytes.prefault_warm(OFFSET_ENTRY_SIZE)
+    }
+
+    /// Where the entries are held.
+    pub fn storage(&self) -> IndexStorage {
+        self.inner.bytes.storage()
+    }
+
+    /// Bytes of memory the entries hold (a slot's capacity, or the `Vec`'s).
+    pub fn memory_bytes(&self) -> usize {
+        self.inner.bytes.memory_bytes()
     }
 
     pub fn base_offset(&self) -> i64 {
@@ -82,13 +125,13 @@ impl OffsetIndex {
     }
     /// The raw bytes of the valid entries, in Kafka's file layout.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.inner.bytes
+        self.inner.bytes.as_slice()
     }
 
     /// Entry `slot`, made absolute.
     pub fn entry(&self, slot: usize) -> OffsetPosition {
-        let e = OffsetEntry::decode(&self.inner.bytes, slot);
-        OffsetPosition { offset: self.base_offset + e.relative_offset as i64, position: e.position as u32 }
+        let e = OffsetEntry::decode(self.inner.bytes.as_slice(), slot);
+        OffsetPosition { offset: self.base_offset.saturating_add(e.relative_offset as i64), position: e.position as u32 }
     }
 
     /// The last entry, or `(base_offset, 0)` when empty.
@@ -130,17 +173,17 @@ impl OffsetIndex {
             });
         }
         let e = OffsetEntry { relative_offset: (offset - self.base_offset) as i32, position: position as i32 };
-        self.inner.bytes.extend_from_slice(&e.encode());
+        self.inner.bytes.extend(&e.encode());
         Ok(())
     }
 
     /// Kafka's `lookup`: the largest entry with offset `<= target`, or `(base_offset, 0)`.
     #[inline]
     pub fn lookup(&self, target: i64) -> OffsetPosition {
-        let b = &self.inner.bytes;
+        let b = self.inner.bytes.as_slice();
         let base = self.base_offset;
         let r = index_slot_range_for(self.entries(), WARM_ENTRIES, target, |i| {
-            base + OffsetEntry::decode(b, i).relative_offset as i64
+            base.saturating_add(OffsetEntry::decode(b, i).relative_offset as i64)
         });
         if r.lower < 0 {
             OffsetPosition { offset: base, position: 0 }
@@ -151,10 +194,10 @@ impl OffsetIndex {
 
     /// Kafka's `truncateTo`: removes entries with offset `>= offset`.
     pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
-        let b = &self.inner.bytes;
+        let b = self.inner.bytes.as_slice();
         let base = self.base_offset;
         let r = index_slot_range_for(self.entries(), WARM_ENTRIES, offset, |i| {
-            base + OffsetEntry::decode(b, i).relative_offset as i64
+            base.saturating_add(OffsetEntry::decode(b, i).relative_offset as i64)
         });
         let keep = if r.lower < 0 {
             0

@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use super::{index_slot_range_for, IndexFile, WARM_SECTION_BYTES};
+use super::{index_slot_range_for, read_index_file, IndexBytes, IndexFile, IndexStorage, WARM_SECTION_BYTES};
 use crate::error::{Error, Result};
 use crate::format::batch::NO_TIMESTAMP;
 use crate::format::index_entry::{round_down, TimeEntry, TIME_ENTRY_SIZE};
-use crate::io::IoFile;
+use crate::io::{IndexArena, IoFile};
 
 const WARM_ENTRIES: usize = WARM_SECTION_BYTES / TIME_ENTRY_SIZE;
 
@@ -32,7 +32,7 @@ impl TimeIndex {
     pub fn create(base_offset: i64, max_index_bytes: u32, file: Option<Arc<dyn IoFile>>) -> Result<Self> {
         let cap = round_down(max_index_bytes as u64, TIME_ENTRY_SIZE as u64);
         let mut inner = IndexFile {
-            bytes: Vec::new(),
+            bytes: IndexBytes::Heap(Vec::new()),
             entry_size: TIME_ENTRY_SIZE,
             max_entries: (cap / TIME_ENTRY_SIZE as u64) as usize,
             file,
@@ -52,19 +52,58 @@ impl TimeIndex {
     ) -> Self {
         let file_len = bytes.len() as u64;
         bytes.truncate(round_down(bytes.len() as u64, TIME_ENTRY_SIZE as u64) as usize);
-        let cap = round_down(max_index_bytes as u64, TIME_ENTRY_SIZE as u64).max(bytes.len() as u64);
-        let entries = bytes.len() / TIME_ENTRY_SIZE;
-        TimeIndex {
-            base_offset,
-            inner: IndexFile {
-                bytes,
-                entry_size: TIME_ENTRY_SIZE,
-                max_entries: (cap / TIME_ENTRY_SIZE as u64) as usize,
-                file,
-                flushed_entries: entries,
-                file_len,
-            },
-        }
+        let inner = IndexFile::loaded(IndexBytes::Heap(bytes), TIME_ENTRY_SIZE, max_index_bytes, file_len, file);
+        TimeIndex { base_offset, inner }
+    }
+
+    /// [`TimeIndex::create`] with the entries in a growth slot of `arena` holding
+    /// `max_index_bytes`.
+    pub fn create_in(
+        arena: &IndexArena,
+        base_offset: i64,
+        max_index_bytes: u32,
+        file: Option<Arc<dyn IoFile>>,
+    ) -> Result<Self> {
+        let mut idx = TimeIndex::create(base_offset, max_index_bytes, file)?;
+        idx.inner.reserve(arena);
+        Ok(idx)
+    }
+
+    /// Reads a time index file whole into an exact-size packed slot of `arena` (the heap when
+    /// `arena` is `None`). A file longer than `limit` is refused.
+    pub fn load(
+        arena: Option<&IndexArena>,
+        base_offset: i64,
+        file: Arc<dyn IoFile>,
+        max_index_bytes: u32,
+        limit: u64,
+    ) -> Result<Self> {
+        let (bytes, file_len) = read_index_file(arena, &*file, TIME_ENTRY_SIZE, limit)?;
+        let inner = IndexFile::loaded(bytes, TIME_ENTRY_SIZE, max_index_bytes, file_len, Some(file));
+        Ok(TimeIndex { base_offset, inner })
+    }
+
+    /// Moves the entries to an exact-size packed slot of `arena` (a sealed index).
+    pub fn pack(&mut self, arena: &IndexArena) {
+        self.inner.pack(arena)
+    }
+
+    /// Moves the entries to a growth slot of `arena` with room for [`TimeIndex::max_entries`].
+    pub fn reserve(&mut self, arena: &IndexArena) {
+        self.inner.reserve(arena)
+    }
+
+    /// Makes the warm section (the last 8 KiB of entries) resident.
+    pub fn prefault_warm(&self) {
+        self.inner.bytes.prefault_warm(TIME_ENTRY_SIZE)
+    }
+
+    pub fn storage(&self) -> IndexStorage {
+        self.inner.bytes.storage()
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.inner.bytes.memory_bytes()
     }
 
     pub fn base_offset(&self) -> i64 {
@@ -81,12 +120,12 @@ impl TimeIndex {
         self.entries() + 1 >= self.inner.max_entries
     }
     pub fn as_bytes(&self) -> &[u8] {
-        &self.inner.bytes
+        self.inner.bytes.as_slice()
     }
 
     pub fn entry(&self, slot: usize) -> TimestampOffset {
-        let e = TimeEntry::decode(&self.inner.bytes, slot);
-        TimestampOffset { timestamp: e.timestamp, offset: self.base_offset + e.relative_offset as i64 }
+        let e = TimeEntry::decode(self.inner.bytes.as_slice(), slot);
+        TimestampOffset { timestamp: e.timestamp, offset: self.base_offset.saturating_add(e.relative_offset as i64) }
     }
 
     /// The last entry, or `(-1, base_offset)` when empty.
@@ -121,14 +160,14 @@ impl TimeIndex {
                 return Err(self.err(format!("offset {offset} does not fit relative to {}", self.base_offset)));
             }
             let e = TimeEntry { timestamp, relative_offset: rel as i32 };
-            self.inner.bytes.extend_from_slice(&e.encode());
+            self.inner.bytes.extend(&e.encode());
         }
         Ok(())
     }
 
     /// Kafka's `lookup`: the largest entry with timestamp `<= target`, or `(-1, base_offset)`.
     pub fn lookup(&self, target: i64) -> TimestampOffset {
-        let b = &self.inner.bytes;
+        let b = self.inner.bytes.as_slice();
         let r = index_slot_range_for(self.entries(), WARM_ENTRIES, target, |i| TimeEntry::decode(b, i).timestamp);
         if r.lower < 0 {
             TimestampOffset { timestamp: NO_TIMESTAMP, offset: self.base_offset }
@@ -139,10 +178,10 @@ impl TimeIndex {
 
     /// Kafka's `truncateTo`: removes entries whose offset is `>= offset`.
     pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
-        let b = &self.inner.bytes;
+        let b = self.inner.bytes.as_slice();
         let base = self.base_offset;
         let r = index_slot_range_for(self.entries(), WARM_ENTRIES, offset, |i| {
-            base + TimeEntry::decode(b, i).relative_offset as i64
+            base.saturating_add(TimeEntry::decode(b, i).relative_offset as i64)
         });
         let keep = if r.lower < 0 {
             0

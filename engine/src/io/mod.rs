@@ -10,14 +10,22 @@
 //! Errors from this layer already carry the operation and the path.
 
 pub mod aligned;
+pub mod arena;
 pub mod eventfd;
+pub mod file_cache;
+pub mod pool;
 pub mod probe;
 pub mod select;
 pub mod sendfile;
+pub mod shutdown;
+pub mod sim;
 pub mod std_backend;
 pub mod uring;
 
 pub use aligned::AlignedBuf;
+pub use arena::{ArenaConfig, ArenaReport, ArenaSlice, HugePages, IndexArena, PageBacking};
+pub use file_cache::{FileCache, LazyFile, Reopen};
+pub use pool::{Chunk, Pool, PoolStats, WriteBuf};
 pub use probe::{dio_alignment, dio_alignment_fd};
 pub use select::{open_storage, open_storage_with, OpenedStorage};
 pub use sendfile::send_file_range;
@@ -83,7 +91,9 @@ pub struct DirectAlignment {
 #[derive(Debug)]
 pub enum IoOpKind {
     /// Write all of `buf` at `pos` (for a direct file: `pos`, `buf.len()` and the buffer aligned).
-    Write { buf: AlignedBuf, pos: u64 },
+    /// With `dsync` the write is durable when it completes (RWF_DSYNC: the data and the metadata
+    /// needed to read it, as an fdatasync would make them), so it needs no fdatasync after it.
+    Write { buf: WriteBuf, pos: u64, dsync: bool },
     /// fdatasync.
     SyncData,
 }
@@ -195,6 +205,12 @@ pub trait IoFile: Send + Sync + Debug {
     }
     /// Writes all of `buf` at `pos`.
     fn write_all_at(&self, buf: &[u8], pos: u64) -> Result<()>;
+    /// Writes all of `buf` at `pos` durably (as `write_all_at` then `sync_data` would): with
+    /// RWF_DSYNC where the backend has it.
+    fn write_all_at_dsync(&self, buf: &[u8], pos: u64) -> Result<()> {
+        self.write_all_at(buf, pos)?;
+        self.sync_data()
+    }
     /// Makes the file's data durable (fdatasync).
     fn sync_data(&self) -> Result<()>;
     /// Sets the file's length (truncates or extends with zeros).
@@ -237,7 +253,10 @@ pub trait Storage: Send + Sync + Debug {
                 Err(crate::Error::io("submit", op.file.path(), std::io::Error::from_raw_os_error(libc::ECANCELED)))
             } else {
                 match &op.kind {
-                    IoOpKind::Write { buf, pos } => op.file.write_all_at(buf, *pos).map(|_| buf.len()),
+                    IoOpKind::Write { buf, pos, dsync: false } => op.file.write_all_at(buf, *pos).map(|_| buf.len()),
+                    IoOpKind::Write { buf, pos, dsync: true } => {
+                        op.file.write_all_at_dsync(buf, *pos).map(|_| buf.len())
+                    }
                     IoOpKind::SyncData => op.file.sync_data().map(|_| 0),
                 }
             };

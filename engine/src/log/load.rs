@@ -69,6 +69,11 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
     }
     let mut names = storage.list_dir(dir)?;
     names.sort();
+    if names.iter().any(|n| n.ends_with(crate::format::filename::SWAP_FILE_SUFFIX) || n.ends_with(crate::format::filename::CLEANED_FILE_SUFFIX)) {
+        resolve_cleaner_leftovers(&*storage, dir, &names, &mut report)?;
+        names = storage.list_dir(dir)?;
+        names.sort();
+    }
 
     // Pass 1: leftovers and the inventory.
     let mut logs: BTreeMap<i64, ()> = BTreeMap::new();
@@ -87,11 +92,11 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
                 report.files_removed.push(name.clone());
             }
             FileSuffix::Swap => {
-                return Err(Error::InvalidConfig(format!(
-                    "{}: .swap files (an interrupted log-cleaner swap) are not supported yet; \
-                     move the file away or let Kafka finish the swap",
-                    dir.join(name).display()
-                )));
+                // resolve_cleaner_leftovers renamed or removed every swap file.
+                return Err(Error::CorruptIndex {
+                    path: dir.join(name),
+                    detail: "a .swap file survived swap resolution".into(),
+                });
             }
             FileSuffix::None => match parsed.kind {
                 FileKind::Log => {
@@ -146,6 +151,15 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
         Recovery::FromRecoveryPoint(rp) => {
             // Segments holding offsets >= rp: the floor segment of rp and everything after.
             let start = segments.range(..=rp).next_back().map(|(b, _)| *b).unwrap_or(i64::MIN);
+            // Below the recovery point the data was flushed; still, indexes that fail the sanity
+            // check are rebuilt rather than trusted (Kafka checks nothing there).
+            for seg in segments.range_mut(..start).map(|(_, s)| s) {
+                if seg.sanity_check().is_err() {
+                    let r = seg.recover()?;
+                    report.indexes_rebuilt += 1;
+                    note_truncation(&mut report, seg, &r);
+                }
+            }
             let bases: Vec<i64> = segments.range(start..).map(|(b, _)| *b).collect();
             let mut todo: Vec<Segment> = bases.iter().map(|b| segments.remove(b).expect("listed")).collect();
             let results = recover_segments(&mut todo, recovery_threads, progress.as_ref().map(|p| &*p.0));
@@ -308,8 +322,8 @@ fn recover_segments(
             })
             .collect();
     }
-    let slots: Vec<Mutex<(&mut Segment, Option<Result<crate::segment::RecoveryResult>>)>> =
-        segs.iter_mut().map(|s| Mutex::new((s, None))).collect();
+    type Slot<'a> = Mutex<(&'a mut Segment, Option<Result<crate::segment::RecoveryResult>>)>;
+    let slots: Vec<Slot<'_>> = segs.iter_mut().map(|s| Mutex::new((s, None))).collect();
     let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for _ in 0..threads {
@@ -329,6 +343,74 @@ fn recover_segments(
         .into_iter()
         .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()).1.expect("every segment recovered"))
         .collect()
+}
+
+/// Kafka's `LogLoader` passes for what a log cleaner leaves after a crash: `.cleaned` files are
+/// unfinished cleaner output (removed); `.swap` files at or above the lowest `.cleaned` offset
+/// belong to an unfinished split (removed); the other swaps are finished cleaner output that was
+/// about to replace the segments they cover: those segments are removed and the swap files
+/// renamed into place.
+fn resolve_cleaner_leftovers(storage: &dyn crate::io::Storage, dir: &Path, names: &[String], report: &mut LoadReport) -> Result<()> {
+    use crate::format::filename::SWAP_FILE_SUFFIX;
+    let mut min_cleaned = i64::MAX;
+    let mut swaps: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    for name in names {
+        let Ok(Some(p)) = SegmentFileName::parse(name) else { continue };
+        match p.suffix {
+            FileSuffix::Cleaned => {
+                min_cleaned = min_cleaned.min(p.base_offset);
+                storage.remove_file(&dir.join(name))?;
+                report.files_removed.push(name.clone());
+            }
+            FileSuffix::Swap => swaps.entry(p.base_offset).or_default().push(name.clone()),
+            _ => {}
+        }
+    }
+    for (base, files) in swaps {
+        let log_swap = files.iter().find(|n| n.ends_with(&format!(".log{SWAP_FILE_SUFFIX}")));
+        if base >= min_cleaned || log_swap.is_none() {
+            for f in files {
+                storage.remove_file(&dir.join(&f))?;
+                report.files_removed.push(f);
+            }
+            continue;
+        }
+        // The offsets the swap covers: [base, next offset after its last batch).
+        let path = dir.join(log_swap.expect("checked"));
+        let file = storage.open(&path, crate::io::OpenMode::Read)?;
+        let len = file.len()?.min(i32::MAX as u64) as u32;
+        let mut scan = crate::segment::BatchScanner::new(file, 0, len);
+        let mut next = base;
+        let mut valid = true;
+        while let Ok(Some(b)) = scan.next_batch() {
+            if b.header.base_offset < next {
+                valid = false; // batches below the swap's base, or going backwards
+                break;
+            }
+            next = b.header.next_offset();
+        }
+        if !valid {
+            for f in files {
+                storage.remove_file(&dir.join(&f))?;
+                report.files_removed.push(f);
+            }
+            continue;
+        }
+        // Segments inside [base, next) are replaced: remove their files.
+        for name in names {
+            let Ok(Some(p)) = SegmentFileName::parse(name) else { continue };
+            let covered = p.suffix == FileSuffix::None && p.base_offset >= base && p.base_offset < next.max(base + 1);
+            if covered && !matches!(p.kind, FileKind::Snapshot) && storage.exists(&dir.join(name)) {
+                storage.remove_file(&dir.join(name))?;
+                report.files_removed.push(name.clone());
+            }
+        }
+        for f in files {
+            let live = f.trim_end_matches(SWAP_FILE_SUFFIX).to_string();
+            storage.rename(&dir.join(&f), &dir.join(&live))?;
+        }
+    }
+    storage.sync_dir(dir)
 }
 
 fn note_truncation(report: &mut LoadReport, seg: &Segment, r: &crate::segment::RecoveryResult) {

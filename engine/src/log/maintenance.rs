@@ -47,14 +47,20 @@ impl Log {
         let active_base = self.active_segment().base_offset();
         let floor_base = self.floor_segment(target).map(|s| s.base_offset()).unwrap_or(first_base);
         if active_base > floor_base {
+            // Newest first, so that whatever prefix of these renames survives a crash removes a
+            // suffix of the log, never a segment in the middle.
             let active = self.active.take().expect("active");
             let seg = self.guard(active.into_segment())?;
             self.schedule_delete(seg, now)?;
-            let later: Vec<i64> = self.sealed.range(floor_base + 1..).map(|(b, _)| *b).collect();
+            let later: Vec<i64> = self.sealed.range(floor_base + 1..).rev().map(|(b, _)| *b).collect();
             for b in later {
                 let seg = self.sealed.remove(&b).expect("listed").into_segment();
                 self.schedule_delete(seg, now)?;
             }
+            // The later segments are durably gone before the floor segment is cut, so a crash in
+            // between cannot leave a hole (cut data below, old data above).
+            let r = self.storage.sync_dir(&self.dir);
+            self.guard(r)?;
             let floor = self.sealed.remove(&floor_base).expect("floor segment").into_segment();
             let settings = self.settings();
             let jitter = self.next_jitter();
@@ -63,6 +69,9 @@ impl Log {
         }
         let r = self.active_mut().truncate_to(target, now);
         let (_, new_end) = self.guard(r)?;
+        // The cut is durable when truncate_to returns: nothing truncated comes back.
+        let r = self.active_mut().flush();
+        self.guard(r)?;
         self.log_end_offset = new_end;
         self.high_watermark = self.high_watermark.min(new_end);
         self.recovery_point = self.recovery_point.min(new_end);

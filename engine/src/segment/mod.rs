@@ -7,13 +7,25 @@
 //! position (phase 1: index floor, phase 2: header walk), reads bounded by a position, timestamp
 //! -> offset, and recovery (revalidate every batch, rebuild both indexes, cut a torn tail).
 //!
+//! Memory and descriptors: an active segment's indexes live in growth slots of the shard's index
+//! arena and its `.log` stays open. A sealed segment's indexes are packed into exact-size slots and
+//! held by the shard's [`IndexCache`] under a memory budget: they load on first use and may be
+//! evicted (see [`resident`]). Its files (and every index file) are [`LazyFile`]s, opened on use
+//! and closed when idle under the shard's descriptor limit.
+//!
 //! A segment never decides policy (when to roll, what to fsync): the partition log does.
 
+mod resident;
 mod scan;
 mod tail;
 
+pub use resident::{
+    EnterGuard, IndexCache, IndexCacheStats, IndexPair, IndexRef, ResourceConfig, ResourceReport, SegmentResources,
+};
 pub use scan::{BatchScanner, ScannedBatch, SCAN_WINDOW_BYTES};
 pub use tail::{TailFile, TailStats};
+
+use resident::SealedIndexes;
 
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
@@ -22,9 +34,10 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::batch::{self, NO_PARTITION_LEADER_EPOCH};
 use crate::format::filename;
+use crate::format::index_entry::{TimeEntry, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE};
 use crate::format::record;
 use crate::index::{OffsetIndex, TimeIndex, TimestampOffset};
-use crate::io::{IoCompletion, IoFile, IoOp, IoOpKind, OpenMode, Storage};
+use crate::io::{IoCompletion, IoFile, IoOp, IoOpKind, LazyFile, OpenMode, Reopen, Storage};
 
 /// Where the first batch with `last_offset >= target` sits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,10 +91,57 @@ pub struct Segment {
     dir: PathBuf,
     log: Arc<dyn IoFile>,
     size: u32,
+    /// The indexes while the segment holds them itself (active, being recovered, opened by
+    /// `open_existing`); empty placeholders while `sealed` holds them.
     offset_index: OffsetIndex,
     time_index: TimeIndex,
+    /// Set for a sealed (or lazily opened) segment: its indexes, loaded on demand under the
+    /// shard's memory budget.
+    sealed: Option<Arc<SealedIndexes>>,
+    /// `log` as a lazily opened file, when it is one (sealed segments).
+    lazy_log: Option<Arc<LazyFile>>,
+    /// The storage to reopen files with (absent for segments opened by `open_existing`).
+    storage: Option<Arc<dyn Storage>>,
+    res: SegmentResources,
+    segment_index_bytes: u32,
     max_timestamp_so_far: TimestampOffset,
     index_interval_bytes: u32,
+}
+
+/// Both indexes of a segment, borrowed for one operation.
+enum IndexView<'a> {
+    Own(&'a OffsetIndex, &'a TimeIndex),
+    Shared(Arc<IndexPair>),
+}
+
+impl IndexView<'_> {
+    #[inline]
+    fn offset(&self) -> &OffsetIndex {
+        match self {
+            IndexView::Own(o, _) => o,
+            IndexView::Shared(p) => &p.offset,
+        }
+    }
+    #[inline]
+    fn time(&self) -> &TimeIndex {
+        match self {
+            IndexView::Own(_, t) => t,
+            IndexView::Shared(p) => &p.time,
+        }
+    }
+}
+
+fn pick_offset(p: &IndexPair) -> &OffsetIndex {
+    &p.offset
+}
+fn pick_time(p: &IndexPair) -> &TimeIndex {
+    &p.time
+}
+
+/// Index files longer than this are refused as corrupt: `segment.index.bytes`, and in any case
+/// up to `i32::MAX / 2`.
+fn index_file_limit(segment_index_bytes: u32) -> u64 {
+    (segment_index_bytes as u64).max(i32::MAX as u64 / 2)
 }
 
 impl Segment {
@@ -104,14 +164,119 @@ impl Segment {
     pub fn time_index_path(&self) -> PathBuf {
         self.dir.join(filename::time_index_file_name(self.base_offset))
     }
+    /// The `.log` file. For a sealed segment it is opened on use and may be closed when idle, so
+    /// it has no stable descriptor: use [`Segment::pinned_log_file`] for sendfile.
     pub fn log_file(&self) -> &Arc<dyn IoFile> {
         &self.log
     }
-    pub fn offset_index(&self) -> &OffsetIndex {
-        &self.offset_index
+    /// The `.log` file, open, with a descriptor that stays valid while the handle is held.
+    pub fn pinned_log_file(&self) -> Result<Arc<dyn IoFile>> {
+        match &self.lazy_log {
+            Some(lf) => lf.pin(),
+            None => Ok(self.log.clone()),
+        }
     }
-    pub fn time_index(&self) -> &TimeIndex {
-        &self.time_index
+
+    fn indexes(&self) -> Result<IndexView<'_>> {
+        match &self.sealed {
+            None => Ok(IndexView::Own(&self.offset_index, &self.time_index)),
+            Some(s) => Ok(IndexView::Shared(s.get()?)),
+        }
+    }
+
+    /// The offset index, loaded from its file first if it is not resident.
+    ///
+    /// # Panics
+    /// If the index has to be loaded and cannot be (an I/O error, or no descriptor under the
+    /// limit). Engine paths use [`Segment::try_offset_index`].
+    pub fn offset_index(&self) -> IndexRef<'_, OffsetIndex> {
+        self.try_offset_index()
+            .unwrap_or_else(|e| panic!("loading the offset index of segment {}: {e}", self.base_offset))
+    }
+    /// The time index, loaded first if it is not resident (panics like [`Segment::offset_index`]).
+    pub fn time_index(&self) -> IndexRef<'_, TimeIndex> {
+        self.try_time_index().unwrap_or_else(|e| panic!("loading the time index of segment {}: {e}", self.base_offset))
+    }
+    /// The offset index, loaded from its file first if it is not resident.
+    pub fn try_offset_index(&self) -> Result<IndexRef<'_, OffsetIndex>> {
+        match &self.sealed {
+            None => Ok(IndexRef::borrowed(&self.offset_index)),
+            Some(s) => Ok(IndexRef::shared(s.get()?, pick_offset)),
+        }
+    }
+    pub fn try_time_index(&self) -> Result<IndexRef<'_, TimeIndex>> {
+        match &self.sealed {
+            None => Ok(IndexRef::borrowed(&self.time_index)),
+            Some(s) => Ok(IndexRef::shared(s.get()?, pick_time)),
+        }
+    }
+    /// Entries of the offset and time indexes, without loading them.
+    pub fn index_entries(&self) -> (usize, usize) {
+        match &self.sealed {
+            None => (self.offset_index.entries(), self.time_index.entries()),
+            Some(s) => s.entries(),
+        }
+    }
+    /// Whether the indexes are in memory now (always, for a segment that holds its own).
+    pub fn indexes_resident(&self) -> bool {
+        self.sealed.as_ref().is_none_or(|s| s.is_resident())
+    }
+    /// Drops a sealed segment's resident indexes now (they load again on next use); false if
+    /// the segment holds its own or they were not resident.
+    pub fn evict_indexes(&self) -> bool {
+        self.sealed.as_ref().is_some_and(|s| s.evict())
+    }
+    /// The arena, index budget and descriptor limit this segment uses.
+    pub fn resources(&self) -> &SegmentResources {
+        &self.res
+    }
+
+    fn placeholder_indexes(base_offset: i64) -> (OffsetIndex, TimeIndex) {
+        (
+            OffsetIndex::from_bytes(base_offset, Vec::new(), 0, None),
+            TimeIndex::from_bytes(base_offset, Vec::new(), 0, None),
+        )
+    }
+
+    /// Hands the indexes to the index cache: packed into exact-size arena slots, warm sections
+    /// pre-faulted, counted against the budget.
+    fn seal_indexes(&mut self) {
+        if self.sealed.is_some() {
+            return;
+        }
+        let (po, pt) = Segment::placeholder_indexes(self.base_offset);
+        let offset = std::mem::replace(&mut self.offset_index, po);
+        let time = std::mem::replace(&mut self.time_index, pt);
+        let limit = index_file_limit(self.segment_index_bytes);
+        self.sealed = Some(SealedIndexes::resident(&self.res, offset, time, self.segment_index_bytes, limit));
+    }
+
+    /// Takes the indexes back from the index cache: loaded (`load`), or empty over their files
+    /// (for a rebuild). Returns whether they were there.
+    fn own_indexes(&mut self, load: bool) -> Result<bool> {
+        let Some(s) = self.sealed.take() else { return Ok(false) };
+        if load {
+            match s.take() {
+                Ok(pair) => {
+                    self.offset_index = pair.offset;
+                    self.time_index = pair.time;
+                }
+                Err(e) => {
+                    self.sealed = Some(s);
+                    return Err(e);
+                }
+            }
+        } else {
+            let (fi, ft) = s.files();
+            let (mut o, mut t) = Segment::placeholder_indexes(self.base_offset);
+            o.resize(self.segment_index_bytes)?;
+            t.resize(self.segment_index_bytes)?;
+            o.set_file(Some(fi.clone()));
+            t.set_file(Some(ft.clone()));
+            self.offset_index = o;
+            self.time_index = t;
+        }
+        Ok(true)
     }
     /// The largest batch max-timestamp seen and the last offset of the (first) batch holding it;
     /// `(-1, base)` when no batch has a timestamp.
@@ -144,7 +309,7 @@ impl Segment {
         offset: i64,
         starting_position: u32,
     ) -> Result<(Option<LogOffsetPosition>, WalkCost)> {
-        let start = self.offset_index.lookup(offset).position.max(starting_position);
+        let start = self.indexes()?.offset().lookup(offset).position.max(starting_position);
         let mut scan = self.scanner(start);
         while let Some(b) = scan.next_batch()? {
             if b.last_offset() >= offset {
@@ -232,8 +397,11 @@ impl Segment {
         timestamp_ms: i64,
         starting_offset: i64,
     ) -> Result<Option<TimestampAndOffset>> {
-        let entry = self.time_index.lookup(timestamp_ms);
-        let position = self.offset_index.lookup(entry.offset.max(starting_offset)).position;
+        let position = {
+            let idx = self.indexes()?;
+            let entry = idx.time().lookup(timestamp_ms);
+            idx.offset().lookup(entry.offset.max(starting_offset)).position
+        };
         let mut scan = self.scanner(position);
         let mut buf = Vec::new();
         let mut scratch = Vec::new();
@@ -279,7 +447,7 @@ impl Segment {
         // Without timestamps (-1 everywhere) Kafka still answers: the first record of the first
         // batch whose max timestamp is -1.
         let max = self.max_timestamp_so_far;
-        let position = self.offset_index.lookup(max.offset).position;
+        let position = self.indexes()?.offset().lookup(max.offset).position;
         let mut scan = self.scanner(position);
         let mut buf = Vec::new();
         let mut scratch = Vec::new();
@@ -298,7 +466,8 @@ impl Segment {
     /// The offset after the last batch (Kafka's `readNextOffset`), walking from the last index
     /// entry.
     pub fn read_next_offset(&self) -> Result<i64> {
-        let mut scan = self.scanner(self.offset_index.last_entry().position.min(self.size));
+        let last = self.indexes()?.offset().last_entry();
+        let mut scan = self.scanner(last.position.min(self.size));
         let mut next = self.base_offset;
         while let Some(b) = scan.next_batch()? {
             next = b.header.next_offset();
@@ -320,6 +489,16 @@ impl Segment {
     /// rebuilds both indexes with the append rule, and truncates the log at the first invalid
     /// byte. Returns what it found.
     pub fn recover(&mut self) -> Result<RecoveryResult> {
+        // A sealed segment's indexes are rebuilt from nothing, then handed back to the cache.
+        let was_sealed = self.own_indexes(false)?;
+        let r = self.rebuild();
+        if was_sealed && r.is_ok() {
+            self.seal_indexes();
+        }
+        r
+    }
+
+    fn rebuild(&mut self) -> Result<RecoveryResult> {
         self.offset_index.reset()?;
         self.time_index.reset()?;
         self.max_timestamp_so_far = TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: self.base_offset };
@@ -331,6 +510,7 @@ impl Segment {
         let mut last_index_entry: u32 = 0;
         let mut buf = Vec::new();
         let mut last_epoch: Option<i32> = None;
+        let mut prev_last: Option<i64> = None;
         loop {
             let b = match scan.next_batch() {
                 Ok(Some(b)) => b,
@@ -349,27 +529,40 @@ impl Segment {
                     Some(Error::Corrupt { path: self.log.path().to_path_buf(), pos: b.position as u64, source });
                 break;
             }
-            if !self.offset_index.can_append_offset(b.last_offset()) || b.header.base_offset < self.base_offset {
+            // Offsets must also increase strictly from batch to batch: baseOffset is outside the
+            // CRC, so a damaged one passes validate_batch.
+            if !self.offset_index.can_append_offset(b.last_offset())
+                || b.header.base_offset < self.base_offset
+                || prev_last.is_some_and(|p| b.header.base_offset <= p)
+            {
                 res.first_error = Some(Error::Corrupt {
                     path: self.log.path().to_path_buf(),
                     pos: b.position as u64,
                     source: crate::format::FormatError::InvalidRecord {
                         at: 0,
                         detail: format!(
-                            "batch offsets {}..={} do not fit segment base {}",
+                            "batch offsets {}..={} do not fit segment base {} after offset {:?}",
                             b.header.base_offset,
                             b.last_offset(),
-                            self.base_offset
+                            self.base_offset,
+                            prev_last
                         ),
                     },
                 });
                 break;
             }
+            prev_last = Some(b.last_offset());
             if b.header.max_timestamp > self.max_timestamp_so_far.timestamp {
                 self.max_timestamp_so_far =
                     TimestampOffset { timestamp: b.header.max_timestamp, offset: b.last_offset() };
             }
-            if valid - last_index_entry > self.index_interval_bytes {
+            // A segment written over several sessions (the byte counter restarts at each open)
+            // can need more entries than segment.index.bytes holds. The index is sparse, so the
+            // rebuild stops adding entries once either index is full instead of failing the open.
+            if valid - last_index_entry > self.index_interval_bytes
+                && !self.offset_index.is_full()
+                && !self.time_index.is_full()
+            {
                 self.offset_index.append(b.last_offset(), valid)?;
                 let m = self.max_timestamp_so_far;
                 self.time_index.maybe_append(m.timestamp, m.offset, false)?;
@@ -401,15 +594,63 @@ impl Segment {
 
     /// Writes pending index entries and makes the log's data durable.
     pub fn flush(&mut self) -> Result<()> {
-        self.offset_index.flush()?;
-        self.time_index.flush()?;
+        // A sealed segment's indexes are on disk already.
+        if self.sealed.is_none() {
+            self.offset_index.flush()?;
+            self.time_index.flush()?;
+        }
         self.log.sync_data()
     }
 
-    /// Sanity-checks both indexes (Kafka's `sanityCheck`), naming the file on failure.
+    /// Sanity-checks both indexes (Kafka's `sanityCheck`), naming the file on failure. A sealed
+    /// segment's indexes are loaded for it (as Kafka's lazy indexes are).
+    ///
+    /// Stronger than Kafka's, still without reading the log beyond one header: offset-index
+    /// entries must increase strictly in offset and position and point inside the log; time-index
+    /// entries must not go backwards and must lie in this segment; and a non-empty segment whose
+    /// first batch has a timestamp must have a time entry (seal and close always write one).
     pub fn sanity_check(&self) -> Result<()> {
-        self.offset_index.sanity_check().map_err(|detail| Error::CorruptIndex { path: self.index_path(), detail })?;
-        self.time_index.sanity_check().map_err(|detail| Error::CorruptIndex { path: self.time_index_path(), detail })
+        let idx = self.indexes()?;
+        let o = idx.offset();
+        let t = idx.time();
+        o.sanity_check().map_err(|detail| Error::CorruptIndex { path: self.index_path(), detail })?;
+        t.sanity_check().map_err(|detail| Error::CorruptIndex { path: self.time_index_path(), detail })?;
+        let bad_index = |detail: String| Error::CorruptIndex { path: self.index_path(), detail };
+        let mut prev: Option<crate::index::OffsetPosition> = None;
+        for i in 0..o.entries() {
+            let e = o.entry(i);
+            if e.offset < self.base_offset || e.position >= self.size.max(1) {
+                return Err(bad_index(format!("entry {i} ({}, byte {}) lies outside the segment", e.offset, e.position)));
+            }
+            if let Some(p) = prev {
+                if e.offset <= p.offset || e.position <= p.position {
+                    return Err(bad_index(format!("entry {i} ({}, byte {}) does not increase", e.offset, e.position)));
+                }
+            }
+            prev = Some(e);
+        }
+        let bad_time = |detail: String| Error::CorruptIndex { path: self.time_index_path(), detail };
+        let mut prev: Option<TimestampOffset> = None;
+        for i in 0..t.entries() {
+            let e = t.entry(i);
+            if e.offset < self.base_offset {
+                return Err(bad_time(format!("entry {i} points below the base offset ({})", e.offset)));
+            }
+            if let Some(p) = prev {
+                if e.timestamp <= p.timestamp || e.offset < p.offset {
+                    return Err(bad_time(format!("entry {i} ({}, {}) goes backwards", e.timestamp, e.offset)));
+                }
+            }
+            prev = Some(e);
+        }
+        if t.entries() == 0 && self.size > 0 {
+            if let Some(b) = self.scanner(0).next_batch()? {
+                if b.header.max_timestamp >= 0 {
+                    return Err(bad_time("empty, but the segment's batches have timestamps".into()));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -480,64 +721,69 @@ impl DerefMut for SealedSegment {
     }
 }
 
-fn open_or_create(storage: &dyn Storage, path: &Path) -> Result<Arc<dyn IoFile>> {
-    if storage.exists(path) {
-        storage.open(path, OpenMode::ReadWrite)
-    } else {
-        storage.open(path, OpenMode::CreateNew)
-    }
+/// An index file as a [`LazyFile`]: created if missing, opened otherwise.
+fn open_or_create(storage: &Arc<dyn Storage>, path: &Path, res: &SegmentResources) -> Result<Arc<dyn IoFile>> {
+    let mode = if storage.exists(path) { OpenMode::ReadWrite } else { OpenMode::CreateNew };
+    Ok(LazyFile::create(storage.clone(), path, mode, Reopen::Plain, &res.files)?)
 }
 
-fn read_index_bytes(storage: &dyn Storage, path: &Path, limit: u64) -> Result<(Arc<dyn IoFile>, Vec<u8>)> {
-    let f = storage.open(path, OpenMode::ReadWrite)?;
-    let len = f.len()?;
-    if len > limit {
-        return Err(Error::CorruptIndex {
-            path: path.to_path_buf(),
-            detail: format!("index file is {len} bytes, more than segment.index.bytes allows ({limit})"),
-        });
+/// The last entry of a time index file of `len` bytes (every whole entry counts, as in
+/// `from_bytes`), `(-1, base)` when it has none: what a sealed segment needs without loading it.
+fn last_time_entry(file: &dyn IoFile, base_offset: i64, len: u64) -> Result<TimestampOffset> {
+    let n = len / TIME_ENTRY_SIZE as u64;
+    if n == 0 {
+        return Ok(TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: base_offset });
     }
-    let mut bytes = vec![0u8; len as usize];
-    f.read_exact_at(&mut bytes, 0)?;
-    Ok((f, bytes))
+    let mut b = [0u8; TIME_ENTRY_SIZE];
+    file.read_exact_at(&mut b, (n - 1) * TIME_ENTRY_SIZE as u64)?;
+    let e = TimeEntry::decode(&b, 0);
+    Ok(TimestampOffset { timestamp: e.timestamp, offset: base_offset + e.relative_offset as i64 })
 }
 
 impl Segment {
-    /// Opens the files of an existing segment. A missing `.timeindex` is created empty (as Kafka
-    /// does); a missing `.index` is created empty and reported through the return flag so the
-    /// caller rebuilds it (Kafka recovers such a segment).
+    fn check_log_len(log_path: &Path, len: u64) -> Result<()> {
+        if len > i32::MAX as u64 {
+            return Err(Error::Corrupt {
+                path: log_path.to_path_buf(),
+                pos: i32::MAX as u64,
+                source: crate::format::FormatError::BatchTooLarge { size: len as i64, limit: i32::MAX as i64 },
+            });
+        }
+        Ok(())
+    }
+
+    /// Opens the files of an existing segment and reads both indexes into the current arena
+    /// ([`SegmentResources::current`]); the files stay open. A missing `.timeindex` is created
+    /// empty (as Kafka does); a missing `.index` is created empty and reported through the return
+    /// flag so the caller rebuilds it (Kafka recovers such a segment). For tools and tests: a log
+    /// opens its segments with [`Segment::open_lazy`].
     pub fn open_existing(
         storage: &dyn Storage,
         dir: &Path,
         base_offset: i64,
         settings: SegmentSettings,
     ) -> Result<(Segment, bool)> {
+        let res = SegmentResources::current();
         let log_path = dir.join(filename::log_file_name(base_offset));
         let log = storage.open_log(&log_path, OpenMode::ReadWrite)?;
         let len = log.len()?;
-        if len > i32::MAX as u64 {
-            return Err(Error::Corrupt {
-                path: log_path,
-                pos: i32::MAX as u64,
-                source: crate::format::FormatError::BatchTooLarge { size: len as i64, limit: i32::MAX as i64 },
-            });
-        }
-        // Index files are bounded by segment.index.bytes, and by i32::MAX in any case.
-        let limit = (settings.segment_index_bytes as u64).max(i32::MAX as u64 / 2);
+        Segment::check_log_len(&log_path, len)?;
+        let limit = index_file_limit(settings.segment_index_bytes);
         let idx_path = dir.join(filename::index_file_name(base_offset));
         let tidx_path = dir.join(filename::time_index_file_name(base_offset));
+        let arena = Some(&res.arena);
         let mut needs_rebuild = false;
         let offset_index = if storage.exists(&idx_path) {
-            let (f, bytes) = read_index_bytes(storage, &idx_path, limit)?;
-            OffsetIndex::from_bytes(base_offset, bytes, settings.segment_index_bytes, Some(f))
+            let f = storage.open(&idx_path, OpenMode::ReadWrite)?;
+            OffsetIndex::load(arena, base_offset, f, settings.segment_index_bytes, limit)?
         } else {
             needs_rebuild = true;
             let f = storage.open(&idx_path, OpenMode::CreateNew)?;
             OffsetIndex::from_bytes(base_offset, Vec::new(), settings.segment_index_bytes, Some(f))
         };
         let time_index = if storage.exists(&tidx_path) {
-            let (f, bytes) = read_index_bytes(storage, &tidx_path, limit)?;
-            TimeIndex::from_bytes(base_offset, bytes, settings.segment_index_bytes, Some(f))
+            let f = storage.open(&tidx_path, OpenMode::ReadWrite)?;
+            TimeIndex::load(arena, base_offset, f, settings.segment_index_bytes, limit)?
         } else {
             let f = storage.open(&tidx_path, OpenMode::CreateNew)?;
             TimeIndex::from_bytes(base_offset, Vec::new(), settings.segment_index_bytes, Some(f))
@@ -551,6 +797,70 @@ impl Segment {
                 size: len as u32,
                 offset_index,
                 time_index,
+                sealed: None,
+                lazy_log: None,
+                storage: None,
+                res,
+                segment_index_bytes: settings.segment_index_bytes,
+                max_timestamp_so_far,
+                index_interval_bytes: settings.index_interval_bytes,
+            },
+            needs_rebuild,
+        ))
+    }
+
+    /// Opens an existing segment without reading its indexes: they load on first use, under the
+    /// current resources' memory budget, and its files are [`LazyFile`]s under their descriptor
+    /// limit. Only the time index's last entry is read (for the segment's max timestamp). Missing
+    /// index files are handled as in [`Segment::open_existing`].
+    pub fn open_lazy(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        base_offset: i64,
+        settings: SegmentSettings,
+    ) -> Result<(Segment, bool)> {
+        let res = SegmentResources::current();
+        let log_path = dir.join(filename::log_file_name(base_offset));
+        let log = storage.open_log(&log_path, OpenMode::ReadWrite)?;
+        let len = log.len()?;
+        Segment::check_log_len(&log_path, len)?;
+        let lazy_log = LazyFile::adopt(storage.clone(), log, Reopen::Log, &res.files);
+        let limit = index_file_limit(settings.segment_index_bytes);
+        let open_index = |path: &Path| -> Result<(Arc<LazyFile>, u64, bool)> {
+            if storage.exists(path) {
+                let f = LazyFile::create(storage.clone(), path, OpenMode::ReadWrite, Reopen::Plain, &res.files)?;
+                let len = f.len()?;
+                if len > limit {
+                    return Err(Error::CorruptIndex {
+                        path: path.to_path_buf(),
+                        detail: format!("index file is {len} bytes, more than segment.index.bytes allows ({limit})"),
+                    });
+                }
+                Ok((f, len, false))
+            } else {
+                let f = LazyFile::create(storage.clone(), path, OpenMode::CreateNew, Reopen::Plain, &res.files)?;
+                Ok((f, 0, true))
+            }
+        };
+        let (fi, ilen, needs_rebuild) = open_index(&dir.join(filename::index_file_name(base_offset)))?;
+        let (ft, tlen, _) = open_index(&dir.join(filename::time_index_file_name(base_offset)))?;
+        let max_timestamp_so_far = last_time_entry(&*ft, base_offset, tlen)?;
+        let entries = ((ilen / OFFSET_ENTRY_SIZE as u64) as usize, (tlen / TIME_ENTRY_SIZE as u64) as usize);
+        let sealed = SealedIndexes::unloaded(&res, base_offset, fi, ft, settings.segment_index_bytes, limit, entries);
+        let (offset_index, time_index) = Segment::placeholder_indexes(base_offset);
+        Ok((
+            Segment {
+                base_offset,
+                dir: dir.to_path_buf(),
+                log: lazy_log.clone(),
+                size: len as u32,
+                offset_index,
+                time_index,
+                sealed: Some(sealed),
+                lazy_log: Some(lazy_log),
+                storage: Some(storage),
+                res,
+                segment_index_bytes: settings.segment_index_bytes,
                 max_timestamp_so_far,
                 index_interval_bytes: settings.index_interval_bytes,
             },
@@ -561,8 +871,11 @@ impl Segment {
     /// Recomputes the max timestamp so far from the time index plus a walk after its last entry
     /// (Kafka's `readLargestTimestamp`), for a segment whose time index may lag its log.
     pub fn reload_max_timestamp(&mut self) -> Result<()> {
-        let last = self.time_index.last_entry();
-        let pos = self.offset_index.lookup(last.offset).position.min(self.size);
+        let (last, pos) = {
+            let idx = self.indexes()?;
+            let last = idx.time().last_entry();
+            (last, idx.offset().lookup(last.offset).position.min(self.size))
+        };
         let mut best = last;
         let mut scan = self.scanner(pos);
         while let Some(b) = scan.next_batch()? {
@@ -574,12 +887,21 @@ impl Segment {
         Ok(())
     }
 
-    pub fn into_sealed(self) -> SealedSegment {
+    /// Makes the segment read-only: its indexes go to the index cache (packed, under the memory
+    /// budget) and its `.log` becomes a lazily opened file (when the segment knows its storage).
+    pub fn into_sealed(mut self) -> SealedSegment {
+        self.seal_indexes();
+        if let (None, Some(storage)) = (&self.lazy_log, &self.storage) {
+            let lf = LazyFile::adopt(storage.clone(), self.log.clone(), Reopen::Log, &self.res.files);
+            self.log = lf.clone();
+            self.lazy_log = Some(lf);
+        }
         SealedSegment { seg: self }
     }
 
     /// Makes this segment the active one again (after truncation removed later segments, or on
-    /// open): indexes get room for `segment.index.bytes` again.
+    /// open): indexes get room for `segment.index.bytes` again, in growth slots of the arena, and
+    /// the `.log` stays open.
     pub fn into_active(
         mut self,
         storage: Arc<dyn Storage>,
@@ -587,9 +909,19 @@ impl Segment {
         now_ms: i64,
         roll_jitter_ms: i64,
     ) -> Result<ActiveSegment> {
+        self.own_indexes(true)?;
         self.offset_index.resize(settings.segment_index_bytes)?;
         self.time_index.resize(settings.segment_index_bytes)?;
-        let file = self.log.clone();
+        self.offset_index.reserve(&self.res.arena);
+        self.time_index.reserve(&self.res.arena);
+        self.offset_index.prefault_warm();
+        self.time_index.prefault_warm();
+        self.segment_index_bytes = settings.segment_index_bytes;
+        self.storage = Some(storage.clone());
+        let file = match self.lazy_log.take() {
+            Some(lf) => lf.detach()?,
+            None => self.log.clone(),
+        };
         let tail = Arc::new(TailFile::new(file.clone(), self.size as u64, settings.tail_cache_bytes)?);
         self.log = tail.clone();
         // Kafka starts a reopened segment's byte counter at zero, and so do we, so that index
@@ -610,7 +942,9 @@ impl Segment {
 
 impl ActiveSegment {
     /// Creates a new, empty segment's three files. Index files are preallocated to
-    /// `segment.index.bytes` (rounded down to the entry size).
+    /// `segment.index.bytes` (rounded down to the entry size); in memory each index gets a growth
+    /// slot of that size in the current arena ([`SegmentResources::current`]). The `.log` stays
+    /// open; the index files are lazily opened files under the descriptor limit.
     pub fn create(
         storage: Arc<dyn Storage>,
         dir: &Path,
@@ -637,12 +971,13 @@ impl ActiveSegment {
         }
         let tail = Arc::new(TailFile::new(file.clone(), 0, settings.tail_cache_bytes)?);
         let log: Arc<dyn IoFile> = tail.clone();
-        let idx = open_or_create(&*storage, &dir.join(filename::index_file_name(base_offset)))?;
+        let res = SegmentResources::current();
+        let idx = open_or_create(&storage, &dir.join(filename::index_file_name(base_offset)), &res)?;
         idx.set_len(0)?;
-        let tidx = open_or_create(&*storage, &dir.join(filename::time_index_file_name(base_offset)))?;
+        let tidx = open_or_create(&storage, &dir.join(filename::time_index_file_name(base_offset)), &res)?;
         tidx.set_len(0)?;
-        let offset_index = OffsetIndex::create(base_offset, settings.segment_index_bytes, Some(idx))?;
-        let time_index = TimeIndex::create(base_offset, settings.segment_index_bytes, Some(tidx))?;
+        let offset_index = OffsetIndex::create_in(&res.arena, base_offset, settings.segment_index_bytes, Some(idx))?;
+        let time_index = TimeIndex::create_in(&res.arena, base_offset, settings.segment_index_bytes, Some(tidx))?;
         Ok(ActiveSegment {
             seg: Segment {
                 base_offset,
@@ -651,6 +986,11 @@ impl ActiveSegment {
                 size: 0,
                 offset_index,
                 time_index,
+                sealed: None,
+                lazy_log: None,
+                storage: Some(storage.clone()),
+                res,
+                segment_index_bytes: settings.segment_index_bytes,
                 max_timestamp_so_far: TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: base_offset },
                 index_interval_bytes: settings.index_interval_bytes,
             },
@@ -830,36 +1170,60 @@ impl ActiveSegment {
         self.roll_jitter_ms
     }
 
-    /// The write (and, with `sync`, the linked fdatasync) that puts every appended byte in the
-    /// file; empty when there is nothing to do. Complete them with [`ActiveSegment::complete_writes`].
+    /// The writes (and, with `sync`, the fdatasync) that put every appended byte in the file,
+    /// straight from the tail's memory: one write per tail chunk the unwritten bytes touch
+    /// (usually one). With `sync` they are linked in a chain ending in the fdatasync, which so
+    /// runs only after all of them succeeded. Empty when there is nothing to do. Complete them
+    /// with [`ActiveSegment::complete_writes`].
     pub fn take_writes(&mut self, tag: u64, sync: bool) -> Vec<IoOp> {
-        let mut ops = Vec::with_capacity(2);
-        if let Some(mut w) = self.tail.prepare_write(self.file.clone(), tag) {
-            w.link_next = sync;
-            ops.push(w);
-        }
+        let mut ops = self.tail.prepare_write(self.file.clone(), tag);
         if sync {
+            for w in &mut ops {
+                w.link_next = true;
+            }
             ops.push(IoOp { file: self.file.clone(), kind: IoOpKind::SyncData, tag, link_next: false });
         }
         ops
     }
 
-    /// Applies the completions of [`ActiveSegment::take_writes`]; the first error is returned.
+    /// Applies the completions of [`ActiveSegment::take_writes`] (possibly turned into RWF_DSYNC
+    /// writes without the fdatasync); the first error is returned. The tail counts its bytes as
+    /// written only when every write succeeded, and as durable after a successful fdatasync or
+    /// when every write was an RWF_DSYNC one.
     pub fn complete_writes(&mut self, completions: Vec<IoCompletion>) -> Result<()> {
         let mut first_err = None;
+        let mut writes_ok = None;
+        let mut all_dsync = true;
+        let mut synced = false;
         for c in completions {
-            let ok = c.result.is_ok();
-            if let IoOpKind::Write { .. } = c.op.kind {
-                self.tail.complete_write(ok);
+            match c.op.kind {
+                IoOpKind::Write { dsync, .. } => {
+                    writes_ok = Some(writes_ok.unwrap_or(true) && c.result.is_ok());
+                    all_dsync &= dsync;
+                }
+                IoOpKind::SyncData => synced |= c.result.is_ok(),
             }
             if let Err(e) = c.result {
                 first_err.get_or_insert(e);
             }
         }
+        // The completions (and their references to the tail's chunks) are gone by now.
+        if let Some(ok) = writes_ok {
+            self.tail.complete_write(ok);
+        }
+        if synced || (writes_ok == Some(true) && all_dsync) {
+            self.tail.mark_synced();
+        }
         match first_err {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// True when every byte already in the file is known to be durable, so RWF_DSYNC writes of
+    /// the unwritten bytes alone make the whole segment durable (no fdatasync needed).
+    pub fn written_is_synced(&self) -> bool {
+        self.tail.written_is_synced()
     }
 
     /// Writes every appended byte to the file (one submission), with an fdatasync when `sync`.
@@ -901,8 +1265,20 @@ impl ActiveSegment {
 
     /// Kafka's `onBecomeInactiveSegment` plus making the result durable: every byte written, the
     /// final time-index entry, both indexes trimmed and written, the log cut to its logical size
-    /// (dropping O_DIRECT block padding and preallocated space), everything fsynced.
+    /// (dropping O_DIRECT block padding and preallocated space), everything fsynced. The indexes
+    /// then move to exact-size packed slots under the memory budget, and the `.log` becomes a
+    /// lazily opened file under the descriptor limit.
     pub fn seal(mut self) -> Result<SealedSegment> {
+        self.finish()?;
+        let lf = LazyFile::adopt(self.storage.clone(), self.file, Reopen::Log, &self.seg.res.files);
+        self.seg.log = lf.clone();
+        self.seg.lazy_log = Some(lf);
+        self.seg.storage = Some(self.storage);
+        self.seg.seal_indexes();
+        Ok(SealedSegment { seg: self.seg })
+    }
+
+    fn finish(&mut self) -> Result<()> {
         self.write_pending(false)?;
         let m = self.seg.max_timestamp_so_far;
         self.seg.time_index.maybe_append(m.timestamp, m.offset, true)?;
@@ -918,14 +1294,13 @@ impl ActiveSegment {
         if let Some(f) = self.seg.time_index.file() {
             f.sync_data()?;
         }
-        self.seg.log = self.file;
-        Ok(SealedSegment { seg: self.seg })
+        Ok(())
     }
 
     /// What a clean close leaves on disk: the same as sealing (Kafka's `close` appends the final
     /// time-index entry and trims), but the segment stays the active one on the next open.
-    pub fn close(self) -> Result<()> {
-        self.seal().map(|_| ())
+    pub fn close(mut self) -> Result<()> {
+        self.finish()
     }
 
     pub fn settings(&self) -> SegmentSettings {

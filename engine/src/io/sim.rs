@@ -1,0 +1,1011 @@
+//! A simulated disk for crash testing: [`SimStorage`] implements [`Storage`] and [`IoFile`]
+//! entirely in memory, deterministically, and remembers what a power cut would keep.
+//!
+//! For every file it keeps the **volatile** content (what reads see, the page cache) and the
+//! **durable** content (what a completed `sync_data` of that file made stable), plus the ordered
+//! list of data operations (writes, truncates) issued since that sync. For every directory it keeps
+//! volatile and durable entries plus the ordered operations since the last `sync_dir` of that
+//! directory: creates, renames and unlinks become durable only through `sync_dir`, so a file
+//! whose directory entry never became durable disappears at a crash, and a rename that was not
+//! made durable reverts.
+//!
+//! [`SimStorage::crash`] builds the state a power cut could leave, drawn from a seeded
+//! [`SimRng`]:
+//! - per file: the durable content, then a prefix of the unsynced operations applied in order;
+//!   the first operation not applied may be torn at 512- or 4096-byte granularity (a prefix or a
+//!   random subset of its sectors lands);
+//! - optionally the unsynced appended region reads back as zeros (ext4 can come back with the
+//!   size extended and zeros in place of the data, see FACTS.md);
+//! - per directory: the durable entries, then optionally a prefix of the unsynced entry operations
+//!   (a journaling file system commits metadata in order, at times of its own choosing).
+//!
+//! Every operation that changes state counts as one I/O ([`SimStorage::io_count`]), so a harness
+//! can stop the world after I/O number `k` ([`SimStorage::halt_after`]: later operations fail and
+//! change nothing) and crash there. Faults can be injected: the n-th `sync_data`, write or
+//! operation fails with EIO and changes nothing.
+//!
+//! Reads never count and never fail. Directory renames are not supported (nothing in a partition
+//! directory needs them). Files may be sparse: bytes past the stored data and below the length
+//! read as zeros, so a "huge" file costs no memory.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{DirectAlignment, IoFile, IoMode, OpenMode, Storage};
+use crate::error::{Error, Result};
+
+/// A small deterministic generator (xorshift64*) for crash choices.
+#[derive(Clone, Debug)]
+pub struct SimRng(u64);
+
+impl SimRng {
+    pub fn new(seed: u64) -> SimRng {
+        SimRng((seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03) | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in `[0, n)`; 0 when `n` is 0.
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next_u64() % n
+        }
+    }
+    /// True with probability `percent`/100.
+    pub fn percent(&mut self, percent: u32) -> bool {
+        self.below(100) < percent as u64
+    }
+    /// How many of `n` pending operations land: none, all, or any count in between, each a
+    /// third of the time (the extremes are the interesting cases).
+    fn prefix_len(&mut self, n: usize) -> usize {
+        match self.below(3) {
+            0 => 0,
+            1 => n,
+            _ => self.below(n as u64 + 1) as usize,
+        }
+    }
+}
+
+/// What a crash may do beyond keeping the durable state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrashConfig {
+    /// Apply a random prefix of each file's unsynced operations (else none of them).
+    pub unsynced_data: bool,
+    /// Chance (percent) that the first unapplied write lands torn (some of its sectors).
+    pub torn_write_percent: u32,
+    /// Chance (percent) that a file's region past its durable length reads back as zeros.
+    pub zero_tail_percent: u32,
+    /// Apply a random prefix of each directory's unsynced entry operations (else none).
+    pub unsynced_dir_ops: bool,
+}
+
+impl Default for CrashConfig {
+    fn default() -> Self {
+        CrashConfig { unsynced_data: true, torn_write_percent: 50, zero_tail_percent: 25, unsynced_dir_ops: true }
+    }
+}
+
+impl CrashConfig {
+    /// Only what was made durable survives.
+    pub const DURABLE_ONLY: CrashConfig =
+        CrashConfig { unsynced_data: false, torn_write_percent: 0, zero_tail_percent: 0, unsynced_dir_ops: false };
+}
+
+/// Counts of operations since the storage was created (or since the crash that made it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimCounters {
+    /// State-changing operations that took effect or were failed by an injected fault.
+    pub ops: u64,
+    pub writes: u64,
+    pub syncs: u64,
+    pub dir_syncs: u64,
+    pub set_lens: u64,
+    pub creates: u64,
+    pub renames: u64,
+    pub removes: u64,
+    pub reads: u64,
+    /// Reads that asked for bytes past the end of the file (they return fewer bytes).
+    pub reads_past_eof: u64,
+    pub bytes_written: u64,
+    /// Operations refused because the storage is halted.
+    pub refused: u64,
+}
+
+/// An injected fault: the n-th (1-based, counted from this storage's creation) operation of a
+/// kind fails with EIO and changes nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The n-th `sync_data`.
+    Sync(u64),
+    /// The n-th write.
+    Write(u64),
+    /// The n-th state-changing operation of any kind.
+    Op(u64),
+    /// Every `sync_data` succeeds without making anything durable (a disk that lies about its
+    /// cache): for checking that a harness notices lost acknowledged data.
+    LyingSync,
+}
+
+/// File content: `data`, then zeros up to `len` (sparse files cost nothing).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Content {
+    data: Vec<u8>,
+    len: u64,
+}
+
+impl Content {
+    fn write(&mut self, pos: u64, bytes: &[u8]) {
+        let end = pos + bytes.len() as u64;
+        if end as usize > self.data.len() {
+            self.data.resize(end as usize, 0);
+        }
+        self.data[pos as usize..end as usize].copy_from_slice(bytes);
+        self.len = self.len.max(end);
+    }
+    fn set_len(&mut self, len: u64) {
+        if (len as usize) < self.data.len() {
+            self.data.truncate(len as usize);
+        }
+        self.len = len;
+    }
+    fn zero_from(&mut self, from: u64) {
+        if (from as usize) < self.data.len() {
+            self.data.truncate(from as usize);
+        }
+    }
+    fn read(&self, buf: &mut [u8], pos: u64) -> usize {
+        if pos >= self.len {
+            return 0;
+        }
+        let n = ((self.len - pos) as usize).min(buf.len());
+        let stored = self.data.len().saturating_sub(pos as usize).min(n);
+        if stored > 0 {
+            buf[..stored].copy_from_slice(&self.data[pos as usize..pos as usize + stored]);
+        }
+        buf[stored..n].fill(0);
+        n
+    }
+    fn bytes(&self) -> Vec<u8> {
+        let mut v = self.data.clone();
+        v.resize(self.len as usize, 0);
+        v
+    }
+}
+
+#[derive(Clone, Debug)]
+enum DataOp {
+    Write { pos: u64, bytes: Vec<u8> },
+    SetLen(u64),
+}
+
+impl DataOp {
+    fn apply(&self, c: &mut Content) {
+        match self {
+            DataOp::Write { pos, bytes } => c.write(*pos, bytes),
+            DataOp::SetLen(len) => c.set_len(*len),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct Inode {
+    volatile: Content,
+    durable: Content,
+    /// Data operations since the last completed `sync_data`, in order.
+    pending: Vec<DataOp>,
+    mtime_ms: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Entry {
+    File(usize),
+    Dir,
+}
+
+#[derive(Clone, Debug)]
+enum DirOp {
+    Set(String, Entry),
+    Remove(String),
+    Rename(String, String),
+}
+
+impl DirOp {
+    fn apply(&self, entries: &mut BTreeMap<String, Entry>) {
+        match self {
+            DirOp::Set(name, e) => {
+                entries.insert(name.clone(), *e);
+            }
+            DirOp::Remove(name) => {
+                entries.remove(name);
+            }
+            DirOp::Rename(from, to) => {
+                if let Some(e) = entries.remove(from) {
+                    entries.insert(to.clone(), e);
+                }
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct DirState {
+    volatile: BTreeMap<String, Entry>,
+    durable: BTreeMap<String, Entry>,
+    /// Entry operations since the last `sync_dir`, in order.
+    pending: Vec<DirOp>,
+}
+
+#[derive(Debug, Default)]
+struct SimState {
+    inodes: Vec<Inode>,
+    /// Every directory that exists (volatile view), by normalised path. "/" always exists.
+    dirs: BTreeMap<PathBuf, DirState>,
+    counters: SimCounters,
+    halt_after: Option<u64>,
+    faults: Vec<Fault>,
+    direct_alignment: Option<DirectAlignment>,
+    now_ms: i64,
+}
+
+/// What an operation is, for counting and fault injection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OpKind {
+    Write,
+    Sync,
+    DirSync,
+    SetLen,
+    Allocate,
+    Create,
+    Rename,
+    Remove,
+    Mkdir,
+}
+
+fn eio(what: &str) -> std::io::Error {
+    std::io::Error::other(format!("{what} (simulated EIO)"))
+}
+
+impl SimState {
+    /// Counts an operation, or refuses it (halted storage, injected fault).
+    fn begin(&mut self, kind: OpKind, op: &'static str, path: &Path) -> Result<()> {
+        if self.halt_after.is_some_and(|k| self.counters.ops >= k) {
+            self.counters.refused += 1;
+            return Err(Error::io(op, path, eio("storage halted: simulated power loss")));
+        }
+        self.counters.ops += 1;
+        let ops = self.counters.ops;
+        let nth = match kind {
+            OpKind::Write => {
+                self.counters.writes += 1;
+                Some(Fault::Write(self.counters.writes))
+            }
+            OpKind::Sync => {
+                self.counters.syncs += 1;
+                Some(Fault::Sync(self.counters.syncs))
+            }
+            OpKind::DirSync => {
+                self.counters.dir_syncs += 1;
+                None
+            }
+            OpKind::SetLen => {
+                self.counters.set_lens += 1;
+                None
+            }
+            OpKind::Create | OpKind::Mkdir => {
+                self.counters.creates += 1;
+                None
+            }
+            OpKind::Rename => {
+                self.counters.renames += 1;
+                None
+            }
+            OpKind::Remove => {
+                self.counters.removes += 1;
+                None
+            }
+            OpKind::Allocate => None,
+        };
+        if self.faults.contains(&Fault::Op(ops)) || nth.is_some_and(|f| self.faults.contains(&f)) {
+            return Err(Error::io(op, path, std::io::Error::from_raw_os_error(libc::EIO)));
+        }
+        Ok(())
+    }
+
+    fn dir(&self, path: &Path) -> Option<&DirState> {
+        self.dirs.get(path)
+    }
+
+    /// The entry at `path` (volatile view).
+    fn entry(&self, path: &Path) -> Option<Entry> {
+        if self.dirs.contains_key(path) {
+            return Some(Entry::Dir);
+        }
+        let (parent, name) = split(path)?;
+        self.dir(&parent)?.volatile.get(&name).copied()
+    }
+
+    fn dir_op(&mut self, dir: &Path, op: DirOp) {
+        let d = self.dirs.get_mut(dir).expect("directory checked by the caller");
+        op.apply(&mut d.volatile);
+        d.pending.push(op);
+    }
+
+    fn data_op(&mut self, ino: usize, op: DataOp) {
+        let now = self.now_ms;
+        let i = &mut self.inodes[ino];
+        op.apply(&mut i.volatile);
+        i.pending.push(op);
+        i.mtime_ms = now;
+    }
+
+    fn new_inode(&mut self) -> usize {
+        let now = self.now_ms;
+        self.inodes.push(Inode { mtime_ms: now, ..Inode::default() });
+        self.inodes.len() - 1
+    }
+}
+
+/// Normalises a path: absolute (a relative path is taken from "/"), `.` and `..` resolved, no
+/// trailing separator.
+fn norm(p: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::Normal(s) => out.push(s),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// `(parent, name)` of a normalised path; `None` for "/".
+fn split(p: &Path) -> Option<(PathBuf, String)> {
+    let parent = p.parent()?.to_path_buf();
+    let name = p.file_name()?.to_string_lossy().into_owned();
+    Some((parent, name))
+}
+
+fn not_found(op: &'static str, path: &Path) -> Error {
+    Error::io(op, path, std::io::Error::from(std::io::ErrorKind::NotFound))
+}
+
+/// The simulated disk. Clones share the same state (hand one to a `Log` as its storage and keep
+/// one to crash it).
+#[derive(Clone)]
+pub struct SimStorage {
+    state: Arc<Mutex<SimState>>,
+}
+
+impl fmt::Debug for SimStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.lock();
+        f.debug_struct("SimStorage").field("counters", &s.counters).field("halt_after", &s.halt_after).finish()
+    }
+}
+
+impl Default for SimStorage {
+    fn default() -> Self {
+        SimStorage::new()
+    }
+}
+
+impl SimStorage {
+    /// An empty disk holding only "/".
+    pub fn new() -> SimStorage {
+        let mut st = SimState::default();
+        st.dirs.insert(PathBuf::from("/"), DirState::default());
+        SimStorage { state: Arc::new(Mutex::new(st)) }
+    }
+
+    /// A disk whose `open_log` files behave as O_DIRECT files with this alignment: writes must
+    /// start and end on multiples of `align` (else EINVAL), as on ext4.
+    pub fn with_direct_alignment(align: usize) -> SimStorage {
+        let s = SimStorage::new();
+        s.lock().direct_alignment = Some(DirectAlignment { mem: align, offset: align });
+        s
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SimState> {
+        // The state is consistent between statements; a panic elsewhere must not hide it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// State-changing operations so far (the `k` of "crash after I/O number k").
+    pub fn io_count(&self) -> u64 {
+        self.lock().counters.ops
+    }
+
+    pub fn counters(&self) -> SimCounters {
+        self.lock().counters
+    }
+
+    /// After `k` operations in total, every further state-changing operation fails (EIO) and
+    /// changes nothing: the moment of the power cut. `None` lifts it.
+    pub fn halt_after(&self, k: Option<u64>) {
+        self.lock().halt_after = k;
+    }
+
+    /// True once an operation has been refused because of [`SimStorage::halt_after`].
+    pub fn halted(&self) -> bool {
+        self.lock().counters.refused > 0
+    }
+
+    /// Adds an injected fault.
+    pub fn inject(&self, fault: Fault) {
+        self.lock().faults.push(fault);
+    }
+
+    /// The modification time given to files written from now on.
+    pub fn set_now_ms(&self, now_ms: i64) {
+        self.lock().now_ms = now_ms;
+    }
+
+    /// The state a power cut now could leave, with the default [`CrashConfig`].
+    pub fn crash(&self, rng: &mut SimRng) -> SimStorage {
+        self.crash_with(rng, &CrashConfig::default())
+    }
+
+    /// The state a power cut now could leave: a new, independent storage (no faults, not halted,
+    /// counters at zero) in which everything is durable.
+    pub fn crash_with(&self, rng: &mut SimRng, cfg: &CrashConfig) -> SimStorage {
+        let s = self.lock();
+        let mut out = SimState { direct_alignment: s.direct_alignment, now_ms: s.now_ms, ..SimState::default() };
+        let mut inode_map: HashMap<usize, usize> = HashMap::new();
+        let mut todo = vec![PathBuf::from("/")];
+        while let Some(dir) = todo.pop() {
+            let Some(d) = s.dirs.get(&dir) else { continue };
+            let mut entries = d.durable.clone();
+            let n = if cfg.unsynced_dir_ops { rng.prefix_len(d.pending.len()) } else { 0 };
+            for op in &d.pending[..n] {
+                op.apply(&mut entries);
+            }
+            let mut kept = BTreeMap::new();
+            for (name, e) in entries {
+                match e {
+                    Entry::Dir => {
+                        let child = dir.join(&name);
+                        if s.dirs.contains_key(&child) {
+                            todo.push(child);
+                            kept.insert(name, Entry::Dir);
+                        }
+                    }
+                    Entry::File(ino) => {
+                        let new = match inode_map.get(&ino) {
+                            Some(&n) => n,
+                            None => {
+                                let content = crash_content(&s.inodes[ino], rng, cfg);
+                                out.inodes.push(Inode {
+                                    volatile: content.clone(),
+                                    durable: content,
+                                    pending: Vec::new(),
+                                    mtime_ms: s.inodes[ino].mtime_ms,
+                                });
+                                inode_map.insert(ino, out.inodes.len() - 1);
+                                out.inodes.len() - 1
+                            }
+                        };
+                        kept.insert(name, Entry::File(new));
+                    }
+                }
+            }
+            out.dirs.insert(dir, DirState { volatile: kept.clone(), durable: kept, pending: Vec::new() });
+        }
+        SimStorage { state: Arc::new(Mutex::new(out)) }
+    }
+
+    // ---- Test setup and inspection: these bypass counters, faults and durability tracking. ----
+
+    /// Creates (or replaces) a file with `bytes`, durable at once, creating its directories.
+    pub fn put_file(&self, path: impl AsRef<Path>, bytes: &[u8]) {
+        self.put_sparse_file(path, bytes, bytes.len() as u64);
+    }
+
+    /// Like [`SimStorage::put_file`], but the file is `len` bytes long: `data`, then zeros
+    /// (which cost no memory). For "huge file" cases.
+    pub fn put_sparse_file(&self, path: impl AsRef<Path>, data: &[u8], len: u64) {
+        let path = norm(path.as_ref());
+        let (parent, name) = split(&path).expect("a file path");
+        self.mkdirs_durable(&parent);
+        let mut s = self.lock();
+        let mut content = Content { data: data.to_vec(), len: len.max(data.len() as u64) };
+        content.set_len(len);
+        let ino = s.inodes.len();
+        let mtime_ms = s.now_ms;
+        s.inodes.push(Inode { volatile: content.clone(), durable: content, pending: Vec::new(), mtime_ms });
+        let d = s.dirs.get_mut(&parent).expect("made above");
+        d.volatile.insert(name.clone(), Entry::File(ino));
+        d.durable.insert(name, Entry::File(ino));
+    }
+
+    fn mkdirs_durable(&self, dir: &Path) {
+        let mut s = self.lock();
+        let mut cur = PathBuf::from("/");
+        for c in dir.components() {
+            let Component::Normal(name) = c else { continue };
+            let child = cur.join(name);
+            if !s.dirs.contains_key(&child) {
+                s.dirs.insert(child.clone(), DirState::default());
+                let d = s.dirs.get_mut(&cur).expect("parent exists");
+                let name = name.to_string_lossy().into_owned();
+                d.volatile.insert(name.clone(), Entry::Dir);
+                d.durable.insert(name, Entry::Dir);
+            }
+            cur = child;
+        }
+    }
+
+    /// A directory, durable at once.
+    pub fn put_dir(&self, dir: impl AsRef<Path>) {
+        self.mkdirs_durable(&norm(dir.as_ref()));
+    }
+
+    /// A file's volatile content (what reads see), if it exists.
+    pub fn file(&self, path: impl AsRef<Path>) -> Option<Vec<u8>> {
+        let s = self.lock();
+        match s.entry(&norm(path.as_ref()))? {
+            Entry::File(ino) => Some(s.inodes[ino].volatile.bytes()),
+            Entry::Dir => None,
+        }
+    }
+
+    /// A file's volatile length, if it exists (without materialising a sparse file).
+    pub fn file_len(&self, path: impl AsRef<Path>) -> Option<u64> {
+        let s = self.lock();
+        match s.entry(&norm(path.as_ref()))? {
+            Entry::File(ino) => Some(s.inodes[ino].volatile.len),
+            Entry::Dir => None,
+        }
+    }
+
+    /// Removes a file at once (durably), if it exists.
+    pub fn delete_file(&self, path: impl AsRef<Path>) {
+        let path = norm(path.as_ref());
+        let Some((parent, name)) = split(&path) else { return };
+        let mut s = self.lock();
+        if let Some(d) = s.dirs.get_mut(&parent) {
+            d.volatile.remove(&name);
+            d.durable.remove(&name);
+        }
+    }
+
+    /// Every file of a directory (volatile view): name -> content. Sparse tails are materialised,
+    /// so do not call it on a directory holding a huge file.
+    pub fn files(&self, dir: impl AsRef<Path>) -> BTreeMap<String, Vec<u8>> {
+        let s = self.lock();
+        let Some(d) = s.dir(&norm(dir.as_ref())) else { return BTreeMap::new() };
+        d.volatile
+            .iter()
+            .filter_map(|(n, e)| match e {
+                Entry::File(ino) => Some((n.clone(), s.inodes[*ino].volatile.bytes())),
+                Entry::Dir => None,
+            })
+            .collect()
+    }
+
+    fn open_file(&self, path: &Path, mode: OpenMode, log: bool) -> Result<Arc<dyn IoFile>> {
+        let path = norm(path);
+        let mut s = self.lock();
+        let align = if log { s.direct_alignment } else { None };
+        let existing = match s.entry(&path) {
+            Some(Entry::Dir) => {
+                return Err(Error::io("open", &path, std::io::Error::from_raw_os_error(libc::EISDIR)));
+            }
+            Some(Entry::File(ino)) => Some(ino),
+            None => None,
+        };
+        let ino = match (mode, existing) {
+            (OpenMode::Read | OpenMode::ReadWrite, None) => return Err(not_found("open", &path)),
+            (OpenMode::Read | OpenMode::ReadWrite, Some(ino)) => ino,
+            (OpenMode::CreateNew, Some(_)) => {
+                return Err(Error::io("open", &path, std::io::Error::from(std::io::ErrorKind::AlreadyExists)))
+            }
+            (OpenMode::CreateTruncate, Some(ino)) => {
+                s.begin(OpKind::SetLen, "open", &path)?;
+                s.data_op(ino, DataOp::SetLen(0));
+                ino
+            }
+            (OpenMode::CreateNew | OpenMode::CreateTruncate, None) => {
+                let (parent, name) = split(&path).ok_or_else(|| not_found("open", &path))?;
+                if !s.dirs.contains_key(&parent) {
+                    return Err(not_found("open", &path));
+                }
+                s.begin(OpKind::Create, "open", &path)?;
+                let ino = s.new_inode();
+                s.dir_op(&parent, DirOp::Set(name, Entry::File(ino)));
+                ino
+            }
+        };
+        Ok(Arc::new(SimFile { state: self.state.clone(), ino, path, writable: mode != OpenMode::Read, align }))
+    }
+}
+
+/// The content one file is left with by a crash.
+fn crash_content(i: &Inode, rng: &mut SimRng, cfg: &CrashConfig) -> Content {
+    let mut c = i.durable.clone();
+    if !cfg.unsynced_data || i.pending.is_empty() {
+        return c;
+    }
+    let n = rng.prefix_len(i.pending.len());
+    for op in &i.pending[..n] {
+        op.apply(&mut c);
+    }
+    if let Some(DataOp::Write { pos, bytes }) = i.pending.get(n) {
+        if rng.percent(cfg.torn_write_percent) {
+            let sector: u64 = if rng.below(2) == 0 { 512 } else { 4096 };
+            // Sectors of the write, split at file offsets that are multiples of `sector`.
+            let end = pos + bytes.len() as u64;
+            let mut cuts = vec![*pos];
+            let mut at = (pos / sector + 1) * sector;
+            while at < end {
+                cuts.push(at);
+                at += sector;
+            }
+            cuts.push(end);
+            let sectors = cuts.len() - 1;
+            if sectors >= 2 {
+                let subset = rng.below(2) == 0;
+                let prefix = 1 + rng.below(sectors as u64 - 1) as usize;
+                for k in 0..sectors {
+                    let lands = if subset { rng.below(2) == 0 } else { k < prefix };
+                    if lands {
+                        let (a, b) = (cuts[k], cuts[k + 1]);
+                        c.write(a, &bytes[(a - pos) as usize..(b - pos) as usize]);
+                    }
+                }
+            }
+        }
+    }
+    if c.len > i.durable.len && rng.percent(cfg.zero_tail_percent) {
+        let base = i.durable.len;
+        let from = if rng.below(2) == 0 {
+            base
+        } else {
+            let block: u64 = if rng.below(2) == 0 { 512 } else { 4096 };
+            let p = base + rng.below(c.len - base);
+            (p / block * block).max(base)
+        };
+        c.zero_from(from);
+    }
+    c
+}
+
+/// An open simulated file. Positions are absolute; renames do not change `path`.
+pub struct SimFile {
+    state: Arc<Mutex<SimState>>,
+    ino: usize,
+    path: PathBuf,
+    writable: bool,
+    align: Option<DirectAlignment>,
+}
+
+impl fmt::Debug for SimFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimFile").field("path", &self.path).field("inode", &self.ino).finish()
+    }
+}
+
+impl SimFile {
+    fn lock(&self) -> MutexGuard<'_, SimState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    fn check_writable(&self, op: &'static str) -> Result<()> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(Error::io(op, &self.path, std::io::Error::from_raw_os_error(libc::EBADF)))
+        }
+    }
+}
+
+impl IoFile for SimFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn read_at(&self, buf: &mut [u8], pos: u64) -> Result<usize> {
+        let mut s = self.lock();
+        s.counters.reads += 1;
+        if pos.saturating_add(buf.len() as u64) > s.inodes[self.ino].volatile.len {
+            s.counters.reads_past_eof += 1;
+        }
+        let n = s.inodes[self.ino].volatile.read(buf, pos);
+        super::record_io(1, 1, n as u64, 0, 0);
+        Ok(n)
+    }
+    fn write_all_at(&self, buf: &[u8], pos: u64) -> Result<()> {
+        self.check_writable("write")?;
+        if let Some(a) = self.align {
+            let (o, m) = (a.offset as u64, a.mem);
+            if !pos.is_multiple_of(o)
+                || !(buf.len() as u64).is_multiple_of(o)
+                || !(buf.as_ptr() as usize).is_multiple_of(m)
+            {
+                return Err(Error::io("write", &self.path, std::io::Error::from_raw_os_error(libc::EINVAL)));
+            }
+        }
+        let mut s = self.lock();
+        s.begin(OpKind::Write, "write", &self.path)?;
+        s.counters.bytes_written += buf.len() as u64;
+        s.data_op(self.ino, DataOp::Write { pos, bytes: buf.to_vec() });
+        super::record_io(1, 1, 0, buf.len() as u64, 0);
+        super::record_writes(1);
+        Ok(())
+    }
+    fn sync_data(&self) -> Result<()> {
+        let mut s = self.lock();
+        s.begin(OpKind::Sync, "fdatasync", &self.path)?;
+        if s.faults.contains(&Fault::LyingSync) {
+            return Ok(());
+        }
+        let i = &mut s.inodes[self.ino];
+        i.durable = i.volatile.clone();
+        i.pending.clear();
+        super::record_io(1, 1, 0, 0, 1);
+        Ok(())
+    }
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.check_writable("truncate")?;
+        let mut s = self.lock();
+        s.begin(OpKind::SetLen, "truncate", &self.path)?;
+        s.data_op(self.ino, DataOp::SetLen(len));
+        Ok(())
+    }
+    fn allocate(&self, len: u64) -> Result<()> {
+        self.check_writable("fallocate")?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.lock().begin(OpKind::Allocate, "fallocate", &self.path)
+    }
+    fn len(&self) -> Result<u64> {
+        Ok(self.lock().inodes[self.ino].volatile.len)
+    }
+    fn modified_ms(&self) -> Result<i64> {
+        Ok(self.lock().inodes[self.ino].mtime_ms)
+    }
+    fn direct_alignment(&self) -> Option<DirectAlignment> {
+        self.align
+    }
+}
+
+impl Storage for SimStorage {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn IoFile>> {
+        self.open_file(path, mode, false)
+    }
+    fn open_log(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn IoFile>> {
+        self.open_file(path, mode, true)
+    }
+    fn mode(&self) -> IoMode {
+        IoMode::Sync
+    }
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        let path = norm(path);
+        let mut s = self.lock();
+        let mut cur = PathBuf::from("/");
+        for c in path.components() {
+            let Component::Normal(name) = c else { continue };
+            let child = cur.join(name);
+            match s.entry(&child) {
+                Some(Entry::Dir) => {}
+                Some(Entry::File(_)) => {
+                    return Err(Error::io("mkdir", &child, std::io::Error::from(std::io::ErrorKind::AlreadyExists)))
+                }
+                None => {
+                    s.begin(OpKind::Mkdir, "mkdir", &child)?;
+                    s.dirs.insert(child.clone(), DirState::default());
+                    s.dir_op(&cur, DirOp::Set(name.to_string_lossy().into_owned(), Entry::Dir));
+                }
+            }
+            cur = child;
+        }
+        Ok(())
+    }
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        let path = norm(path);
+        let s = self.lock();
+        let d = s.dir(&path).ok_or_else(|| not_found("readdir", &path))?;
+        Ok(d.volatile.keys().cloned().collect())
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let (from, to) = (norm(from), norm(to));
+        let mut s = self.lock();
+        let ino = match s.entry(&from) {
+            Some(Entry::File(ino)) => ino,
+            Some(Entry::Dir) => {
+                return Err(Error::io(
+                    "rename",
+                    &from,
+                    std::io::Error::new(std::io::ErrorKind::Unsupported, "directory renames are not simulated"),
+                ))
+            }
+            None => return Err(not_found("rename", &from)),
+        };
+        let (fp, fname) = split(&from).ok_or_else(|| not_found("rename", &from))?;
+        let (tp, tname) = split(&to).ok_or_else(|| not_found("rename", &to))?;
+        if !s.dirs.contains_key(&tp) || s.entry(&to) == Some(Entry::Dir) {
+            return Err(not_found("rename", &to));
+        }
+        s.begin(OpKind::Rename, "rename", &from)?;
+        if fp == tp {
+            s.dir_op(&fp, DirOp::Rename(fname, tname));
+        } else {
+            s.dir_op(&tp, DirOp::Set(tname, Entry::File(ino)));
+            s.dir_op(&fp, DirOp::Remove(fname));
+        }
+        Ok(())
+    }
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        let path = norm(path);
+        let mut s = self.lock();
+        match s.entry(&path) {
+            Some(Entry::File(_)) => {}
+            Some(Entry::Dir) => {
+                return Err(Error::io("unlink", &path, std::io::Error::from_raw_os_error(libc::EISDIR)))
+            }
+            None => return Err(not_found("unlink", &path)),
+        }
+        let (parent, name) = split(&path).ok_or_else(|| not_found("unlink", &path))?;
+        s.begin(OpKind::Remove, "unlink", &path)?;
+        s.dir_op(&parent, DirOp::Remove(name));
+        Ok(())
+    }
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        let path = norm(path);
+        let mut s = self.lock();
+        if !s.dirs.contains_key(&path) {
+            return Err(not_found("open", &path));
+        }
+        s.begin(OpKind::DirSync, "fsync", &path)?;
+        let d = s.dirs.get_mut(&path).expect("checked");
+        d.durable = d.volatile.clone();
+        d.pending.clear();
+        Ok(())
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.lock().entry(&norm(path)).is_some()
+    }
+    fn is_dir(&self, path: &Path) -> bool {
+        self.lock().entry(&norm(path)) == Some(Entry::Dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    fn read_all(st: &SimStorage, path: &str) -> Option<Vec<u8>> {
+        st.file(path)
+    }
+
+    #[test]
+    fn unsynced_data_and_entries_vanish_with_durable_only() {
+        let st = SimStorage::new();
+        st.create_dir_all(&p("/d")).unwrap();
+        st.sync_dir(&p("/")).unwrap();
+        let f = st.open(&p("/d/a"), OpenMode::CreateNew).unwrap();
+        f.write_all_at(b"hello", 0).unwrap();
+        f.sync_data().unwrap();
+        // The entry is not durable yet: the file disappears.
+        let c = st.crash_with(&mut SimRng::new(1), &CrashConfig::DURABLE_ONLY);
+        assert!(c.exists(&p("/d")));
+        assert!(!c.exists(&p("/d/a")));
+        st.sync_dir(&p("/d")).unwrap();
+        f.write_all_at(b" world", 5).unwrap();
+        let c = st.crash_with(&mut SimRng::new(1), &CrashConfig::DURABLE_ONLY);
+        assert_eq!(read_all(&c, "/d/a").unwrap(), b"hello");
+        assert_eq!(read_all(&st, "/d/a").unwrap(), b"hello world");
+    }
+
+    #[test]
+    fn renames_revert_unless_the_directory_is_synced() {
+        let st = SimStorage::new();
+        st.put_file("/d/a", b"old");
+        let f = st.open(&p("/d/a.tmp"), OpenMode::CreateTruncate).unwrap();
+        f.write_all_at(b"new", 0).unwrap();
+        f.sync_data().unwrap();
+        st.rename(&p("/d/a.tmp"), &p("/d/a")).unwrap();
+        assert_eq!(st.file("/d/a").unwrap(), b"new");
+        let c = st.crash_with(&mut SimRng::new(1), &CrashConfig::DURABLE_ONLY);
+        assert_eq!(c.file("/d/a").unwrap(), b"old");
+        assert!(!c.exists(&p("/d/a.tmp")));
+        st.sync_dir(&p("/d")).unwrap();
+        let c = st.crash_with(&mut SimRng::new(1), &CrashConfig::DURABLE_ONLY);
+        assert_eq!(c.file("/d/a").unwrap(), b"new");
+    }
+
+    #[test]
+    fn deleted_then_recreated_can_come_back_as_the_old_file() {
+        let st = SimStorage::new();
+        st.put_file("/d/x", b"old");
+        st.remove_file(&p("/d/x")).unwrap();
+        let f = st.open(&p("/d/x"), OpenMode::CreateNew).unwrap();
+        f.write_all_at(b"new!", 0).unwrap();
+        f.sync_data().unwrap();
+        let c = st.crash_with(&mut SimRng::new(3), &CrashConfig::DURABLE_ONLY);
+        assert_eq!(c.file("/d/x").unwrap(), b"old");
+    }
+
+    #[test]
+    fn crash_outcomes_are_prefixes_torn_or_zeroed() {
+        let st = SimStorage::new();
+        st.put_file("/f", b"");
+        let f = st.open(&p("/f"), OpenMode::ReadWrite).unwrap();
+        f.write_all_at(&[1u8; 600], 0).unwrap();
+        f.sync_data().unwrap();
+        f.write_all_at(&[2u8; 5000], 600).unwrap();
+        f.write_all_at(&[3u8; 100], 5600).unwrap();
+        let mut rng = SimRng::new(7);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..400 {
+            let c = st.crash(&mut rng).file("/f").unwrap();
+            assert!(c.len() >= 600 && c[..600].iter().all(|&b| b == 1), "durable prefix kept");
+            assert!((600..=5700).contains(&c.len()), "length {}", c.len());
+            // Only whole sectors of the torn write land; the rest is zeros.
+            for (i, &b) in c.iter().enumerate().skip(600) {
+                assert!(b == 0 || b == if i < 5600 { 2 } else { 3 });
+            }
+            let twos = c.iter().filter(|&&b| b == 2).count();
+            let zeros = c.iter().filter(|&&b| b == 0).count();
+            seen.insert((c.len(), twos == 5000, zeros > 0));
+        }
+        assert!(seen.len() >= 4, "{seen:?}");
+    }
+
+    #[test]
+    fn halt_and_faults_change_nothing() {
+        let st = SimStorage::new();
+        st.put_file("/f", b"abc");
+        let f = st.open(&p("/f"), OpenMode::ReadWrite).unwrap();
+        st.halt_after(Some(1));
+        f.write_all_at(b"x", 0).unwrap();
+        assert!(f.write_all_at(b"y", 1).is_err());
+        assert!(f.sync_data().is_err());
+        assert_eq!(st.io_count(), 1);
+        assert!(st.halted());
+        assert_eq!(st.file("/f").unwrap(), b"xbc");
+
+        let st = SimStorage::new();
+        st.put_file("/f", b"abc");
+        st.inject(Fault::Sync(2));
+        let f = st.open(&p("/f"), OpenMode::ReadWrite).unwrap();
+        f.write_all_at(b"x", 0).unwrap();
+        f.sync_data().unwrap();
+        f.write_all_at(b"y", 1).unwrap();
+        assert!(f.sync_data().is_err());
+        let c = st.crash_with(&mut SimRng::new(1), &CrashConfig::DURABLE_ONLY);
+        assert_eq!(c.file("/f").unwrap(), b"xbc");
+    }
+
+    #[test]
+    fn direct_files_refuse_unaligned_writes_and_sparse_files_are_cheap() {
+        let st = SimStorage::with_direct_alignment(512);
+        st.put_dir("/d");
+        let f = st.open_log(&p("/d/l"), OpenMode::CreateNew).unwrap();
+        assert!(f.write_all_at(&[1u8; 100], 0).is_err());
+        let buf = crate::io::AlignedBuf::new(512, 4096);
+        let mut buf = buf;
+        buf.set_len(512);
+        f.write_all_at(&buf, 512).unwrap();
+        assert_eq!(f.len().unwrap(), 1024);
+        st.put_sparse_file("/d/huge", b"xy", 1 << 40);
+        assert_eq!(st.file_len("/d/huge"), Some(1 << 40));
+        let h = st.open(&p("/d/huge"), OpenMode::Read).unwrap();
+        let mut b = [9u8; 4];
+        assert_eq!(h.read_at(&mut b, 0).unwrap(), 4);
+        assert_eq!(b, [b'x', b'y', 0, 0]);
+        assert!(h.write_all_at(b"z", 0).is_err(), "read-only handle");
+    }
+}
