@@ -5,6 +5,7 @@
 //! or wherever the environment variable `SEGLOG_FIXTURES` points. A missing fixture directory is a
 //! test failure with a message saying where it was looked for, never a silent pass.
 
+pub mod crash;
 pub mod loopfs;
 
 use std::fs;
