@@ -75,14 +75,18 @@ fn topic_config(interval: u32) -> LogConfig {
     LogConfig { segment_bytes: SEGMENT_BYTES, index_interval_bytes: interval, ..LogConfig::default() }
 }
 
+/// What the engine really ran with.
+#[derive(Debug)]
+pub struct RunInfo {
+    pub io_mode: IoMode,
+    /// Why the I/O mode differs from the request, if it does.
+    pub fallback: Option<String>,
+    /// What each shard's index memory got (huge pages or not), one line per shard.
+    pub index_memory: Vec<String>,
+}
+
 /// Produces the 5000 records into the four topics through the engine, then shuts it down.
-/// Returns the I/O mode the engine really ran in and why it differs from the request, if it does.
-pub fn produce_all(
-    root: &Path,
-    mode: IoMode,
-    shards: Option<usize>,
-    start_ts: i64,
-) -> seglog::Result<(IoMode, Option<String>)> {
+pub fn produce_all(root: &Path, mode: IoMode, shards: Option<usize>, start_ts: i64) -> seglog::Result<RunInfo> {
     let mut cfg = EngineConfig::new(root);
     cfg.io_mode = mode;
     cfg.shards = shards;
@@ -105,7 +109,11 @@ pub fn produce_all(
         written += count;
         n += 1;
     }
-    let used = (engine.io_mode(), engine.io_fallback_reason().map(str::to_string));
+    let used = RunInfo {
+        io_mode: engine.io_mode(),
+        fallback: engine.io_fallback_reason().map(str::to_string),
+        index_memory: engine.index_memory().iter().map(|r| r.arena.summary()).collect(),
+    };
     engine.shutdown()?;
     Ok(used)
 }
@@ -162,20 +170,16 @@ pub fn analyze_topic(dir: &Path, interval: u32, mode: IoMode) -> seglog::Result<
 }
 
 /// Runs all four topics under `root`, with the same records (timestamps included) in each.
-pub fn run_all(
-    root: &Path,
-    mode: IoMode,
-    shards: Option<usize>,
-) -> seglog::Result<(Vec<TopicResult>, IoMode, Option<String>)> {
+pub fn run_all(root: &Path, mode: IoMode, shards: Option<usize>) -> seglog::Result<(Vec<TopicResult>, RunInfo)> {
     let start_ts =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
             - 60_000;
-    let (used, why) = produce_all(root, mode, shards, start_ts)?;
+    let info = produce_all(root, mode, shards, start_ts)?;
     let results = INTERVALS
         .iter()
-        .map(|&i| analyze_topic(&root.join(format!("interval-{i}-0")), i, used))
+        .map(|&i| analyze_topic(&root.join(format!("interval-{i}-0")), i, info.io_mode))
         .collect::<seglog::Result<Vec<_>>>()?;
-    Ok((results, used, why))
+    Ok((results, info))
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
@@ -186,7 +190,8 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             (t.path().to_path_buf(), Some(t))
         }
     };
-    let (results, used, why) = run_all(&root, args.io_mode, args.shards)?;
+    let (results, info) = run_all(&root, args.io_mode, args.shards)?;
+    let RunInfo { io_mode: used, fallback: why, index_memory: memory } = info;
     let identical = {
         let a = std::fs::read(root.join("interval-1-0").join("00000000000000000316.index"))?;
         let b = std::fs::read(root.join("interval-4096-0").join("00000000000000000316.index"))?;
@@ -196,13 +201,17 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         println!(
             "{}",
             serde_json::json!({ "dir": root, "io_mode_requested": args.io_mode.name(), "io_mode": used.name(),
-                "io_fallback": why, "index_files_identical_1_vs_4096": identical, "topics": results })
+                "io_fallback": why, "index_memory": memory, "index_files_identical_1_vs_4096": identical,
+                "topics": results })
         );
     } else {
         println!("seglog demo: {RECORDS} records, {RECORDS_PER_BATCH} per batch ({BATCH_BYTES} B), segment.bytes {SEGMENT_BYTES}");
         println!("I/O mode: {used} (asked for {})   data: {}", args.io_mode, root.display());
         if let Some(why) = &why {
             println!("  fallback: {why}");
+        }
+        for (shard, m) in memory.iter().enumerate() {
+            println!("shard {shard} {m}");
         }
         println!();
         println!(

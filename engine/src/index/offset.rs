@@ -10,6 +10,15 @@ use crate::io::{IndexArena, IoFile};
 
 const WARM_ENTRIES: usize = WARM_SECTION_BYTES / OFFSET_ENTRY_SIZE;
 
+/// The relative offset of entry `slot` (only the 4 bytes a search compares).
+#[inline(always)]
+fn rel_offset_at(b: &[u8], slot: usize) -> i64 {
+    let at = slot * OFFSET_ENTRY_SIZE;
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    i32::from_be_bytes(a) as i64
+}
+
 /// An absolute offset and the file position of the batch an index entry points at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OffsetPosition {
@@ -129,9 +138,13 @@ impl OffsetIndex {
     }
 
     /// Entry `slot`, made absolute.
+    #[inline]
     pub fn entry(&self, slot: usize) -> OffsetPosition {
         let e = OffsetEntry::decode(self.inner.bytes.as_slice(), slot);
-        OffsetPosition { offset: self.base_offset.saturating_add(e.relative_offset as i64), position: e.position as u32 }
+        OffsetPosition {
+            offset: self.base_offset.saturating_add(e.relative_offset as i64),
+            position: e.position as u32,
+        }
     }
 
     /// The last entry, or `(base_offset, 0)` when empty.
@@ -182,9 +195,11 @@ impl OffsetIndex {
     pub fn lookup(&self, target: i64) -> OffsetPosition {
         let b = self.inner.bytes.as_slice();
         let base = self.base_offset;
-        let r = index_slot_range_for(self.entries(), WARM_ENTRIES, target, |i| {
-            base.saturating_add(OffsetEntry::decode(b, i).relative_offset as i64)
-        });
+        // Compared in relative terms (`base + rel <= target` is `rel <= target - base`, and a
+        // saturated difference keeps the order), so a probe is a load and a compare; the entry
+        // count comes from the constant entry size (a shift, not a division).
+        let rel_target = target.saturating_sub(base);
+        let r = index_slot_range_for(b.len() / OFFSET_ENTRY_SIZE, WARM_ENTRIES, rel_target, |i| rel_offset_at(b, i));
         if r.lower < 0 {
             OffsetPosition { offset: base, position: 0 }
         } else {

@@ -12,6 +12,15 @@ use crate::io::{IndexArena, IoFile};
 
 const WARM_ENTRIES: usize = WARM_SECTION_BYTES / TIME_ENTRY_SIZE;
 
+/// The timestamp of entry `slot` (only the 8 bytes a search compares).
+#[inline(always)]
+fn timestamp_at(b: &[u8], slot: usize) -> i64 {
+    let at = slot * TIME_ENTRY_SIZE;
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    i64::from_be_bytes(a)
+}
+
 /// A timestamp and the absolute offset a time index entry maps it to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimestampOffset {
@@ -123,6 +132,7 @@ impl TimeIndex {
         self.inner.bytes.as_slice()
     }
 
+    #[inline]
     pub fn entry(&self, slot: usize) -> TimestampOffset {
         let e = TimeEntry::decode(self.inner.bytes.as_slice(), slot);
         TimestampOffset { timestamp: e.timestamp, offset: self.base_offset.saturating_add(e.relative_offset as i64) }
@@ -168,7 +178,8 @@ impl TimeIndex {
     /// Kafka's `lookup`: the largest entry with timestamp `<= target`, or `(-1, base_offset)`.
     pub fn lookup(&self, target: i64) -> TimestampOffset {
         let b = self.inner.bytes.as_slice();
-        let r = index_slot_range_for(self.entries(), WARM_ENTRIES, target, |i| TimeEntry::decode(b, i).timestamp);
+        let entries = b.len() / TIME_ENTRY_SIZE;
+        let r = index_slot_range_for(entries, WARM_ENTRIES, target, |i| timestamp_at(b, i));
         if r.lower < 0 {
             TimestampOffset { timestamp: NO_TIMESTAMP, offset: self.base_offset }
         } else {

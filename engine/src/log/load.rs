@@ -69,7 +69,10 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
     }
     let mut names = storage.list_dir(dir)?;
     names.sort();
-    if names.iter().any(|n| n.ends_with(crate::format::filename::SWAP_FILE_SUFFIX) || n.ends_with(crate::format::filename::CLEANED_FILE_SUFFIX)) {
+    if names.iter().any(|n| {
+        n.ends_with(crate::format::filename::SWAP_FILE_SUFFIX)
+            || n.ends_with(crate::format::filename::CLEANED_FILE_SUFFIX)
+    }) {
         resolve_cleaner_leftovers(&*storage, dir, &names, &mut report)?;
         names = storage.list_dir(dir)?;
         names.sort();
@@ -350,7 +353,12 @@ fn recover_segments(
 /// belong to an unfinished split (removed); the other swaps are finished cleaner output that was
 /// about to replace the segments they cover: those segments are removed and the swap files
 /// renamed into place.
-fn resolve_cleaner_leftovers(storage: &dyn crate::io::Storage, dir: &Path, names: &[String], report: &mut LoadReport) -> Result<()> {
+fn resolve_cleaner_leftovers(
+    storage: &dyn crate::io::Storage,
+    dir: &Path,
+    names: &[String],
+    report: &mut LoadReport,
+) -> Result<()> {
     use crate::format::filename::SWAP_FILE_SUFFIX;
     let mut min_cleaned = i64::MAX;
     let mut swaps: BTreeMap<i64, Vec<String>> = BTreeMap::new();

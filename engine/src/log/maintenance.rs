@@ -165,7 +165,8 @@ impl Log {
             }
         }
         let start = self.log_start_offset;
-        let d = self.delete_segments_while(now, "log start offset", move |_, next, _| next.is_some_and(|n| n <= start))?;
+        let d =
+            self.delete_segments_while(now, "log start offset", move |_, next, _| next.is_some_and(|n| n <= start))?;
         report.deleted.extend(d.into_iter().map(|b| (b, "log start offset")));
         self.delete_expired_files()?;
         report.log_start_offset = self.log_start_offset;
@@ -238,7 +239,8 @@ impl Log {
                 paths.push(to);
             }
         }
-        self.pending_deletes.push(PendingDelete { due_ms: now.saturating_add(self.config.file_delete_delay_ms), paths });
+        self.pending_deletes
+            .push(PendingDelete { due_ms: now.saturating_add(self.config.file_delete_delay_ms), paths });
         if self.config.file_delete_delay_ms == 0 {
             self.delete_expired_files()?;
         }

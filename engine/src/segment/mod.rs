@@ -620,7 +620,10 @@ impl Segment {
         for i in 0..o.entries() {
             let e = o.entry(i);
             if e.offset < self.base_offset || e.position >= self.size.max(1) {
-                return Err(bad_index(format!("entry {i} ({}, byte {}) lies outside the segment", e.offset, e.position)));
+                return Err(bad_index(format!(
+                    "entry {i} ({}, byte {}) lies outside the segment",
+                    e.offset, e.position
+                )));
             }
             if let Some(p) = prev {
                 if e.offset <= p.offset || e.position <= p.position {
@@ -1146,7 +1149,8 @@ impl ActiveSegment {
             self.rolling_based_timestamp = None;
         }
         self.bytes_since_last_index_entry = 0;
-        self.seg.max_timestamp_so_far = TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: self.seg.base_offset };
+        self.seg.max_timestamp_so_far =
+            TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: self.seg.base_offset };
         self.seg.reload_max_timestamp()?;
         Ok((removed, cut_base.max(self.seg.base_offset)))
     }
