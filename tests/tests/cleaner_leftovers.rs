@@ -32,10 +32,10 @@ fn a_finished_swap_replaces_the_segments_it_covers() {
     log.close().unwrap();
     // The cleaner's output: segments 0 and 1 merged into one file at base 0 (no compaction needed
     // to test the mechanics: the bytes are the same batches).
-    let merged = [std::fs::read(log_path(&dir, bases[0])).unwrap(), std::fs::read(log_path(&dir, bases[1])).unwrap()].concat();
+    let merged =
+        [std::fs::read(log_path(&dir, bases[0])).unwrap(), std::fs::read(log_path(&dir, bases[1])).unwrap()].concat();
     std::fs::write(dir.join(format!("{:020}.log.swap", bases[0])), &merged).unwrap();
-    let (log, report) =
-        seglog::log::Log::open_with_report(&dir, options(cfg(), &clock, Recovery::Clean)).unwrap();
+    let (log, report) = seglog::log::Log::open_with_report(&dir, options(cfg(), &clock, Recovery::Clean)).unwrap();
     let segs = segment_bases(&log);
     assert_eq!(segs[0], bases[0]);
     assert!(!segs.contains(&bases[1]), "segment {} was replaced by the swap", bases[1]);
@@ -60,8 +60,7 @@ fn cleaned_files_and_an_unfinished_split_are_dropped() {
     std::fs::write(dir.join(format!("{b1:020}.index.cleaned")), b"").unwrap();
     // A swap at or above the lowest .cleaned offset belongs to an unfinished split.
     std::fs::copy(log_path(&dir, bases[2]), dir.join(format!("{:020}.log.swap", bases[2]))).unwrap();
-    let (log, report) =
-        seglog::log::Log::open_with_report(&dir, options(cfg(), &clock, Recovery::Clean)).unwrap();
+    let (log, report) = seglog::log::Log::open_with_report(&dir, options(cfg(), &clock, Recovery::Clean)).unwrap();
     assert_eq!(segment_bases(&log), bases, "no live segment touched");
     assert_eq!(read_all(&log), all);
     assert_eq!(report.files_removed.len(), 3, "{:?}", report.files_removed);

@@ -49,7 +49,11 @@ fn clean_shutdown_writes_checkpoints_and_the_marker() {
     let marker = std::fs::read_to_string(dir.path().join(".kafka_cleanshutdown")).unwrap();
     assert_eq!(marker, r#"{"version":0,"brokerEpoch":-1}"#);
     // No temp files left behind.
-    assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().ends_with(".tmp")));
+    assert!(std::fs::read_dir(dir.path()).unwrap().all(|e| !e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .ends_with(".tmp")));
 
     // Next start: clean, marker removed once every partition is open.
     let engine = Engine::open(config(dir.path())).unwrap();

@@ -251,8 +251,7 @@ fn new_segments_are_named_by_their_zero_padded_base_offset() {
     t.log.append_as_follower(&follower_batch(big, 0, &[T0], 4)).unwrap();
     let bases = segment_bases(&t.log);
     assert_eq!(bases, vec![0, 2, 4, big]);
-    let names: Vec<String> =
-        snapshot(&t.dir()).into_keys().filter(|n| n != "leader-epoch-checkpoint").collect();
+    let names: Vec<String> = snapshot(&t.dir()).into_keys().filter(|n| n != "leader-epoch-checkpoint").collect();
     let mut expected = Vec::new();
     for b in [0, 2, 4, big] {
         for ext in ["index", "log", "timeindex"] {

@@ -119,7 +119,7 @@ fn retention_by_time_deletes_old_segments_but_never_past_the_high_watermark() {
     fill(&mut t, 40); // timestamps T0 .. T0 + 39 s
     let before: Vec<i64> = t.log.segments().map(|s| s.base_offset()).collect();
     t.clock.set(T0 + 30_000); // segments whose largest timestamp is before T0 + 20 s are old
-    // High watermark 0: nothing may go.
+                              // High watermark 0: nothing may go.
     t.log.set_high_watermark(0);
     assert!(t.log.apply_retention().unwrap().deleted.is_empty());
     t.log.set_high_watermark(t.log.log_end_offset());
@@ -189,7 +189,8 @@ fn deleted_files_left_by_a_crash_are_removed_on_open() {
     assert!(!files_with(&dir, ".deleted").is_empty());
     let expect = read_all(&t.log);
     drop(t.log); // crash before the delay passed
-    let (log, report) = seglog::log::Log::open_with_report(&dir, options(cfg(), &t.clock, Recovery::default())).unwrap();
+    let (log, report) =
+        seglog::log::Log::open_with_report(&dir, options(cfg(), &t.clock, Recovery::default())).unwrap();
     assert!(!report.files_removed.is_empty());
     assert!(files_with(&dir, ".deleted").is_empty());
     assert_eq!(read_all(&log), expect);

@@ -104,7 +104,11 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         }
     }
     let totals = engine.load_reports().iter().fold((0usize, 0usize, 0u64), |acc, (_, r)| {
-        (acc.0 + r.segments_recovered, acc.1 + r.indexes_rebuilt, acc.2 + r.truncations.iter().map(|t| t.2).sum::<u64>())
+        (
+            acc.0 + r.segments_recovered,
+            acc.1 + r.indexes_rebuilt,
+            acc.2 + r.truncations.iter().map(|t| t.2).sum::<u64>(),
+        )
     });
     engine.shutdown()?;
     if args.json {
