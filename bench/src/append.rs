@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::time::Instant;
 
+use seglog::engine::SyncMethod;
 use seglog::format::builder::BatchBuilder;
 use seglog::{Durability, Engine, EngineConfig, IoMode, LogConfig, TopicPartition};
 
@@ -24,6 +25,13 @@ pub struct AppendParams {
     pub partitions: usize,
     pub shards: usize,
     pub preallocate: bool,
+    /// How `Durability::EveryBatch` syncs.
+    pub sync_method: SyncMethod,
+    /// Producer threads; each appends to every partition in turn, keeping `window` appends in
+    /// flight per partition.
+    pub producers: usize,
+    /// Pin each shard thread to a core (the engine's default).
+    pub pin_threads: bool,
 }
 
 /// What it measured.
@@ -44,6 +52,10 @@ pub struct AppendResult {
     /// Bytes written per byte appended (O_DIRECT rewrites the partial last block each flush).
     pub write_amplification: f64,
     pub fsyncs: u64,
+    /// The shards' write buffers (registered fixed buffers or not), from the first shard.
+    pub write_buffers: String,
+    /// Share of the writes from pool memory that went out as WRITE_FIXED.
+    pub fixed_write_share: f64,
 }
 
 /// A batch of exactly `bytes` bytes (one record; `bytes` must be at least 80).
@@ -71,6 +83,8 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
     cfg.io_mode = p.mode;
     cfg.shards = Some(p.shards);
     cfg.durability = p.durability;
+    cfg.sync_method = p.sync_method;
+    cfg.pin_threads = p.pin_threads;
     cfg.log_config = LogConfig { preallocate: p.preallocate, ..LogConfig::default() };
     let engine = Engine::open(cfg)?;
     let tps: Vec<TopicPartition> = (0..p.partitions).map(|i| TopicPartition::new("bench", i as i32)).collect();
@@ -79,23 +93,19 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
     }
     let stats0 = engine.stats()?;
     let batch = batch_of(p.batch_bytes, 1_700_000_000_000);
-    let appends = (p.total_bytes / batch.len() as u64).max(1);
-    let mut inflight: VecDeque<(seglog::Completion<seglog::log::AppendInfo>, Instant)> = VecDeque::new();
-    let mut lat = Vec::with_capacity(appends as usize);
+    let producers = p.producers.max(1) as u64;
+    let per_producer = (p.total_bytes / batch.len() as u64 / producers).max(1);
+    let appends = per_producer * producers;
     let t0 = Instant::now();
-    for i in 0..appends {
-        let tp = &tps[(i as usize) % tps.len()];
-        inflight.push_back((engine.append(tp, batch.clone(), 0), Instant::now()));
-        if inflight.len() >= p.window * tps.len() {
-            let (c, t) = inflight.pop_front().expect("non-empty");
-            c.wait()?;
-            lat.push(t.elapsed().as_nanos() as u64);
+    let lat: Vec<u64> = std::thread::scope(|s| -> seglog::Result<Vec<u64>> {
+        let workers: Vec<_> =
+            (0..producers).map(|_| s.spawn(|| produce(&engine, &tps, &batch, per_producer, p.window))).collect();
+        let mut all = Vec::with_capacity(appends as usize);
+        for w in workers {
+            all.extend(w.join().expect("producer thread")?);
         }
-    }
-    while let Some((c, t)) = inflight.pop_front() {
-        c.wait()?;
-        lat.push(t.elapsed().as_nanos() as u64);
-    }
+        Ok(all)
+    })?;
     let seconds = t0.elapsed().as_secs_f64();
     let stats1 = engine.stats()?;
     let sum =
@@ -105,6 +115,9 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
     let written = sum(|s| s.bytes_written, &stats1) - sum(|s| s.bytes_written, &stats0);
     let fsyncs = sum(|s| s.fsyncs, &stats1) - sum(|s| s.fsyncs, &stats0);
     let writes = (sum(|s| s.writes, &stats1) - sum(|s| s.writes, &stats0)).max(1);
+    let fixed = sum(|s| s.write_buffers.fixed_writes, &stats1) - sum(|s| s.write_buffers.fixed_writes, &stats0);
+    let plain =
+        sum(|s| s.write_buffers.unregistered_writes, &stats1) - sum(|s| s.write_buffers.unregistered_writes, &stats0);
     let bytes = appends * batch.len() as u64;
     let r = AppendResult {
         mode_requested: p.mode.name().into(),
@@ -119,9 +132,38 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
         avg_write_bytes: written as f64 / writes as f64,
         write_amplification: written as f64 / bytes as f64,
         fsyncs,
+        write_buffers: stats1.first().map(|s| format!("{:?}", s.write_buffers.mode)).unwrap_or_default(),
+        fixed_write_share: fixed as f64 / (fixed + plain).max(1) as f64,
     };
     engine.shutdown()?;
     Ok(r)
+}
+
+/// One producer: `appends` appends spread over `tps` in turn, `window` in flight per partition;
+/// returns each append's latency in ns.
+fn produce(
+    engine: &Engine,
+    tps: &[TopicPartition],
+    batch: &[u8],
+    appends: u64,
+    window: usize,
+) -> seglog::Result<Vec<u64>> {
+    let mut inflight: VecDeque<(seglog::Completion<seglog::log::AppendInfo>, Instant)> = VecDeque::new();
+    let mut lat = Vec::with_capacity(appends as usize);
+    for i in 0..appends {
+        let tp = &tps[(i as usize) % tps.len()];
+        inflight.push_back((engine.append(tp, batch.to_vec(), 0), Instant::now()));
+        if inflight.len() >= window.max(1) * tps.len() {
+            let (c, t) = inflight.pop_front().expect("non-empty");
+            c.wait()?;
+            lat.push(t.elapsed().as_nanos() as u64);
+        }
+    }
+    while let Some((c, t)) = inflight.pop_front() {
+        c.wait()?;
+        lat.push(t.elapsed().as_nanos() as u64);
+    }
+    Ok(lat)
 }
 
 #[cfg(test)]

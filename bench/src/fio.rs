@@ -12,9 +12,12 @@ pub struct FioResult {
     pub iops: f64,
     pub clat_p50_us: f64,
     pub clat_p99_us: f64,
+    pub clat_p999_us: f64,
+    pub clat_max_us: f64,
     /// fdatasync latency percentiles, when the job synced.
     pub sync_p50_us: f64,
     pub sync_p99_us: f64,
+    pub sync_p999_us: f64,
 }
 
 /// Makes sure fio is there, installing Debian's package when running as root.
@@ -39,8 +42,9 @@ pub fn ensure_fio() -> Result<(), String> {
 }
 
 /// Sequential writes of `size` bytes in `bs`-byte blocks at queue depth `iodepth` into a new
-/// file in `dir`, O_DIRECT (`direct`) or through the page cache, with io_uring; `fdatasync_every`
-/// > 0 adds an fdatasync after that many writes.
+/// file in `dir`, O_DIRECT (`direct`) or through the page cache, with io_uring; a non-zero
+/// `fdatasync_every` adds an fdatasync after that many writes. fio lays the file out with
+/// fallocate first (its default); see [`seq_write_as`] to append past the end instead.
 pub fn seq_write(
     dir: &Path,
     bs: u64,
@@ -48,6 +52,33 @@ pub fn seq_write(
     size: u64,
     direct: bool,
     fdatasync_every: u32,
+) -> Result<FioResult, String> {
+    let sync = if fdatasync_every > 0 { FioSync::Fdatasync(fdatasync_every) } else { FioSync::None };
+    seq_write_as(dir, bs, iodepth, size, direct, sync, true)
+}
+
+/// How a write job makes its writes durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FioSync {
+    None,
+    /// An fdatasync after every n writes (`--fdatasync=n`).
+    Fdatasync(u32),
+    /// The file opened O_DSYNC (`--sync=dsync`): every write durable on completion, as RWF_DSYNC.
+    Dsync,
+}
+
+/// [`seq_write`] with the sync method and the file's allocation chosen: `preallocate` lays the
+/// file out with fallocate first (fio's default: the writes then land inside the file's size,
+/// as seglog's `preallocate` makes them), otherwise every write extends the file
+/// (`--fallocate=none`), as seglog's appends do without `preallocate`.
+pub fn seq_write_as(
+    dir: &Path,
+    bs: u64,
+    iodepth: u32,
+    size: u64,
+    direct: bool,
+    sync: FioSync,
+    preallocate: bool,
 ) -> Result<FioResult, String> {
     let file = dir.join("fio-seq-write.dat");
     let _ = std::fs::remove_file(&file);
@@ -62,8 +93,13 @@ pub fn seq_write(
         "--ioengine=io_uring".into(),
         "--output-format=json".into(),
     ];
-    if fdatasync_every > 0 {
-        args.push(format!("--fdatasync={fdatasync_every}"));
+    if !preallocate {
+        args.push("--fallocate=none".into());
+    }
+    match sync {
+        FioSync::None => {}
+        FioSync::Fdatasync(n) => args.push(format!("--fdatasync={n}")),
+        FioSync::Dsync => args.push("--sync=dsync".into()),
     }
     let r = run(&args);
     let _ = std::fs::remove_file(&file);
@@ -89,12 +125,33 @@ pub fn read(dir: &Path, rw: &str, bs: u64, iodepth: u32, size: u64) -> Result<Fi
     r
 }
 
-fn run(args: &[String]) -> Result<FioResult, String> {
+pub fn run(args: &[String]) -> Result<FioResult, String> {
     let out = Command::new("fio").args(args).output().map_err(|e| format!("fio: {e}"))?;
     if !out.status.success() {
         return Err(format!("fio failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
     parse(&out.stdout)
+}
+
+/// Reads of an existing (or, the first time, laid out by fio) file `file` of `size` bytes:
+/// `rw` is "read" (sequential) or "randread"; O_DIRECT, io_uring, at most `runtime_s` seconds.
+/// The file is kept, so interleaved repetitions reuse it; the caller removes it.
+pub fn read_file(file: &Path, rw: &str, bs: u64, iodepth: u32, size: u64, runtime_s: u32) -> Result<FioResult, String> {
+    let mut args = vec![
+        format!("--name={rw}"),
+        format!("--filename={}", file.display()),
+        format!("--rw={rw}"),
+        format!("--bs={bs}"),
+        format!("--size={size}"),
+        format!("--iodepth={iodepth}"),
+        "--direct=1".into(),
+        "--ioengine=io_uring".into(),
+        "--output-format=json".into(),
+    ];
+    if runtime_s > 0 {
+        args.push(format!("--runtime={runtime_s}"));
+    }
+    run(&args)
 }
 
 /// Reads the first job's figures from fio's JSON output.
@@ -110,7 +167,28 @@ pub fn parse(json: &[u8]) -> Result<FioResult, String> {
         iops: side["iops"].as_f64().unwrap_or(0.0),
         clat_p50_us: pct(&side["clat_ns"], "50.000000"),
         clat_p99_us: pct(&side["clat_ns"], "99.000000"),
+        clat_p999_us: pct(&side["clat_ns"], "99.900000"),
+        clat_max_us: side["clat_ns"]["max"].as_f64().unwrap_or(0.0) / 1000.0,
         sync_p50_us: pct(&job["sync"]["lat_ns"], "50.000000"),
         sync_p99_us: pct(&job["sync"]["lat_ns"], "99.000000"),
+        sync_p999_us: pct(&job["sync"]["lat_ns"], "99.900000"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_write_and_sync_percentiles() {
+        let json = br#"note: a line fio prints first
+{"jobs": [{"write": {"io_bytes": 8388608, "bw_bytes": 100000000, "iops": 6100.5,
+  "clat_ns": {"max": 900000, "percentile": {"50.000000": 20000, "99.000000": 80000, "99.900000": 400000}}},
+  "read": {"io_bytes": 0},
+  "sync": {"lat_ns": {"percentile": {"50.000000": 71168, "99.000000": 3948544, "99.900000": 6979584}}}}]}"#;
+        let r = parse(json).unwrap();
+        assert_eq!(r.mb_per_s, 100.0);
+        assert_eq!((r.clat_p50_us, r.clat_p99_us, r.clat_p999_us, r.clat_max_us), (20.0, 80.0, 400.0, 900.0));
+        assert_eq!((r.sync_p50_us, r.sync_p99_us), (71.168, 3948.544));
+    }
 }

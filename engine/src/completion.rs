@@ -21,6 +21,9 @@ struct Slot<T> {
 struct State<T> {
     value: Option<Result<T>>,
     waker: Option<Waker>,
+    /// Threads blocked on the condition variable: the shard signals it only when one is, so an
+    /// answer to a spinning or not yet waiting caller costs no futex system call.
+    sleepers: u32,
 }
 
 /// The receiving side of a one-shot result.
@@ -37,7 +40,8 @@ pub struct Completer<T> {
 
 /// A connected completer and completion.
 pub fn pair<T>() -> (Completer<T>, Completion<T>) {
-    let slot = Arc::new(Slot { state: Mutex::new(State { value: None, waker: None }), cv: Condvar::new() });
+    let slot =
+        Arc::new(Slot { state: Mutex::new(State { value: None, waker: None, sleepers: 0 }), cv: Condvar::new() });
     (Completer { slot: Some(slot.clone()) }, Completion { slot })
 }
 
@@ -67,7 +71,9 @@ impl<T> Completion<T> {
             if let Some(v) = st.value.take() {
                 return v;
             }
+            st.sleepers += 1;
             st = self.slot.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+            st.sleepers -= 1;
         }
     }
 
@@ -84,7 +90,9 @@ impl<T> Completion<T> {
                 if now >= deadline {
                     break;
                 }
+                st.sleepers += 1;
                 st = self.slot.cv.wait_timeout(st, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+                st.sleepers -= 1;
             }
         }
         Err(self)
@@ -120,12 +128,14 @@ impl<T> Completer<T> {
 }
 
 fn deliver<T>(slot: &Slot<T>, value: Result<T>) {
-    let waker = {
+    let (waker, sleepers) = {
         let mut st = slot.state.lock().unwrap_or_else(|p| p.into_inner());
         st.value = Some(value);
-        st.waker.take()
+        (st.waker.take(), st.sleepers)
     };
-    slot.cv.notify_all();
+    if sleepers > 0 {
+        slot.cv.notify_all();
+    }
     if let Some(w) = waker {
         w.wake();
     }

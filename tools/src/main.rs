@@ -4,6 +4,7 @@
 //! Exit codes: 0 success; 1 damage found (verify, dump --verify-index-only, --index-sanity-check,
 //! rebuild-index differences); 2 usage or I/O error.
 
+mod bench;
 mod capacity;
 mod demo;
 mod dump;
@@ -72,6 +73,11 @@ enum Command {
     /// Run offline exactly what opening the engine runs on a log directory (crash recovery from
     /// the recovery points, torn tails cut, indexes rebuilt, leftovers removed) and print it.
     Recover(recover::Args),
+    /// The workload benchmark: produce, tail, catch-up, seek, time lookups, mixed and recovery
+    /// through the engine, each beside fio on the same disk and the reference designs (Kafka's
+    /// page cache + mmap index, the commitlog crate); `--profile quick` runs in under a minute.
+    #[command(after_help = EXIT_CODES)]
+    Bench(bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -85,6 +91,7 @@ fn main() -> ExitCode {
         Command::RebuildIndex(a) => rebuild_index::run(a),
         Command::Capacity(a) => capacity::run(a),
         Command::Recover(a) => recover::run(a),
+        Command::Bench(a) => bench::run(a),
     };
     match r {
         Ok(code) => code,

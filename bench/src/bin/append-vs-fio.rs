@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+use seglog::engine::SyncMethod;
 use seglog::{Durability, IoMode};
 use seglog_bench::append::{run, AppendParams, AppendResult};
 use seglog_bench::fio;
@@ -35,13 +36,53 @@ struct Args {
     durable: bool,
     #[arg(long)]
     preallocate: bool,
+    /// With --durable: `fdatasync` (write + linked fdatasync; fio --fdatasync=1) or `dsync`
+    /// (RWF_DSYNC writes; fio --sync=dsync).
+    #[arg(long, default_value = "fdatasync", value_parser = parse_sync_method)]
+    sync_method: SyncMethod,
+    /// Partitions appended to (fio runs one file, so compare with fio at 1 only).
+    #[arg(long, default_value_t = 1)]
+    partitions: usize,
+    /// Producer threads, each appending to every partition in turn with `window` in flight per
+    /// partition.
+    #[arg(long, default_value_t = 1)]
+    producers: usize,
+    #[arg(long, default_value_t = 1)]
+    shards: usize,
+    /// fio's file layout: `match` (preallocated exactly when --preallocate is given, so fio's
+    /// writes extend the file when seglog's do), `native` (fio's default: fallocate first) or
+    /// `none` (extend).
+    #[arg(long, default_value = "match")]
+    fio_fallocate: String,
+    /// Run seglog only.
+    #[arg(long)]
+    skip_fio: bool,
+    /// Leave the shard threads unpinned (the engine pins them by default).
+    #[arg(long)]
+    no_pin: bool,
     #[arg(long)]
     json: bool,
 }
 
+fn parse_sync_method(s: &str) -> Result<SyncMethod, String> {
+    match s {
+        "fdatasync" => Ok(SyncMethod::Fdatasync),
+        "dsync" => Ok(SyncMethod::DsyncWrites),
+        other => Err(format!("unknown sync method {other:?} (fdatasync, dsync)")),
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = Args::parse();
-    fio::ensure_fio()?;
+    if !a.skip_fio {
+        fio::ensure_fio()?;
+    }
+    let fio_prealloc = match a.fio_fallocate.as_str() {
+        "match" => a.preallocate,
+        "native" => true,
+        "none" => false,
+        other => return Err(format!("--fio-fallocate {other:?}: match, native or none").into()),
+    };
     std::fs::create_dir_all(&a.dir)?;
     let mut rows: Vec<(IoMode, Vec<AppendResult>, Vec<fio::FioResult>)> =
         a.modes.iter().map(|m| (*m, vec![], vec![])).collect();
@@ -54,9 +95,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 batch_bytes: a.batch_bytes,
                 total_bytes: a.total_bytes,
                 window: a.window,
-                partitions: 1,
-                shards: 1,
+                partitions: a.partitions,
+                shards: a.shards,
                 preallocate: a.preallocate,
+                sync_method: a.sync_method,
+                producers: a.producers,
+                pin_threads: !a.no_pin,
             };
             let r = run(d.path(), &p)?;
             drop(d);
@@ -64,31 +108,64 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // issued (rounded to 4 KiB), queue depth 1 (one write per partition per loop turn).
             let bs = ((r.avg_write_bytes / 4096.0).round().max(1.0) as u64) * 4096;
             let direct = row.0 == IoMode::Direct;
-            let f = fio::seq_write(&a.dir, bs, 1, a.total_bytes, direct, if a.durable { 1 } else { 0 })?;
+            let sync = match (a.durable, a.sync_method) {
+                (false, _) => fio::FioSync::None,
+                (true, SyncMethod::Fdatasync) => fio::FioSync::Fdatasync(1),
+                (true, SyncMethod::DsyncWrites) => fio::FioSync::Dsync,
+            };
+            let f = if a.skip_fio {
+                fio::FioResult::default()
+            } else {
+                fio::seq_write_as(&a.dir, bs, 1, a.total_bytes, direct, sync, fio_prealloc)?
+            };
             eprintln!(
-                "rep {rep} {:<8} seglog {:>8.1} MB/s  fio(bs={bs},qd=1,direct={direct}) {:>8.1} MB/s  enters/batch {:.2}",
-                r.mode, r.mb_per_s, f.mb_per_s, r.enters_per_batch
+                "rep {rep} {:<8} seglog {:>8.1} MB/s  fio(bs={bs},qd=1,direct={direct},prealloc={fio_prealloc}) {:>8.1} MB/s  \
+                 ratio {:>4.0}%  p50 {:.0}/{:.0} us  enters/batch {:.2}  buffers {} ({:.0}% fixed)",
+                r.mode,
+                r.mb_per_s,
+                f.mb_per_s,
+                100.0 * r.mb_per_s / f.mb_per_s,
+                r.latency.p50_us,
+                f.clat_p50_us,
+                r.enters_per_batch,
+                r.write_buffers,
+                100.0 * r.fixed_write_share
             );
             row.1.push(r);
             row.2.push(f);
         }
     }
     let mut out = Vec::new();
+    // `ratio`: of the medians; `pair ratio`: median of each repetition's seglog/fio ratio (the
+    // two runs of a pair are seconds apart, so this one is less exposed to the disk's drift).
     println!(
-        "{:<9} {:>12} {:>12} {:>7} {:>9} {:>9} {:>9} {:>13} {:>11}",
-        "mode", "seglog MB/s", "fio MB/s", "ratio", "p50 us", "p99 us", "p99.9 us", "enters/batch", "write size"
+        "{:<9} {:>12} {:>12} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>13} {:>11}",
+        "mode",
+        "seglog MB/s",
+        "fio MB/s",
+        "ratio",
+        "pair ratio",
+        "p50 us",
+        "fio p50",
+        "p99 us",
+        "p99.9 us",
+        "enters/batch",
+        "write size"
     );
     for (mode, rs, fs) in &rows {
         let s = median(&rs.iter().map(|r| r.mb_per_s).collect::<Vec<_>>());
         let f = median(&fs.iter().map(|r| r.mb_per_s).collect::<Vec<_>>());
+        let pair = median(&rs.iter().zip(fs).map(|(r, f)| r.mb_per_s / f.mb_per_s).collect::<Vec<_>>());
         let m = |g: fn(&AppendResult) -> f64| median(&rs.iter().map(g).collect::<Vec<_>>());
         println!(
-            "{:<9} {:>12.1} {:>12.1} {:>6.0}% {:>9.1} {:>9.1} {:>9.1} {:>13.2} {:>11.0}",
+            "{:<9} {:>12.1} {:>12.1} {:>6.0}% {:>9.0}% {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>13.2} {:>11.0}",
             format!("{mode}{}", if rs[0].mode != mode.name() { "*" } else { "" }),
             s,
             f,
             100.0 * s / f,
+            100.0 * pair,
             m(|r| r.latency.p50_us),
+            median(&fs.iter().map(|f| f.clat_p50_us).collect::<Vec<_>>()),
             m(|r| r.latency.p99_us),
             m(|r| r.latency.p999_us),
             m(|r| r.enters_per_batch),

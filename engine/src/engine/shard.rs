@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, TryRecvError};
 
-use super::{Doorbell, Durability, EngineConfig, Request, TopicPartition};
+use super::{Doorbell, Durability, EngineConfig, Request, SyncMethod, TopicPartition};
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::io::{IoMode, Storage};
@@ -39,6 +39,8 @@ pub struct ShardStats {
     pub fsyncs: u64,
     /// Write operations handed to the kernel.
     pub writes: u64,
+    /// The shard's write buffers: registered with its ring (fixed buffers) or not, and why.
+    pub write_buffers: crate::io::PoolStats,
 }
 
 pub(crate) struct Shard {
@@ -49,6 +51,7 @@ pub(crate) struct Shard {
     data_dir: std::path::PathBuf,
     default_config: LogConfig,
     durability: Durability,
+    sync_method: SyncMethod,
     tail_cache_bytes: u64,
     idle_spin: Duration,
     recovery_threads: usize,
@@ -75,6 +78,7 @@ impl Shard {
             data_dir: config.data_dir.clone(),
             default_config: config.log_config.clone(),
             durability: config.durability,
+            sync_method: config.sync_method,
             tail_cache_bytes: config.tail_cache_bytes,
             idle_spin: Duration::from_micros(config.idle_spin_us),
             recovery_threads: config.recovery_threads_per_partition.max(1),
@@ -314,7 +318,11 @@ impl Shard {
             // Group commit: one fdatasync covers every batch of this log appended so far.
             let sync = every_batch || log.flush_due(now, interval);
             syncs.push(sync);
+            // RWF_DSYNC writes replace the fdatasync only when everything written before them is
+            // already durable (after a reopen or an unsynced write, one fdatasync first).
+            let dsync = sync && self.sync_method == SyncMethod::DsyncWrites && log.active_segment().written_is_synced();
             match log.take_writes(i as u64, sync) {
+                Ok(o) if dsync => ops.extend(dsync_writes(o)),
                 Ok(o) => ops.extend(o),
                 Err(e) => {
                     failed.insert(tp.clone(), e.to_string());
@@ -381,8 +389,30 @@ impl Shard {
         s.bytes_read = io.bytes_read;
         s.fsyncs = io.fsyncs;
         s.writes = io.writes;
+        s.write_buffers = crate::io::pool::thread_pool_stats(self.storage.mode() == IoMode::Sync);
         s
     }
+}
+
+/// One log's writes for [`SyncMethod::DsyncWrites`]: each write carries RWF_DSYNC and the
+/// fdatasync chained after them is dropped. The caller checked that every byte already in the
+/// file is durable, so the new writes are all the fdatasync had to cover. With nothing to write
+/// the fdatasync stays.
+fn dsync_writes(ops: Vec<crate::io::IoOp>) -> Vec<crate::io::IoOp> {
+    use crate::io::IoOpKind;
+    if !ops.iter().any(|o| matches!(o.kind, IoOpKind::Write { .. })) {
+        return ops;
+    }
+    ops.into_iter()
+        .filter_map(|mut o| match &mut o.kind {
+            IoOpKind::SyncData => None,
+            IoOpKind::Write { dsync, .. } => {
+                *dsync = true;
+                o.link_next = false;
+                Some(o)
+            }
+        })
+        .collect()
 }
 
 fn unknown(tp: &TopicPartition) -> Error {

@@ -31,6 +31,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 /// The io_uring crate, re-exported so callers can build their own entries for [`Ring::run`].
 pub use io_uring as sys;
 
+use super::pool::{self, Pool, Registration, WriteBuf};
 use super::{record_io, AlignedBuf, DirectAlignment, IoCompletion, IoFile, IoMode, IoOp, IoOpKind, OpenMode, Storage};
 use crate::error::{Error, Result};
 
@@ -72,7 +73,23 @@ pub struct Ring {
     /// Bumped per [`Ring::run`]; the high half of each entry's user_data, so a completion can
     /// never be matched to the wrong batch.
     generation: u32,
+    /// The thread's write-buffer pool as registered on this ring (thread rings only).
+    fixed: Option<FixedBuffers>,
+    /// The thread's long-lived ring (not a one-off nested or teardown ring): only it registers
+    /// the thread's pool.
+    thread_ring: bool,
     _not_send: PhantomData<*const ()>,
+}
+
+/// A pool registered on a ring: chunk `i` at registered-buffer index `i`. Holding the pool keeps
+/// every registered chunk mapped for as long as the ring (and so the registration) lives.
+struct FixedBuffers {
+    pool: Pool,
+    /// Chunks `0..registered` are registered.
+    registered: u32,
+    /// Why registration stopped (refused outright, or a later chunk refused), if it did: no more
+    /// attempts on this ring.
+    stopped: Option<String>,
 }
 
 impl std::fmt::Debug for Ring {
@@ -98,7 +115,75 @@ impl Ring {
                 Some(libc::EINVAL) => IoUring::new(entries),
                 _ => Err(e),
             })?;
-        Ok(Ring { ring, dead: None, generation: 0, _not_send: PhantomData })
+        Ok(Ring { ring, dead: None, generation: 0, fixed: None, thread_ring: false, _not_send: PhantomData })
+    }
+
+    /// Registers the thread's write-buffer pool on this ring (the thread's own ring only): on
+    /// first use a sparse table of [`pool::MAX_REGISTERED_CHUNKS`] buffers, then every chunk the
+    /// pool has handed out and that is not yet registered, at its index. A refusal (old kernel,
+    /// RLIMIT_MEMLOCK, switched off) leaves the rest unregistered: writes from them go out as
+    /// plain WRITEs.
+    pub(crate) fn refresh_fixed(&mut self) {
+        if !self.thread_ring || self.dead.is_some() {
+            return;
+        }
+        let Some(thread_pool) = pool::thread_pool_if_any() else { return };
+        let mut changed = false;
+        if self.fixed.is_none() {
+            changed = true;
+            let stopped = match pool::registration_disabled() {
+                Some(why) => Some(why),
+                None => self.ring.submitter().register_buffers_sparse(pool::MAX_REGISTERED_CHUNKS).err().map(|e| {
+                    format!("IORING_REGISTER_BUFFERS2 (sparse table) refused: {e}; writing from unregistered buffers")
+                }),
+            };
+            self.fixed = Some(FixedBuffers { pool: thread_pool.clone(), registered: 0, stopped });
+        }
+        let Some(f) = self.fixed.as_mut() else { return };
+        if f.pool.id() != thread_pool.id() {
+            return;
+        }
+        let want = f.pool.chunks_handed_out().min(pool::MAX_REGISTERED_CHUNKS);
+        while f.stopped.is_none() && f.registered < want {
+            let i = f.registered;
+            let Some(iov) = f.pool.chunk_iovec(i) else { break };
+            // One chunk per call: a partly applied multi-buffer update would not say how far it
+            // got, and a WRITE_FIXED naming an empty slot fails.
+            // SAFETY: the iovec is chunk `i` of `f.pool`: CHUNK_BYTES of mapped read-write memory
+            // that stays mapped while the pool lives, and `f` holds the pool for as long as this
+            // ring (and with it the registration) exists.
+            match unsafe { self.ring.submitter().register_buffers_update(i, &[iov], None) } {
+                Ok(()) => {
+                    f.registered += 1;
+                    changed = true;
+                }
+                Err(e) => {
+                    let why = match e.raw_os_error() {
+                        Some(libc::ENOMEM) | Some(libc::EPERM) => " (RLIMIT_MEMLOCK?)",
+                        _ => "",
+                    };
+                    f.stopped = Some(format!(
+                        "registering chunk {i} refused: {e}{why}; writing from unregistered buffers past chunk {}",
+                        f.registered
+                    ));
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            pool::set_registration(match (&f.stopped, f.registered) {
+                (Some(why), 0) => Registration::Refused(why.clone()),
+                (stopped, n) => Registration::Registered { chunks: n, stopped: stopped.clone() },
+            });
+        }
+    }
+
+    /// The registered-buffer index to write `buf` with WRITE_FIXED, when `buf` lies in a chunk of
+    /// the pool registered on this ring.
+    fn fixed_index(&self, buf: &WriteBuf) -> Option<u16> {
+        let (pool_id, chunk) = buf.pool_slot()?;
+        let f = self.fixed.as_ref()?;
+        (f.pool.id() == pool_id && chunk < f.registered).then_some(chunk as u16)
     }
 
     /// Submission-queue size: the most entries in flight at once.
@@ -256,7 +341,11 @@ impl Ring {
     fn retire(&mut self, errno: i32) {
         let entries = self.ring.params().sq_entries();
         match Ring::new(entries) {
-            Ok(fresh) => drop(std::mem::replace(self, fresh)),
+            Ok(mut fresh) => {
+                // The new ring registers the pool afresh on its next submission.
+                fresh.thread_ring = self.thread_ring;
+                drop(std::mem::replace(self, fresh))
+            }
             Err(_) => self.dead = Some(errno),
         }
     }
@@ -275,7 +364,10 @@ pub fn with_thread_ring<R>(f: impl FnOnce(&mut Ring) -> R) -> io::Result<R> {
         let mut slot = cell.try_borrow_mut().ok()?;
         if slot.as_ref().is_none_or(|r| r.dead.is_some()) {
             match Ring::new(RING_ENTRIES) {
-                Ok(r) => *slot = Some(r),
+                Ok(mut r) => {
+                    r.thread_ring = true;
+                    *slot = Some(r)
+                }
                 Err(e) => return Some(Err(e)),
             }
         }
@@ -322,12 +414,13 @@ fn read_once(ring: &mut Ring, fd: RawFd, buf: &mut [u8], pos: u64) -> io::Result
     }
 }
 
-/// One WRITE of (at most [`MAX_RW_CHUNK`] bytes of) `buf` at `pos`, retried on EINTR/EAGAIN.
-fn write_once(ring: &mut Ring, fd: RawFd, buf: &[u8], pos: u64) -> io::Result<usize> {
+/// One WRITE of (at most [`MAX_RW_CHUNK`] bytes of) `buf` at `pos` with `rw_flags` (0 or
+/// RWF_DSYNC), retried on EINTR/EAGAIN.
+fn write_once(ring: &mut Ring, fd: RawFd, buf: &[u8], pos: u64, rw_flags: i32) -> io::Result<usize> {
     let len = buf.len().min(MAX_RW_CHUNK) as u32;
     let mut tries = 0;
     loop {
-        let e = opcode::Write::new(types::Fd(fd), buf.as_ptr(), len).offset(pos).build();
+        let e = opcode::Write::new(types::Fd(fd), buf.as_ptr(), len).offset(pos).rw_flags(rw_flags).build();
         // SAFETY: `buf` is borrowed for this whole call and run_one returns only after the write
         // has completed.
         match unsafe { run_one(ring, e) } {
@@ -353,11 +446,12 @@ fn read_full(ring: &mut Ring, fd: RawFd, buf: &mut [u8], pos: u64, align: Option
     Ok(done)
 }
 
-/// Writes all of `buf`; a short write is resubmitted for the remainder.
-fn write_full(ring: &mut Ring, fd: RawFd, buf: &[u8], pos: u64) -> io::Result<()> {
+/// Writes all of `buf` (with `rw_flags` on each write); a short write is resubmitted for the
+/// remainder.
+fn write_full(ring: &mut Ring, fd: RawFd, buf: &[u8], pos: u64, rw_flags: i32) -> io::Result<()> {
     let mut done = 0;
     while done < buf.len() {
-        let n = write_once(ring, fd, &buf[done..], pos + done as u64)?;
+        let n = write_once(ring, fd, &buf[done..], pos + done as u64, rw_flags)?;
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,
@@ -536,7 +630,19 @@ impl IoFile for UringFile {
                 .map_err(|e| Error::io("write", &self.path, e))?;
         }
         let fd = self.fd();
-        self.ring("write", |ring| write_full(ring, fd, buf, pos))
+        self.ring("write", |ring| write_full(ring, fd, buf, pos, 0))
+    }
+
+    fn write_all_at_dsync(&self, buf: &[u8], pos: u64) -> Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(a) = self.direct {
+            check_direct_write(a, pos, buf.len(), buf.as_ptr() as usize)
+                .map_err(|e| Error::io("write", &self.path, e))?;
+        }
+        let fd = self.fd();
+        self.ring("write RWF_DSYNC", |ring| write_full(ring, fd, buf, pos, libc::RWF_DSYNC))
     }
 
     fn sync_data(&self) -> Result<()> {
@@ -703,7 +809,8 @@ fn submit_sequential(ops: Vec<IoOp>) -> Vec<IoCompletion> {
             Err(canceled(op.file.path()))
         } else {
             match &op.kind {
-                IoOpKind::Write { buf, pos } => op.file.write_all_at(buf, *pos).map(|_| buf.len()),
+                IoOpKind::Write { buf, pos, dsync: false } => op.file.write_all_at(buf, *pos).map(|_| buf.len()),
+                IoOpKind::Write { buf, pos, dsync: true } => op.file.write_all_at_dsync(buf, *pos).map(|_| buf.len()),
                 IoOpKind::SyncData => op.file.sync_data().map(|_| 0),
             }
         };
@@ -716,18 +823,31 @@ fn submit_sequential(ops: Vec<IoOp>) -> Vec<IoCompletion> {
 /// Runs one operation of a batch on its own (after a short write fixed up its predecessor).
 fn run_op_alone(ring: &mut Ring, op: &IoOp, fd: RawFd) -> Result<usize> {
     match &op.kind {
-        IoOpKind::Write { buf, pos } => {
-            write_full(ring, fd, buf, *pos).map(|_| buf.len()).map_err(|e| Error::io("write", op.file.path(), e))
-        }
+        IoOpKind::Write { buf, pos, dsync } => write_full(ring, fd, buf, *pos, rw_flags(*dsync))
+            .map(|_| buf.len())
+            .map_err(|e| Error::io("write", op.file.path(), e)),
         IoOpKind::SyncData => {
             fsync_on(ring, fd, true).map(|_| 0).map_err(|e| Error::io("fdatasync", op.file.path(), e))
         }
     }
 }
 
+fn rw_flags(dsync: bool) -> i32 {
+    if dsync {
+        libc::RWF_DSYNC
+    } else {
+        0
+    }
+}
+
 /// The batch on the ring: rounds of at most one SQ's worth of entries, each with one
-/// `submit_and_wait`; short writes finished by follow-up submissions.
+/// `submit_and_wait`; short writes finished by follow-up submissions. Writes from registered pool
+/// memory go out as WRITE_FIXED.
 fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<usize>> {
+    if ops.iter().any(|o| matches!(&o.kind, IoOpKind::Write { buf, .. } if buf.pool_slot().is_some())) {
+        ring.refresh_fixed();
+    }
+    let (mut fixed_writes, mut plain_pool_writes) = (0u64, 0u64);
     let n = ops.len();
     let cap = ring.sq_entries().max(1);
     let mut results: Vec<Option<Result<usize>>> = (0..n).map(|_| None).collect();
@@ -748,7 +868,7 @@ fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<us
                 continue;
             }
             let sqe = match &op.kind {
-                IoOpKind::Write { buf, pos } => {
+                IoOpKind::Write { buf, pos, dsync } => {
                     if let Some(a) = op.file.direct_alignment() {
                         if let Err(e) = check_direct_write(a, *pos, buf.len(), buf.as_ptr() as usize) {
                             results[j] = Some(Err(Error::io("write", op.file.path(), e)));
@@ -757,7 +877,22 @@ fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<us
                         }
                     }
                     let len = buf.len().min(MAX_RW_CHUNK) as u32;
-                    opcode::Write::new(types::Fd(fds[j]), buf.as_ptr(), len).offset(*pos).build()
+                    let fd = types::Fd(fds[j]);
+                    match ring.fixed_index(buf) {
+                        Some(index) => {
+                            fixed_writes += 1;
+                            // The whole range [ptr, ptr + len) lies in chunk `index` (a WriteBuf
+                            // never spans chunks), which is registered at that index on this ring.
+                            opcode::WriteFixed::new(fd, buf.as_ptr(), len, index)
+                                .offset(*pos)
+                                .rw_flags(rw_flags(*dsync))
+                                .build()
+                        }
+                        None => {
+                            plain_pool_writes += u64::from(buf.pool_slot().is_some());
+                            opcode::Write::new(fd, buf.as_ptr(), len).offset(*pos).rw_flags(rw_flags(*dsync)).build()
+                        }
+                    }
                 }
                 IoOpKind::SyncData => fsync_op(fds[j], true),
             };
@@ -772,9 +907,10 @@ fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<us
                 sqes[k] = sqes[k].clone().flags(squeue::Flags::IO_LINK);
             }
         }
-        // SAFETY: every buffer pointed to is an AlignedBuf owned by `ops`, which is borrowed
-        // (unmoved, not freed) for this whole call; run returns only after every submitted
-        // entry completed.
+        // SAFETY: every buffer pointed to is owned by `ops` (an AlignedBuf, or a pool chunk the
+        // op holds a reference to, so neither freed nor handed to anyone else), borrowed for this
+        // whole call; run returns only after every submitted entry completed. A WRITE_FIXED
+        // names the registered chunk holding its whole range, and the ring holds that chunk's pool.
         let raw = unsafe { ring.run(&sqes) };
         let (w, f) = settle_round(ring, ops, fds, &idx, &raw, &mut results);
         written += w;
@@ -783,6 +919,7 @@ fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<us
     }
     record_io(0, 0, 0, written, fsyncs);
     super::record_writes(ops.iter().filter(|o| matches!(o.kind, IoOpKind::Write { .. })).count() as u64);
+    pool::count_pool_writes(fixed_writes, plain_pool_writes);
     results
         .into_iter()
         .zip(ops)
@@ -818,7 +955,7 @@ fn settle_round(
             run_op_alone(ring, op, fds[i])
         } else {
             match &op.kind {
-                IoOpKind::Write { buf, pos } => match cqe_result(r) {
+                IoOpKind::Write { buf, pos, dsync } => match cqe_result(r) {
                     Ok(w) if w >= buf.len() => {
                         written += buf.len() as u64;
                         Ok(buf.len())
@@ -827,7 +964,7 @@ fn settle_round(
                         // Short: the kernel failed the link; write the remainder.
                         fixed = true;
                         written += w as u64;
-                        write_full(ring, fds[i], &buf[w..], *pos + w as u64)
+                        write_full(ring, fds[i], &buf[w..], *pos + w as u64, rw_flags(*dsync))
                             .map(|_| buf.len())
                             .map_err(|e| Error::io("write", op.file.path(), e))
                     }
@@ -1290,7 +1427,12 @@ pub(crate) mod tests {
     }
 
     fn write_op(file: &Arc<dyn IoFile>, data: &[u8], pos: u64, tag: u64, link_next: bool) -> IoOp {
-        IoOp { file: file.clone(), kind: IoOpKind::Write { buf: aligned(data, 4096), pos }, tag, link_next }
+        IoOp {
+            file: file.clone(),
+            kind: IoOpKind::Write { buf: aligned(data, 4096).into(), pos, dsync: false },
+            tag,
+            link_next,
+        }
     }
 
     #[test]
@@ -1333,6 +1475,76 @@ pub(crate) mod tests {
             assert_eq!(std::fs::read(dir.path().join("0.log")).unwrap(), chunks.concat());
             assert_eq!(std::fs::read(dir.path().join("0.index")).unwrap(), b"\0\0\0\0\0entry");
         }
+    }
+
+    #[test]
+    fn pool_writes_go_out_fixed_and_dsync_writes_land() {
+        // A thread of its own, so its pool and ring start fresh.
+        std::thread::spawn(|| {
+            for mode in [IoMode::Direct, IoMode::Buffered] {
+                let dir = test_dir();
+                let s = UringStorage::new(mode).unwrap();
+                let f = s.open_log(&dir.path().join("0.log"), OpenMode::CreateNew).unwrap();
+                let pool = pool::thread_pool();
+                let mut chunks = Vec::new();
+                let mut ops = Vec::new();
+                for i in 0..3u8 {
+                    let mut c = pool.alloc();
+                    c.bytes_mut()[..8192].copy_from_slice(&pattern(8192, i));
+                    let c = Arc::new(c);
+                    let buf = WriteBuf::pooled(c.clone(), 4096, 4096);
+                    ops.push(IoOp {
+                        file: f.clone(),
+                        kind: IoOpKind::Write { buf, pos: u64::from(i) * 4096, dsync: i == 1 },
+                        tag: u64::from(i),
+                        link_next: false,
+                    });
+                    chunks.push(c);
+                }
+                // And one owned buffer, with RWF_DSYNC.
+                ops.push(IoOp {
+                    file: f.clone(),
+                    kind: IoOpKind::Write { buf: aligned(&pattern(4096, 9), 4096).into(), pos: 3 * 4096, dsync: true },
+                    tag: 3,
+                    link_next: false,
+                });
+                let before = crate::io::pool::thread_pool_stats(false);
+                let t = thread_stats();
+                let out = s.submit(ops);
+                assert_eq!(delta(t).enters, 1);
+                assert!(out.iter().all(|c| c.result.as_ref().ok() == Some(&4096)), "{out:?}");
+                let after = crate::io::pool::thread_pool_stats(false);
+                assert_eq!(after.fixed_writes - before.fixed_writes, 3, "{mode}: {after:?}");
+                assert_eq!(after.mode, crate::io::pool::BufferMode::Registered { partial: None });
+                drop(out);
+                let back = std::fs::read(dir.path().join("0.log")).unwrap();
+                for i in 0..3u8 {
+                    assert_eq!(&back[i as usize * 4096..][..4096], &pattern(8192, i)[4096..], "{mode} {i}");
+                }
+                assert_eq!(&back[3 * 4096..], &pattern(4096, 9)[..]);
+                // Plain file methods: RWF_DSYNC through the ring.
+                f.write_all_at_dsync(&aligned(&pattern(4096, 5), 4096), 4 * 4096).unwrap();
+                assert_eq!(&std::fs::read(dir.path().join("0.log")).unwrap()[4 * 4096..], &pattern(4096, 5)[..]);
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn dsync_writes_through_the_plain_backend() {
+        let dir = test_dir();
+        let s = crate::io::std_backend::StdStorage::default();
+        let f = s.open(&dir.path().join("x"), OpenMode::CreateNew).unwrap();
+        f.write_all_at_dsync(b"hello", 3).unwrap();
+        let out = s.submit(vec![IoOp {
+            file: f.clone(),
+            kind: IoOpKind::Write { buf: aligned(b"world", 512).into(), pos: 8, dsync: true },
+            tag: 0,
+            link_next: false,
+        }]);
+        assert!(out[0].result.is_ok());
+        assert_eq!(std::fs::read(dir.path().join("x")).unwrap(), b"\0\0\0helloworld");
     }
 
     #[test]

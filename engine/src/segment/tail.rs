@@ -10,26 +10,40 @@
 //! holding the last, the partial last block padded with zeros and rewritten by the next flush; the
 //! file is truncated back to its logical length when the segment is sealed or closed, so `.log`
 //! stays byte-exact Kafka format.
+//!
+//! The window is a chain of [`CHUNK_BYTES`] chunks from the thread's write-buffer pool
+//! ([`crate::io::pool`]): chunk `k` holds the bytes at `start + k * CHUNK_BYTES ..`, with `start`
+//! a multiple of the block size, so no block straddles two chunks. A flush writes straight from
+//! the chunks (one write per chunk it touches; WRITE_FIXED when the pool is registered with the
+//! ring): no copy into a write buffer and no allocation per write. The write holds references to
+//! its chunks; the tail changes a chunk only when it holds the sole reference, and copies it
+//! first otherwise, so bytes the kernel may be reading never change under it. The tail cache is
+//! trimmed in whole chunks, which go back to the pool.
 
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
-use crate::io::{AlignedBuf, IoFile, IoOp, IoOpKind};
+use crate::io::pool::{self, Chunk, CHUNK_BYTES};
+use crate::io::{IoFile, IoOp, IoOpKind, WriteBuf};
 
-/// Memory alignment of tail buffers (enough for O_DIRECT on any device seen here).
-const MEM_ALIGN: usize = 4096;
+const CHUNK: u64 = CHUNK_BYTES as u64;
 
 #[derive(Debug)]
 struct TailState {
     /// File offset/length alignment for writes (1 when the file is not O_DIRECT).
     align: u64,
-    /// Bytes of the log from `start` to `end`.
-    buf: AlignedBuf,
+    /// Bytes of the log from `start` to `end`: chunk `k` holds `start + k * CHUNK ..`. Bytes of
+    /// the last chunk past `end` are undefined (zeroed before any write covers them).
+    chunks: VecDeque<Arc<Chunk>>,
     start: u64,
     end: u64,
     /// Bytes known to be in the file (written and completed).
     written: u64,
+    /// Bytes known to be durable (an fdatasync or RWF_DSYNC writes covered them since this tail
+    /// was made; 0 at first, since what a reopened file holds may not be).
+    synced: u64,
     /// End of the write in flight, if any.
     in_flight_end: Option<u64>,
     /// How many bytes before `written` to keep in memory as the tail cache.
@@ -60,25 +74,69 @@ fn align_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
 }
 
+impl TailState {
+    /// Chunk `k` and the offset in it of position `pos`.
+    fn locate(&self, pos: u64) -> (usize, usize) {
+        let rel = pos - self.start;
+        ((rel / CHUNK) as usize, (rel % CHUNK) as usize)
+    }
+
+    /// Chunk `k`, writable. A write still holding it gets to keep its bytes: the tail continues
+    /// in a copy (its meaningful bytes only).
+    fn chunk_mut(&mut self, k: usize) -> &mut Chunk {
+        if Arc::get_mut(&mut self.chunks[k]).is_none() {
+            let used = (self.end.saturating_sub(self.start + k as u64 * CHUNK)).min(CHUNK) as usize;
+            let mut fresh = pool::thread_pool().alloc();
+            fresh.bytes_mut()[..used].copy_from_slice(&self.chunks[k].bytes()[..used]);
+            self.chunks[k] = Arc::new(fresh);
+        }
+        Arc::get_mut(&mut self.chunks[k]).expect("the tail holds the only reference")
+    }
+
+    /// Copies `[pos, pos + out.len())`, which lies in `[start, end)`, out of the chunks.
+    fn copy_out(&self, mut pos: u64, out: &mut [u8]) {
+        let mut done = 0;
+        while done < out.len() {
+            let (k, off) = self.locate(pos);
+            let n = (CHUNK_BYTES - off).min(out.len() - done);
+            out[done..done + n].copy_from_slice(&self.chunks[k].bytes()[off..off + n]);
+            done += n;
+            pos += n as u64;
+        }
+    }
+}
+
 impl TailFile {
     /// Wraps `inner`, whose first `size` bytes are the segment's valid data. The partial last
     /// block (for O_DIRECT files) is read back into memory so the next flush can rewrite it whole.
     pub fn new(inner: Arc<dyn IoFile>, size: u64, cache_bytes: u64) -> Result<TailFile> {
-        let align = inner.direct_alignment().map(|a| a.offset.max(1) as u64).unwrap_or(1);
+        let align = inner.direct_alignment().map(|a| a.offset.max(a.mem).max(1) as u64).unwrap_or(1);
+        if align > CHUNK || !CHUNK.is_multiple_of(align) {
+            return Err(Error::io(
+                "open",
+                inner.path(),
+                std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    format!("O_DIRECT alignment {align} does not divide the {CHUNK_BYTES}-byte tail chunks"),
+                ),
+            ));
+        }
         let start = align_down(size, align);
-        let mut buf = AlignedBuf::new((size - start) as usize + 64 * 1024, MEM_ALIGN);
+        let mut chunks = VecDeque::new();
         if size > start {
-            buf.set_len((size - start) as usize);
-            inner.read_exact_at(&mut buf, start)?;
+            let mut c = pool::thread_pool().alloc();
+            inner.read_exact_at(&mut c.bytes_mut()[..(size - start) as usize], start)?;
+            chunks.push_back(Arc::new(c));
         }
         Ok(TailFile {
             inner,
             state: Mutex::new(TailState {
                 align,
-                buf,
+                chunks,
                 start,
                 end: size,
                 written: size,
+                synced: 0,
                 in_flight_end: None,
                 cache_bytes,
                 hits: 0,
@@ -100,13 +158,19 @@ impl TailFile {
     /// Appends bytes at the logical end (memory only).
     pub fn append(&self, data: &[u8]) {
         let mut s = self.lock();
-        let need = s.buf.len() + data.len();
-        if need > s.buf.capacity() {
-            let cap = need.max(s.buf.capacity() * 2);
-            s.buf = s.buf.grown(cap);
+        let mut rest = data;
+        while !rest.is_empty() {
+            let (k, off) = s.locate(s.end);
+            if k == s.chunks.len() {
+                // From the pool of the thread appending (the shard's, registered with its ring),
+                // whichever thread opened the segment.
+                s.chunks.push_back(Arc::new(pool::thread_pool().alloc()));
+            }
+            let n = (CHUNK_BYTES - off).min(rest.len());
+            s.chunk_mut(k).bytes_mut()[off..off + n].copy_from_slice(&rest[..n]);
+            s.end += n as u64;
+            rest = &rest[n..];
         }
-        s.buf.extend_from_slice(data);
-        s.end += data.len() as u64;
     }
 
     /// Logical length: every appended byte.
@@ -122,31 +186,50 @@ impl TailFile {
 
     pub fn stats(&self) -> TailStats {
         let s = self.lock();
-        TailStats { cache_hits: s.hits, buffered_bytes: s.buf.len() as u64, unwritten_bytes: s.end - s.written }
+        TailStats { cache_hits: s.hits, buffered_bytes: s.end - s.start, unwritten_bytes: s.end - s.written }
     }
 
-    /// The write that puts every unwritten byte in the file, or `None` when there is nothing to
-    /// write. For an O_DIRECT file it covers whole aligned blocks (zero-padded). Until
+    /// The writes that put every unwritten byte in the file, straight from the tail's chunks: one
+    /// per chunk the range touches, in file order; empty when there is nothing to write. For an
+    /// O_DIRECT file they cover whole aligned blocks, the last one zero-padded. Until
     /// [`TailFile::complete_write`] is called no other write may be prepared.
-    pub fn prepare_write(&self, file: Arc<dyn IoFile>, tag: u64) -> Option<IoOp> {
+    pub fn prepare_write(&self, file: Arc<dyn IoFile>, tag: u64) -> Vec<IoOp> {
         let mut s = self.lock();
         if s.end == s.written || s.in_flight_end.is_some() {
-            return None;
+            return Vec::new();
         }
         let from = align_down(s.written, s.align);
         let to = if s.align > 1 { align_up(s.end, s.align) } else { s.end };
-        let mut out = AlignedBuf::new((to - from) as usize, MEM_ALIGN);
-        let lo = (from - s.start) as usize;
-        let hi = (s.end - s.start) as usize;
-        out.extend_from_slice(&s.buf[lo..hi]);
-        out.set_len((to - from) as usize); // zero padding to the block boundary
+        if to > s.end {
+            // The padding lies in the chunk holding `end` (a block never straddles chunks), and
+            // whatever it held before (a truncated tail, a chunk's previous owner) must not reach
+            // the file: zeros only.
+            let (k, off) = s.locate(s.end);
+            let pad = (to - s.end) as usize;
+            s.chunk_mut(k).bytes_mut()[off..off + pad].fill(0);
+        }
+        let mut ops = Vec::with_capacity(((to - from) / CHUNK + 1) as usize);
+        let mut pos = from;
+        while pos < to {
+            let (k, off) = s.locate(pos);
+            let n = (CHUNK_BYTES - off).min((to - pos) as usize);
+            let buf = WriteBuf::pooled(s.chunks[k].clone(), off, n);
+            ops.push(IoOp {
+                file: file.clone(),
+                kind: IoOpKind::Write { buf, pos, dsync: false },
+                tag,
+                link_next: false,
+            });
+            pos += n as u64;
+        }
         s.in_flight_end = Some(s.end);
-        Some(IoOp { file, kind: IoOpKind::Write { buf: out, pos: from }, tag, link_next: false })
+        ops
     }
 
-    /// Records the outcome of the prepared write. On success the written bytes count as in the
-    /// file and the in-memory window is trimmed to the tail-cache budget (never past the partial
-    /// last block, which the next flush rewrites).
+    /// Records the outcome of the prepared writes (`ok` when every one succeeded). On success the
+    /// written bytes count as in the file and the in-memory window is trimmed, in whole chunks,
+    /// to the tail-cache budget (never past the partial last block, which the next flush
+    /// rewrites).
     pub fn complete_write(&self, ok: bool) {
         let mut s = self.lock();
         let Some(end) = s.in_flight_end.take() else { return };
@@ -154,18 +237,31 @@ impl TailFile {
             return;
         }
         s.written = end;
-        let keep_from = align_down(s.written.saturating_sub(s.cache_bytes), s.align).max(s.start);
-        let keep_from = keep_from.min(align_down(s.written, s.align));
-        // Trim in big steps only, so that appends do not pay a copy each time.
-        if keep_from - s.start >= (s.cache_bytes.max(64 * 1024)) {
-            let cut = (keep_from - s.start) as usize;
-            let len = s.buf.len();
-            let cap = (len - cut).max(64 * 1024) * 2;
-            let mut nb = AlignedBuf::new(cap, MEM_ALIGN);
-            nb.extend_from_slice(&s.buf[cut..len]);
-            s.buf = nb;
-            s.start = keep_from;
+        let keep_from = s.written.saturating_sub(s.cache_bytes).min(align_down(s.written, s.align));
+        while !s.chunks.is_empty() && s.start + CHUNK <= keep_from {
+            s.chunks.pop_front();
+            s.start += CHUNK;
         }
+        if keep_from == s.end {
+            // Everything is written, no partial block waits for a rewrite and no byte is to be
+            // cached: hold no memory at all (an idle partition costs no chunk). `end` is a block
+            // boundary here, so the window can restart there.
+            s.chunks.clear();
+            s.start = s.end;
+        }
+    }
+
+    /// Records that every byte written so far is durable (an fdatasync of the file completed
+    /// after the writes, or they were RWF_DSYNC writes).
+    pub fn mark_synced(&self) {
+        let mut s = self.lock();
+        s.synced = s.written;
+    }
+
+    /// True when every byte written to the file is known to be durable.
+    pub fn written_is_synced(&self) -> bool {
+        let s = self.lock();
+        s.synced >= s.written
     }
 
     /// Forgets everything past `len` (truncation), in memory and in the file.
@@ -177,19 +273,23 @@ impl TailFile {
         self.inner.set_len(len)?;
         if len < s.start {
             let start = align_down(len, s.align);
-            let mut buf = AlignedBuf::new(64 * 1024, MEM_ALIGN);
+            let mut chunks = VecDeque::new();
             if len > start {
-                buf.set_len((len - start) as usize);
-                self.inner.read_exact_at(&mut buf, start)?;
+                let mut c = pool::thread_pool().alloc();
+                self.inner.read_exact_at(&mut c.bytes_mut()[..(len - start) as usize], start)?;
+                chunks.push_back(Arc::new(c));
             }
-            s.buf = buf;
+            s.chunks = chunks;
             s.start = start;
         } else {
-            let keep = (len - s.start) as usize;
-            s.buf.set_len(keep);
+            let keep = (len - s.start).div_ceil(CHUNK) as usize;
+            s.chunks.truncate(keep);
         }
         s.end = len;
         s.written = s.written.min(len);
+        s.synced = s.synced.min(len);
+        // A write in flight still counts only for what is left of it.
+        s.in_flight_end = s.in_flight_end.map(|e| e.min(len));
         Ok(())
     }
 }
@@ -207,8 +307,7 @@ impl IoFile for TailFile {
                     return Ok(0);
                 }
                 let n = ((s.end - pos) as usize).min(buf.len());
-                let off = (pos - s.start) as usize;
-                buf[..n].copy_from_slice(&s.buf[off..off + n]);
+                s.copy_out(pos, &mut buf[..n]);
                 s.hits += 1;
                 return Ok(n);
             }
@@ -262,5 +361,248 @@ impl IoFile for TailFile {
     }
     fn direct_alignment(&self) -> Option<crate::io::DirectAlignment> {
         self.inner.direct_alignment()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::pool::{thread_pool_stats, BufferMode};
+    use crate::io::uring::tests::test_dir;
+    use crate::io::{IoMode, OpenMode, Storage, UringStorage};
+
+    fn pattern(len: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect()
+    }
+
+    fn flush(storage: &dyn Storage, tail: &TailFile, file: &Arc<dyn IoFile>) {
+        let ops = tail.prepare_write(file.clone(), 0);
+        let done = storage.submit(ops);
+        let ok = done.iter().all(|c| c.result.is_ok());
+        for c in &done {
+            if let Err(e) = &c.result {
+                panic!("{e}");
+            }
+        }
+        drop(done);
+        tail.complete_write(ok);
+    }
+
+    fn storages() -> Vec<(IoMode, Arc<dyn Storage>)> {
+        vec![
+            (IoMode::Direct, Arc::new(UringStorage::new(IoMode::Direct).unwrap())),
+            (IoMode::Buffered, Arc::new(UringStorage::new(IoMode::Buffered).unwrap())),
+            (IoMode::Sync, Arc::new(crate::io::std_backend::StdStorage::default())),
+        ]
+    }
+
+    #[test]
+    fn appends_across_chunks_round_trip_and_the_cache_is_trimmed_in_chunks() {
+        for (mode, s) in storages() {
+            let dir = test_dir();
+            let path = dir.path().join("0.log");
+            let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
+            let tail = TailFile::new(f.clone(), 0, 300 * 1024).unwrap();
+            let data = pattern(3 * CHUNK_BYTES + 12_345, 1);
+            let mut at = 0;
+            for (i, step) in [1usize, 4095, 70_000, 1, CHUNK_BYTES, 333, 200_000].iter().cycle().enumerate() {
+                if at == data.len() {
+                    break;
+                }
+                let n = (*step).min(data.len() - at);
+                tail.append(&data[at..at + n]);
+                at += n;
+                if i % 2 == 1 {
+                    flush(&*s, &tail, &f);
+                }
+                // Reads anywhere, below and inside the window, across chunk boundaries.
+                for (pos, len) in [
+                    (0u64, 10usize),
+                    (at as u64 / 2, 5000),
+                    (at.saturating_sub(CHUNK_BYTES + 7) as u64, CHUNK_BYTES + 50),
+                ] {
+                    let mut b = vec![0u8; len];
+                    let got = tail.read_at(&mut b, pos).unwrap();
+                    let want = (at.saturating_sub(pos as usize)).min(len);
+                    assert_eq!(got, want, "{mode}");
+                    assert_eq!(&b[..got], &data[pos as usize..pos as usize + got], "{mode} read {len} at {pos}");
+                }
+            }
+            flush(&*s, &tail, &f);
+            assert_eq!(tail.unwritten(), 0);
+            let st = tail.stats();
+            assert!(st.buffered_bytes >= 300 * 1024 && st.buffered_bytes <= 300 * 1024 + 2 * CHUNK, "{st:?}");
+            {
+                let s = tail.lock();
+                assert!(s.chunks.len() <= 3, "{mode}: trimmed to the cache in whole chunks: {}", s.chunks.len());
+            }
+            // On disk: the data, then (O_DIRECT) zeros to the block boundary.
+            let back = std::fs::read(&path).unwrap();
+            assert_eq!(&back[..data.len()], &data[..], "{mode}");
+            assert!(back[data.len()..].iter().all(|&b| b == 0), "{mode}: padding is zero");
+            if mode == IoMode::Direct {
+                assert_eq!(back.len() as u64 % tail.lock().align, 0);
+            } else {
+                assert_eq!(back.len(), data.len());
+            }
+        }
+    }
+
+    #[test]
+    fn padding_is_zero_after_truncation_reopen_and_chunk_reuse() {
+        let s = UringStorage::new(IoMode::Direct).unwrap();
+        let dir = test_dir();
+        let path = dir.path().join("0.log");
+        let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
+        let align = f.direct_alignment().unwrap().offset.max(f.direct_alignment().unwrap().mem);
+        // Garbage in recycled pool memory: fill chunks of this thread's pool with 0xEE and give
+        // them back, so the tail below gets them.
+        let pool = pool::thread_pool();
+        let dirty: Vec<Chunk> = (0..4)
+            .map(|_| {
+                let mut c = pool.alloc();
+                c.bytes_mut().fill(0xEE);
+                c
+            })
+            .collect();
+        drop(dirty);
+        let tail = TailFile::new(f.clone(), 0, 1 << 20).unwrap();
+        let data = vec![0xABu8; 3 * align + 100];
+        tail.append(&data);
+        flush(&s, &tail, &f);
+        let back = std::fs::read(&path).unwrap();
+        assert_eq!(back.len(), 4 * align);
+        assert_eq!(&back[..data.len()], &data[..]);
+        assert!(back[data.len()..].iter().all(|&b| b == 0), "no recycled bytes in the padding");
+
+        // Truncate into the middle of a block: the bytes past the cut in memory are stale 0xAB.
+        tail.truncate(align as u64 + 10).unwrap();
+        tail.append(b"xyz");
+        flush(&s, &tail, &f);
+        let back = std::fs::read(&path).unwrap();
+        assert_eq!(back.len(), 2 * align);
+        assert_eq!(&back[..align + 10], &data[..align + 10]);
+        assert_eq!(&back[align + 10..align + 13], b"xyz");
+        assert!(back[align + 13..].iter().all(|&b| b == 0), "no stale bytes after a truncation");
+
+        // Truncate below the window (the tail reloads the partial block from the file), then
+        // reopen: the partial block comes back from the file and the next write pads with zeros.
+        tail.truncate(5).unwrap();
+        tail.append(&[7u8; 20]);
+        flush(&s, &tail, &f);
+        drop(tail);
+        let len = 25u64;
+        f.set_len(2 * align as u64).unwrap(); // as after a crash: garbage-free but longer
+        let tail = TailFile::new(f.clone(), len, 1 << 20).unwrap();
+        tail.append(b"!");
+        flush(&s, &tail, &f);
+        let back = std::fs::read(&path).unwrap();
+        assert_eq!(&back[..5], &data[..5]);
+        assert_eq!(&back[5..25], &[7u8; 20]);
+        assert_eq!(back[25], b'!');
+        assert!(back[26..align].iter().all(|&b| b == 0), "padding after reopen");
+    }
+
+    #[test]
+    fn without_a_cache_a_written_tail_holds_no_chunk_but_its_partial_block() {
+        for (mode, s) in storages() {
+            let dir = test_dir();
+            let f = s.open_log(&dir.path().join("0.log"), OpenMode::CreateNew).unwrap();
+            let tail = TailFile::new(f.clone(), 0, 0).unwrap();
+            tail.append(&pattern(CHUNK_BYTES + 100, 3));
+            flush(&*s, &tail, &f);
+            let held = tail.lock().chunks.len();
+            // O_DIRECT keeps the chunk with the partial last block, for the next rewrite.
+            assert_eq!(held, usize::from(mode == IoMode::Direct), "{mode}");
+            let align = tail.lock().align as usize;
+            tail.append(&pattern(align - 100 % align, 4));
+            flush(&*s, &tail, &f);
+            assert_eq!(tail.lock().chunks.len(), 0, "{mode}: a block boundary: nothing held");
+            tail.append(b"more");
+            flush(&*s, &tail, &f);
+            let mut b = [0u8; 4];
+            assert_eq!(tail.read_at(&mut b, tail.logical_len() - 4).unwrap(), 4);
+            assert_eq!(&b, b"more");
+        }
+    }
+
+    #[test]
+    fn a_write_in_flight_keeps_its_bytes_while_the_tail_moves_on() {
+        let s = UringStorage::new(IoMode::Direct).unwrap();
+        let dir = test_dir();
+        let path = dir.path().join("0.log");
+        let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
+        let tail = TailFile::new(f.clone(), 0, 1 << 20).unwrap();
+        tail.append(&[1u8; 1000]);
+        let ops = tail.prepare_write(f.clone(), 0);
+        assert_eq!(ops.len(), 1);
+        let before: Vec<u8> = match &ops[0].kind {
+            IoOpKind::Write { buf, .. } => buf.to_vec(),
+            IoOpKind::SyncData => unreachable!(),
+        };
+        // Appends and a truncation while the write exists go to a copy of the chunk.
+        tail.append(&[2u8; 5000]);
+        tail.truncate(900).unwrap();
+        tail.append(&[3u8; 10]);
+        match &ops[0].kind {
+            IoOpKind::Write { buf, .. } => assert_eq!(&buf[..], &before[..], "the write's bytes did not change"),
+            IoOpKind::SyncData => unreachable!(),
+        }
+        assert!(tail.prepare_write(f.clone(), 0).is_empty(), "one write at a time");
+        let done = s.submit(ops);
+        assert!(done.iter().all(|c| c.result.is_ok()));
+        drop(done);
+        tail.complete_write(true);
+        assert_eq!(tail.unwritten(), 910 - 900);
+        flush(&s, &tail, &f);
+        let mut b = vec![0u8; 910];
+        assert_eq!(tail.read_at(&mut b, 0).unwrap(), 910);
+        assert!(b[..900].iter().all(|&x| x == 1) && b[900..].iter().all(|&x| x == 3));
+        let back = std::fs::read(&path).unwrap();
+        assert_eq!(&back[..910], &b[..]);
+        assert!(back[910..].iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn registered_and_refused_registration_write_the_same_bytes() {
+        let run = |refuse: bool| {
+            std::thread::spawn(move || {
+                pool::refuse_registration_on_this_thread(refuse);
+                let s = UringStorage::new(IoMode::Direct).unwrap();
+                let dir = test_dir();
+                let path = dir.path().join("0.log");
+                let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
+                let tail = TailFile::new(f.clone(), 0, 0).unwrap();
+                let data = pattern(CHUNK_BYTES * 2 + 777, 9);
+                for piece in data.chunks(50_000) {
+                    tail.append(piece);
+                    flush(&s, &tail, &f);
+                }
+                let back = std::fs::read(&path).unwrap();
+                assert_eq!(&back[..data.len()], &data[..]);
+                assert!(back[data.len()..].iter().all(|&b| b == 0));
+                thread_pool_stats(false)
+            })
+            .join()
+            .unwrap()
+        };
+        let reg = run(false);
+        assert_eq!(reg.mode, BufferMode::Registered { partial: None }, "{reg:?}");
+        assert!(reg.registered_bytes >= CHUNK, "{reg:?}");
+        assert!(reg.fixed_writes > 0 && reg.unregistered_writes == 0, "{reg:?}");
+        let refused = run(true);
+        assert!(matches!(&refused.mode, BufferMode::Unregistered(why) if why.contains("refused")), "{refused:?}");
+        assert_eq!(refused.registered_bytes, 0);
+        assert!(refused.fixed_writes == 0 && refused.unregistered_writes > 0, "{refused:?}");
+        let sync = std::thread::spawn(|| thread_pool_stats(true)).join().unwrap();
+        assert!(matches!(sync.mode, BufferMode::Unregistered(ref why) if why.contains("sync")), "{sync:?}");
     }
 }

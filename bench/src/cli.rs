@@ -1,0 +1,1150 @@
+//! `seglog bench`: the workload benchmark's command line and driver. For each repetition and I/O
+//! mode it runs the workloads through the engine on a fresh directory, and right after each one
+//! the fio job with the same pattern on the same disk (interleaved, so both see the same noise);
+//! then the reference designs on the same batches. It reports medians over the repetitions: a
+//! summary table, the targets with their ratios to fio, seglog against the reference designs,
+//! `--json` for machines and `--plot DIR` for SVG charts.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use seglog::{Durability, IoMode};
+
+use crate::fio::{self, FioResult};
+use crate::pct::{median, Hist};
+use crate::workload::interval::IntervalPoint;
+use crate::workload::mixed::MixedParams;
+use crate::workload::produce::{ProduceParams, Produced};
+use crate::workload::{consume, interval, mixed, produce, recovery, DiskRef, RunReport, Setup};
+use crate::{refs, svg};
+
+/// Every workload, in the order they run.
+pub const WORKLOADS: &[&str] =
+    &["produce", "tail", "lookup", "lag", "seek", "time", "mixed", "recovery", "durable", "refs", "interval"];
+
+/// How much to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Profile {
+    /// Under a minute on a 2-core machine: one repetition, small volumes, direct and buffered.
+    Quick,
+    /// A few minutes: three repetitions, larger volumes, every I/O mode.
+    Full,
+}
+
+/// `seglog bench`: seglog's workloads against fio and reference designs on the same disk.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// quick (under a minute) or full (a few minutes); flags below override its settings.
+    #[arg(long, value_enum, default_value = "quick")]
+    pub profile: Profile,
+    /// Directory on the disk to measure (not tmpfs); runs use fresh subdirectories, removed after.
+    #[arg(long, default_value = "/var/tmp/seglog-bench")]
+    pub dir: PathBuf,
+    /// Workloads to run (default all): produce, tail, lookup, lag, seek, time, mixed, recovery,
+    /// durable, refs, interval.
+    #[arg(long, value_delimiter = ',')]
+    pub workloads: Option<Vec<String>>,
+    /// I/O modes (default: direct,buffered for quick; direct,buffered,sync for full).
+    #[arg(long, value_delimiter = ',')]
+    pub modes: Option<Vec<IoMode>>,
+    /// Partitions written and read (default 1), round-robin from one producer.
+    #[arg(long)]
+    pub partitions: Option<usize>,
+    /// Engine shards (default 1): one pinned thread each; partitions are spread by hash.
+    #[arg(long)]
+    pub shards: Option<usize>,
+    /// Size of each batch on disk (default 16384).
+    #[arg(long)]
+    pub batch_bytes: Option<usize>,
+    /// Records in each batch (default 16); the record size follows from the batch size.
+    #[arg(long)]
+    pub records_per_batch: Option<usize>,
+    /// Record size in bytes: sets the batch size to hold records-per-batch records of this size.
+    #[arg(long)]
+    pub record_bytes: Option<usize>,
+    /// Produce rate in batches per second over all partitions; 0 = unthrottled (default).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Durability of the produce workload: none (default), every-batch, interval:MS. The
+    /// `durable` workload always runs every-batch with one append in flight.
+    #[arg(long, value_parser = crate::workload::parse_durability)]
+    pub durability: Option<Durability>,
+    /// Appends in flight per partition in the produce workload (default 8).
+    #[arg(long)]
+    pub window: Option<usize>,
+    /// Extra produce runs at these windows (appends in flight), each on a fresh log beside fio
+    /// at the write size it reached (default: none for quick, 1,32 for full).
+    #[arg(long, value_delimiter = ',')]
+    pub sweep_windows: Option<Vec<usize>>,
+    /// Bytes produced per run.
+    #[arg(long)]
+    pub bytes: Option<u64>,
+    /// segment.bytes of the bench partitions.
+    #[arg(long)]
+    pub segment_bytes: Option<u32>,
+    /// index.interval.bytes of the bench partitions (default 4096).
+    #[arg(long)]
+    pub index_interval_bytes: Option<u32>,
+    /// Repetitions (medians reported).
+    #[arg(long)]
+    pub reps: Option<usize>,
+    /// Do not preallocate segments (fio preallocates its file, so the default does too).
+    #[arg(long)]
+    pub no_preallocate: bool,
+    /// Skip fio (no ratios to the disk).
+    #[arg(long)]
+    pub no_fio: bool,
+    /// Print the results as one JSON document on stdout (the table goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Write SVG charts into this directory.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Seed of the random offsets and timestamps (the same seed replays the same lookups).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+/// The settings a run uses, after the profile and the flags.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Plan {
+    pub profile: String,
+    pub workloads: Vec<String>,
+    pub modes: Vec<String>,
+    pub reps: usize,
+    pub produce_bytes: u64,
+    pub window: usize,
+    pub sweep_windows: Vec<usize>,
+    pub rate: f64,
+    pub durable_appends: u64,
+    pub tail_fetches: u64,
+    pub lookups: u64,
+    pub seeks: u64,
+    pub time_lookups: u64,
+    pub mixed_seconds: f64,
+    /// Runtime of fio's 4 KiB random-read job.
+    pub random_read_seconds: u32,
+    pub intervals: Vec<u32>,
+    pub interval_batch_bytes: usize,
+    pub interval_log_bytes: u64,
+    pub interval_lookups: u64,
+    pub fio: bool,
+    pub setup: Setup,
+}
+
+impl Plan {
+    pub fn from_args(a: &Args) -> Plan {
+        let quick = a.profile == Profile::Quick;
+        let pick = |q: u64, f: u64| if quick { q } else { f };
+        let records_per_batch = a.records_per_batch.unwrap_or(16).max(1);
+        let batch_bytes = match (a.record_bytes, a.batch_bytes) {
+            (Some(r), _) => 61 + records_per_batch * (r + 8),
+            (None, Some(b)) => b,
+            (None, None) => 16_384,
+        }
+        .max(128);
+        let modes = a.modes.clone().unwrap_or_else(|| {
+            if quick {
+                vec![IoMode::Direct, IoMode::Buffered]
+            } else {
+                vec![IoMode::Direct, IoMode::Buffered, IoMode::Sync]
+            }
+        });
+        Plan {
+            profile: format!("{:?}", a.profile).to_lowercase(),
+            workloads: a.workloads.clone().unwrap_or_else(|| WORKLOADS.iter().map(|s| s.to_string()).collect()),
+            modes: modes.iter().map(|m| m.name().to_string()).collect(),
+            reps: a.reps.unwrap_or(pick(1, 3) as usize).max(1),
+            produce_bytes: a.bytes.unwrap_or(pick(128 << 20, 512 << 20)),
+            window: a.window.unwrap_or(8).max(1),
+            sweep_windows: a.sweep_windows.clone().unwrap_or_else(|| if quick { vec![] } else { vec![1, 32] }),
+            rate: a.rate.unwrap_or(0.0),
+            durable_appends: pick(1000, 2500),
+            tail_fetches: pick(20_000, 50_000),
+            lookups: pick(200_000, 500_000),
+            seeks: pick(1500, 5000),
+            time_lookups: pick(2000, 5000),
+            mixed_seconds: if quick { 1.5 } else { 3.0 },
+            random_read_seconds: pick(1, 3) as u32,
+            intervals: vec![1, 4096, 16_384, 65_536, 262_144, 1_048_576],
+            interval_batch_bytes: 1024,
+            interval_log_bytes: pick(4 << 20, 32 << 20),
+            interval_lookups: pick(10_000, 100_000),
+            fio: !a.no_fio,
+            setup: Setup {
+                mode: IoMode::Direct,
+                shards: a.shards.unwrap_or(1).max(1),
+                partitions: a.partitions.unwrap_or(1).max(1),
+                batch_bytes,
+                records_per_batch,
+                durability: a.durability.unwrap_or(Durability::None),
+                segment_bytes: a.segment_bytes.unwrap_or(pick(32 << 20, 128 << 20) as u32),
+                index_interval_bytes: a.index_interval_bytes.unwrap_or(4096),
+                preallocate: !a.no_preallocate,
+            },
+        }
+    }
+    fn runs(&self, w: &str) -> bool {
+        self.workloads.iter().any(|x| x == w)
+    }
+    fn modes(&self) -> Vec<IoMode> {
+        self.modes.iter().filter_map(|m| m.parse().ok()).collect()
+    }
+}
+
+/// The machine the run is on.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub memory_gib: f64,
+    pub kernel: String,
+    pub filesystem: String,
+    pub device: String,
+    pub load_before: String,
+    pub load_after: String,
+    pub fio: String,
+    pub thp: String,
+}
+
+fn sh(cmd: &str) -> String {
+    std::process::Command::new("sh")
+        .args(["-c", cmd])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+impl Machine {
+    pub fn probe(dir: &Path) -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split(':').nth(1))
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        let mem = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<f64>().ok())
+            })
+            .unwrap_or(0.0);
+        let d = dir.display();
+        Machine {
+            cpu,
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_gib: mem / (1024.0 * 1024.0),
+            kernel: sh("uname -r"),
+            filesystem: sh(&format!("findmnt -no FSTYPE --target {d} | tail -1")),
+            device: sh(&format!("df --output=source {d} | tail -1")),
+            load_before: load(),
+            load_after: String::new(),
+            fio: sh("fio --version"),
+            thp: seglog::io::arena::thp_mode(),
+        }
+    }
+}
+
+/// Medians over the repetitions of one (system, workload, mode).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Summary {
+    pub workload: String,
+    pub system: String,
+    pub mode: String,
+    pub huge_pages: String,
+    pub reps: usize,
+    pub mb_per_s: f64,
+    pub records_per_s: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    pub enters_per_op: f64,
+    pub ios_per_op: f64,
+    pub avg_write_bytes: f64,
+    pub minor_faults: f64,
+    pub major_faults: f64,
+    pub cpu_s_per_gb: f64,
+    pub disk_job: String,
+    pub disk_mb_per_s: f64,
+    pub disk_p50_us: f64,
+    pub disk_p99_us: f64,
+    /// Median over repetitions of seglog / fio (throughput), each pair from the same repetition.
+    pub ratio_to_disk: Option<f64>,
+    pub note: String,
+}
+
+fn summarize(runs: &[RunReport]) -> Vec<Summary> {
+    let mut groups: BTreeMap<(String, String, String), Vec<&RunReport>> = BTreeMap::new();
+    let mut order = Vec::new();
+    for r in runs {
+        let k = (r.workload.clone(), r.system.clone(), r.mode.clone());
+        if !groups.contains_key(&k) {
+            order.push(k.clone());
+        }
+        groups.entry(k).or_default().push(r);
+    }
+    order
+        .into_iter()
+        .map(|k| {
+            let g = &groups[&k];
+            let m = |f: &dyn Fn(&RunReport) -> f64| median(&g.iter().map(|r| f(r)).collect::<Vec<_>>());
+            let ratios: Vec<f64> = g.iter().filter_map(|r| r.throughput_ratio()).collect();
+            let disk = |f: &dyn Fn(&DiskRef) -> f64| {
+                median(&g.iter().filter_map(|r| r.disk.as_ref().map(f)).collect::<Vec<_>>())
+            };
+            Summary {
+                workload: k.0.clone(),
+                system: k.1.clone(),
+                mode: k.2.clone(),
+                huge_pages: g[0].huge_pages.clone(),
+                reps: g.len(),
+                mb_per_s: m(&|r| r.mb_per_s),
+                records_per_s: m(&|r| r.records_per_s),
+                p50_us: m(&|r| r.latency.p50_us),
+                p99_us: m(&|r| r.latency.p99_us),
+                p999_us: m(&|r| r.latency.p999_us),
+                max_us: m(&|r| r.latency.max_us),
+                enters_per_op: m(&|r| r.enters_per_op),
+                ios_per_op: m(&|r| r.ios_per_op),
+                avg_write_bytes: m(&|r| r.avg_write_bytes),
+                minor_faults: m(&|r| r.minor_faults as f64),
+                major_faults: m(&|r| r.major_faults as f64),
+                cpu_s_per_gb: m(&|r| r.cpu_s_per_gb),
+                disk_job: g.iter().find_map(|r| r.disk.as_ref().map(|d| d.job.clone())).unwrap_or_default(),
+                disk_mb_per_s: disk(&|d| d.mb_per_s),
+                disk_p50_us: disk(&|d| d.p50_us),
+                disk_p99_us: disk(&|d| d.p99_us),
+                ratio_to_disk: (!ratios.is_empty()).then(|| median(&ratios)),
+                note: g[0].note.clone(),
+            }
+        })
+        .collect()
+}
+
+/// One target of the issue, measured.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Target {
+    pub name: String,
+    pub target: String,
+    pub measured: String,
+    pub disk: String,
+    pub met: Option<bool>,
+}
+
+fn find<'a>(s: &'a [Summary], workload: &str, system: &str, mode: &str) -> Option<&'a Summary> {
+    s.iter().find(|x| x.workload == workload && x.system == system && x.mode == mode)
+}
+
+fn targets(s: &[Summary], runs: &[RunReport], plan: &Plan) -> Vec<Target> {
+    let mut out = Vec::new();
+    if let Some(p) = find(s, "produce", "seglog", "direct") {
+        let ok = p.ratio_to_disk.map(|r| r >= 0.9);
+        out.push(Target {
+            name: format!(
+                "direct append, {} B batches, {} shard(s), {} partition(s), window {}",
+                plan.setup.batch_bytes, plan.setup.shards, plan.setup.partitions, plan.window
+            ),
+            target: ">= 90% of fio seq O_DIRECT write (same bs, qd)".into(),
+            measured: format!("{:.0} MB/s ({:.0}% of fio)", p.mb_per_s, 100.0 * p.ratio_to_disk.unwrap_or(0.0)),
+            disk: format!("{:.0} MB/s [{}]", p.disk_mb_per_s, p.disk_job),
+            met: ok,
+        });
+    }
+    for p in s.iter().filter(|x| x.workload.starts_with("produce-w") && x.system == "seglog" && x.mode == "direct") {
+        out.push(Target {
+            name: format!(
+                "direct append, {} B batches, window {}",
+                plan.setup.batch_bytes,
+                p.workload.trim_start_matches("produce-w")
+            ),
+            target: ">= 90% of fio seq O_DIRECT write (same bs, qd)".into(),
+            measured: format!("{:.0} MB/s ({:.0}% of fio)", p.mb_per_s, 100.0 * p.ratio_to_disk.unwrap_or(0.0)),
+            disk: format!("{:.0} MB/s [{}]", p.disk_mb_per_s, p.disk_job),
+            met: p.ratio_to_disk.map(|r| r >= 0.9),
+        });
+    }
+    if let Some(p) = find(s, "durable", "seglog", "direct") {
+        // Ratio per repetition: seglog p99 / fio fdatasync p99 of the same repetition.
+        let ratios: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.workload == "durable" && r.system == "seglog" && r.mode == "direct")
+            .filter_map(|r| r.disk.as_ref().filter(|d| d.p99_us > 0.0).map(|d| r.latency.p99_us / d.p99_us))
+            .collect();
+        let ratio = (!ratios.is_empty()).then(|| median(&ratios));
+        out.push(Target {
+            name: format!("durable append p99 (every-batch, {} B, one in flight)", plan.setup.batch_bytes),
+            target: "<= 1.5x fio's fdatasync p99".into(),
+            measured: format!("p99 {:.0} us ({:.2}x fio fdatasync p99)", p.p99_us, ratio.unwrap_or(0.0)),
+            disk: format!("fdatasync p99 {:.0} us [{}]", p.disk_p99_us, p.disk_job),
+            met: ratio.map(|r| r <= 1.5),
+        });
+    }
+    if let Some(p) = find(s, "tail", "seglog", "direct") {
+        let inner = find(s, "tail-in-shard", "seglog", "direct")
+            .map_or(String::new(), |i| format!("; Log::read in the shard p99 {:.2} us", i.p99_us));
+        out.push(Target {
+            name: "tail fetch from memory (engine round trip)".into(),
+            target: "p99 < 10 us".into(),
+            measured: format!("p50 {:.1} us, p99 {:.1} us{inner}", p.p50_us, p.p99_us),
+            disk: "n/a (no I/O)".into(),
+            met: Some(p.p99_us < 10.0),
+        });
+    }
+    if let Some(p) = find(s, "lookup-warm", "seglog", "direct") {
+        out.push(Target {
+            name: "warm offset lookup (index search + in-memory header walk, in the shard)".into(),
+            target: "p50 < 200 ns".into(),
+            measured: format!("p50 {:.0} ns, p99 {:.0} ns", p.p50_us * 1000.0, p.p99_us * 1000.0),
+            disk: "n/a (no I/O)".into(),
+            met: Some(p.p50_us * 1000.0 < 200.0),
+        });
+    }
+    if let Some(p) = find(s, "lag", "seglog", "direct") {
+        out.push(Target {
+            name: "catch-up read of sealed segments (direct)".into(),
+            target: ">= 80% of fio seq O_DIRECT read".into(),
+            measured: format!("{:.0} MB/s ({:.0}% of fio)", p.mb_per_s, 100.0 * p.ratio_to_disk.unwrap_or(0.0)),
+            disk: format!("{:.0} MB/s [{}]", p.disk_mb_per_s, p.disk_job),
+            met: p.ratio_to_disk.map(|r| r >= 0.8),
+        });
+    }
+    out
+}
+
+/// seglog against a reference design on one workload.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RefRatio {
+    pub workload: String,
+    pub seglog_mode: String,
+    pub reference: String,
+    /// "MB/s" (higher is better) or "p50 us" / "p99 us" (lower is better).
+    pub figure: String,
+    pub seglog: f64,
+    pub other: f64,
+    /// seglog / reference.
+    pub ratio: f64,
+}
+
+fn ref_ratios(s: &[Summary]) -> Vec<RefRatio> {
+    let mut out = Vec::new();
+    let pairs: &[(&str, &str, &str)] = &[
+        ("produce", "produce", "MB/s"),
+        ("durable", "durable", "p99 us"),
+        ("lag", "lag", "MB/s"),
+        ("lag", "lag-cold", "MB/s"),
+        ("seek", "seek", "p50 us"),
+        ("time", "time", "p50 us"),
+    ];
+    for &(ours, theirs, figure) in pairs {
+        for sg in s.iter().filter(|x| x.system == "seglog" && x.workload == ours) {
+            for other in s.iter().filter(|x| x.system != "seglog" && x.workload == theirs) {
+                let f = |x: &Summary| match figure {
+                    "MB/s" => x.mb_per_s,
+                    "p99 us" => x.p99_us,
+                    _ => x.p50_us,
+                };
+                let (a, b) = (f(sg), f(other));
+                if b > 0.0 {
+                    out.push(RefRatio {
+                        workload: if ours == theirs { ours.into() } else { format!("{ours} vs {theirs}") },
+                        seglog_mode: sg.mode.clone(),
+                        reference: other.system.clone(),
+                        figure: figure.into(),
+                        seglog: a,
+                        other: b,
+                        ratio: a / b,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Everything a run produced (the `--json` document).
+#[derive(Debug, serde::Serialize)]
+pub struct Results {
+    pub machine: Machine,
+    pub plan: Plan,
+    pub summary: Vec<Summary>,
+    pub targets: Vec<Target>,
+    pub references: Vec<RefRatio>,
+    pub intervals: Vec<IntervalPoint>,
+    pub runs: Vec<RunReport>,
+    pub skipped: Vec<String>,
+    /// Wall time of each step (seglog runs and the fio runs beside them), in order.
+    pub steps: Vec<(String, f64)>,
+    pub seconds: f64,
+}
+
+struct Bars {
+    bar: ProgressBar,
+    /// (step, seconds) of every step, in order.
+    steps: std::cell::RefCell<Vec<(String, f64)>>,
+    current: std::cell::RefCell<Option<(String, Instant)>>,
+}
+
+impl Bars {
+    fn new(steps: u64) -> Bars {
+        let bar = ProgressBar::new(steps);
+        if std::io::stderr().is_terminal() {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+            if let Ok(st) = ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}") {
+                bar.set_style(st.progress_chars("=> "));
+            }
+        } else {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        Bars { bar, steps: Default::default(), current: Default::default() }
+    }
+    fn step(&self, msg: String) {
+        self.close_step();
+        *self.current.borrow_mut() = Some((msg.clone(), Instant::now()));
+        self.bar.set_message(msg);
+    }
+    fn close_step(&self) {
+        if let Some((name, t)) = self.current.borrow_mut().take() {
+            self.steps.borrow_mut().push((name, t.elapsed().as_secs_f64()));
+        }
+    }
+    fn done(&self) {
+        self.bar.inc(1);
+    }
+    fn bytes(&self, what: &str, n: u64) {
+        self.bar.set_message(format!("{what} {} MB", n / 1_000_000));
+    }
+}
+
+fn disk(job: String, f: &FioResult, sync: bool) -> DiskRef {
+    if sync {
+        DiskRef { job, mb_per_s: f.mb_per_s, p50_us: f.sync_p50_us, p99_us: f.sync_p99_us, p999_us: f.sync_p999_us }
+    } else {
+        DiskRef { job, mb_per_s: f.mb_per_s, p50_us: f.clat_p50_us, p99_us: f.clat_p99_us, p999_us: f.clat_p999_us }
+    }
+}
+
+/// Runs fio's sequential write at the block size a produce run reached (its average write,
+/// rounded to 4 KiB) and queue depth 1 (a shard waits for its write before the next turn), O_DIRECT
+/// for direct mode and through the page cache otherwise, and attaches it to the run.
+fn attach_write_fio(r: &mut RunReport, dir: &Path, mode: IoMode, skipped: &mut Vec<String>) {
+    let bs = ((r.avg_write_bytes / 4096.0).round().max(1.0) as u64) * 4096;
+    let direct = mode == IoMode::Direct;
+    match fio::seq_write(dir, bs, 1, r.bytes, direct, 0) {
+        Ok(f) => {
+            r.disk = Some(disk(
+                format!("seq write {} bs={bs} qd=1", if direct { "O_DIRECT" } else { "buffered" }),
+                &f,
+                false,
+            ))
+        }
+        Err(e) => warn(skipped, format!("fio seq write: {e}")),
+    }
+}
+
+/// The fio read file: written once, read by every read job of the run.
+struct ReadFile {
+    path: PathBuf,
+    size: u64,
+}
+
+impl Drop for ReadFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn warn(skipped: &mut Vec<String>, what: String) {
+    eprintln!("seglog bench: {what}");
+    skipped.push(what);
+}
+
+/// Runs the benchmark.
+pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
+    let plan = Plan::from_args(&a);
+    let started = Instant::now();
+    std::fs::create_dir_all(&a.dir)?;
+    let mut machine = Machine::probe(&a.dir);
+    if machine.filesystem == "tmpfs" {
+        return Err(format!(
+            "{} is on tmpfs: O_DIRECT and fio figures would be meaningless; use --dir on a disk",
+            a.dir.display()
+        )
+        .into());
+    }
+    let mut skipped = Vec::new();
+    let use_fio = plan.fio
+        && match fio::ensure_fio() {
+            Ok(()) => true,
+            Err(e) => {
+                warn(&mut skipped, format!("fio unavailable ({e}): no ratios to the disk"));
+                false
+            }
+        };
+    let modes = plan.modes();
+    let per_mode = ["produce", "tail", "lookup", "lag", "seek", "time", "mixed", "recovery", "durable"]
+        .iter()
+        .filter(|w| plan.runs(w))
+        .count() as u64;
+    let per_mode = per_mode + if plan.runs("produce") { plan.sweep_windows.len() as u64 } else { 0 };
+    let steps = plan.reps as u64 * (modes.len() as u64 * per_mode + plan.runs("refs") as u64 * 2)
+        + plan.runs("interval") as u64
+        + 1;
+    let bars = Bars::new(steps);
+    let mut runs: Vec<RunReport> = Vec::new();
+    let mut intervals = Vec::new();
+
+    // fio's read file: as large as the largest catch-up read.
+    let read_file = if use_fio {
+        bars.step("fio: laying out the read file".into());
+        let rf = ReadFile { path: a.dir.join("fio-read.dat"), size: plan.produce_bytes.max(64 << 20) };
+        let mut args = vec![
+            "--name=layout".to_string(),
+            format!("--filename={}", rf.path.display()),
+            "--rw=write".into(),
+            "--bs=1m".into(),
+            format!("--size={}", rf.size),
+            "--direct=1".into(),
+            "--ioengine=io_uring".into(),
+            "--iodepth=4".into(),
+            "--output-format=json".into(),
+        ];
+        if let Err(e) = fio::run(&args) {
+            args.retain(|x| !x.starts_with("--ioengine"));
+            fio::run(&args).map_err(|e2| format!("fio layout: {e}; {e2}"))?;
+        }
+        Some(rf)
+    } else {
+        None
+    };
+    bars.done();
+    let fio_read = |rw: &str, bs: u64, size: u64, runtime: u32| -> Option<FioResult> {
+        let rf = read_file.as_ref()?;
+        fio::read_file(&rf.path, rw, bs, 1, size.min(rf.size).max(bs), runtime).ok()
+    };
+
+    for rep in 0..plan.reps {
+        for &mode in &modes {
+            let tag = format!("rep {}/{} {}", rep + 1, plan.reps, mode.name());
+            let setup = Setup { mode, ..plan.setup.clone() };
+            let dir = tempfile::tempdir_in(&a.dir)?;
+            let (engine, tps) = setup.open(dir.path())?;
+            let mut produced = Produced::default();
+            if plan.runs("produce")
+                || ["tail", "lookup", "lag", "seek", "time", "mixed", "recovery"].iter().any(|w| plan.runs(w))
+            {
+                bars.step(format!("{tag}: produce"));
+                let pp = ProduceParams {
+                    total_bytes: plan.produce_bytes,
+                    window: plan.window,
+                    rate: plan.rate,
+                    max_seconds: 0.0,
+                };
+                let (mut r, p) = produce::run(&engine, &tps, &setup, &pp, "produce", &|n| {
+                    bars.bytes(&format!("{tag}: produce"), n)
+                })?;
+                produced = p;
+                if use_fio && plan.runs("produce") {
+                    bars.step(format!("{tag}: fio write"));
+                    attach_write_fio(&mut r, &a.dir, mode, &mut skipped);
+                }
+                if plan.runs("produce") {
+                    runs.push(r);
+                    bars.done();
+                }
+            }
+            if plan.runs("tail") {
+                bars.step(format!("{tag}: tail fetches"));
+                runs.push(consume::tail(&engine, &tps, &setup, plan.tail_fetches)?);
+                runs.push(consume::tail_in_shard(&engine, &tps, &setup, plan.tail_fetches)?);
+                bars.done();
+            }
+            if plan.runs("lookup") {
+                bars.step(format!("{tag}: warm lookups"));
+                runs.push(consume::lookup_warm(&engine, &tps, &setup, plan.lookups, a.seed)?);
+                bars.done();
+            }
+            if plan.runs("lag") {
+                bars.step(format!("{tag}: catch-up read"));
+                let msg = format!("{tag}: catch-up");
+                if mode != IoMode::Direct {
+                    // Through the page cache as the produce run left it (warm), then cold.
+                    let mut r = consume::catch_up(&engine, &tps, &setup, 1 << 20, "lag", &|n| bars.bytes(&msg, n))?;
+                    r.note = format!("{}; warm page cache", r.note);
+                    runs.push(r);
+                    crate::workload::drop_cache(dir.path());
+                }
+                let name = if mode == IoMode::Direct { "lag" } else { "lag-cold" };
+                let mut r = consume::catch_up(&engine, &tps, &setup, 1 << 20, name, &|n| bars.bytes(&msg, n))?;
+                if use_fio {
+                    bars.step(format!("{tag}: fio seq read"));
+                    if let Some(f) = fio_read("read", 1 << 20, r.bytes, 0) {
+                        r.disk = Some(disk("seq read O_DIRECT bs=1m qd=1".into(), &f, false));
+                    }
+                }
+                runs.push(r);
+                bars.done();
+            }
+            if plan.runs("seek") {
+                bars.step(format!("{tag}: seeks"));
+                let mut r = consume::seek(&engine, &tps, &setup, plan.seeks, a.seed + rep as u64)?;
+                if use_fio {
+                    bars.step(format!("{tag}: fio random read"));
+                    if let Some(f) = fio_read("randread", 4096, plan.produce_bytes, plan.random_read_seconds) {
+                        r.disk = Some(disk("rand read O_DIRECT bs=4k qd=1".into(), &f, false));
+                    }
+                }
+                runs.push(r);
+                bars.done();
+            }
+            if plan.runs("time") {
+                bars.step(format!("{tag}: time lookups"));
+                runs.push(consume::time_lookups(&engine, &tps, &setup, &produced, plan.time_lookups, a.seed)?);
+                bars.done();
+            }
+            if plan.runs("mixed") {
+                bars.step(format!("{tag}: mixed"));
+                // Pace the producer at a quarter of the throughput the produce run reached, so that
+                // the consumers have room; latency counts from each append's scheduled time.
+                let base_rate = runs
+                    .iter()
+                    .rev()
+                    .find(|r| r.workload == "produce" && r.mode == engine.io_mode().name())
+                    .map_or(2000.0, |r| r.ops as f64 / r.seconds.max(1e-3));
+                let mp = MixedParams {
+                    seconds: plan.mixed_seconds,
+                    rate: (base_rate / 4.0).max(100.0),
+                    window: plan.window,
+                    seed: a.seed,
+                };
+                runs.extend(mixed::run(&engine, &tps, &setup, &mp)?);
+                bars.done();
+            }
+            engine.shutdown()?;
+            if plan.runs("recovery") {
+                bars.step(format!("{tag}: crash and recovery"));
+                let mut r = recovery::run(dir.path(), &setup)?;
+                if use_fio {
+                    if let Some(f) = fio_read("read", 1 << 20, r.bytes, 0) {
+                        r.disk = Some(disk("seq read O_DIRECT bs=1m qd=1".into(), &f, false));
+                    }
+                }
+                runs.push(r);
+                bars.done();
+            }
+            drop(dir);
+            if plan.runs("durable") {
+                bars.step(format!("{tag}: durable appends"));
+                let setup = Setup { durability: Durability::EveryBatch, ..setup.clone() };
+                let dir = tempfile::tempdir_in(&a.dir)?;
+                let (engine, tps) = setup.open(dir.path())?;
+                let pp = ProduceParams {
+                    total_bytes: plan.durable_appends * setup.batch_bytes as u64,
+                    window: 1,
+                    rate: 0.0,
+                    max_seconds: 0.0,
+                };
+                let (mut r, _) = produce::run(&engine, &tps[..1], &setup, &pp, "durable", &|_| {})?;
+                r.note = format!("every-batch, one append in flight; {}", r.note);
+                engine.shutdown()?;
+                drop(dir);
+                if use_fio {
+                    bars.step(format!("{tag}: fio write+fdatasync"));
+                    // The data write of each append: one batch (the index writes beside it are
+                    // small and go to other files).
+                    let bs = setup.batch_bytes as u64;
+                    let direct = mode == IoMode::Direct;
+                    match fio::seq_write(&a.dir, bs, 1, r.bytes, direct, 1) {
+                        Ok(f) => {
+                            r.disk = Some(disk(
+                                format!(
+                                    "seq write {} bs={bs} qd=1 + fdatasync each",
+                                    if direct { "O_DIRECT" } else { "buffered" }
+                                ),
+                                &f,
+                                true,
+                            ))
+                        }
+                        Err(e) => warn(&mut skipped, format!("fio fdatasync: {e}")),
+                    }
+                }
+                runs.push(r);
+                bars.done();
+            }
+            for &w in &plan.sweep_windows {
+                if !plan.runs("produce") {
+                    break;
+                }
+                bars.step(format!("{tag}: produce, window {w}"));
+                let dir = tempfile::tempdir_in(&a.dir)?;
+                let (engine, tps) = setup.open(dir.path())?;
+                let pp =
+                    ProduceParams { total_bytes: plan.produce_bytes / 2, window: w, rate: plan.rate, max_seconds: 0.0 };
+                let (mut r, _) = produce::run(&engine, &tps, &setup, &pp, &format!("produce-w{w}"), &|_| {})?;
+                engine.shutdown()?;
+                drop(dir);
+                if use_fio {
+                    bars.step(format!("{tag}: fio write, window {w}"));
+                    attach_write_fio(&mut r, &a.dir, mode, &mut skipped);
+                }
+                runs.push(r);
+                bars.done();
+            }
+        }
+        if plan.runs("refs") {
+            bars.step(format!("rep {}/{}: Kafka reference design", rep + 1, plan.reps));
+            let setup = plan.setup.clone();
+            let dir = tempfile::tempdir_in(&a.dir)?;
+            let (r, kr) = refs::kafka_produce(dir.path(), &setup, plan.produce_bytes)?;
+            runs.push(r);
+            runs.push(refs::kafka_catch_up(dir.path(), &kr, &setup, 1 << 20, false)?);
+            runs.push(refs::kafka_seek(&kr, &setup, plan.seeks, a.seed + rep as u64)?);
+            runs.push(refs::kafka_time(&kr, &setup, plan.time_lookups, a.seed)?);
+            runs.push(refs::kafka_catch_up(dir.path(), &kr, &setup, 1 << 20, true)?);
+            drop(kr);
+            drop(dir);
+            if plan.runs("durable") {
+                let dsetup = Setup { durability: Durability::EveryBatch, partitions: 1, ..setup.clone() };
+                let dir = tempfile::tempdir_in(&a.dir)?;
+                let (r, _) = refs::kafka_produce(dir.path(), &dsetup, plan.durable_appends * setup.batch_bytes as u64)?;
+                runs.push(r);
+            }
+            bars.done();
+            bars.step(format!("rep {}/{}: commitlog crate", rep + 1, plan.reps));
+            let dir = tempfile::tempdir_in(&a.dir)?;
+            match refs::commitlog_runs(dir.path(), &setup, plan.produce_bytes, plan.produce_bytes, plan.seeks, a.seed) {
+                Ok(v) => runs.extend(v),
+                Err(e) => warn(&mut skipped, format!("commitlog: {e}")),
+            }
+            bars.done();
+        }
+    }
+    if plan.runs("interval") {
+        bars.step("lookup cost vs index.interval.bytes".into());
+        intervals = interval::run(
+            &plan.intervals,
+            plan.interval_batch_bytes,
+            plan.interval_log_bytes,
+            plan.interval_lookups,
+            a.seed,
+        )?;
+        bars.done();
+    }
+    bars.close_step();
+    bars.bar.finish_and_clear();
+    machine.load_after = load();
+    let summary = summarize(&runs);
+    let targets = targets(&summary, &runs, &plan);
+    let references = ref_ratios(&summary);
+    let results = Results {
+        machine,
+        plan,
+        summary,
+        targets,
+        references,
+        intervals,
+        runs,
+        skipped,
+        steps: bars.steps.take(),
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    if let Some(dir) = &a.plot {
+        let written = plots(dir, &results)?;
+        eprintln!("charts: {}", written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+    }
+    let table = render(&results);
+    if a.json {
+        eprint!("{table}");
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        print!("{table}");
+    }
+    Ok(results)
+}
+
+fn opt_pct(r: Option<f64>) -> String {
+    r.map_or("-".into(), |r| format!("{:.0}%", 100.0 * r))
+}
+
+fn num(v: f64) -> String {
+    if v == 0.0 {
+        "-".into()
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// The summary as text: machine, runs table, targets, references, intervals.
+pub fn render(r: &Results) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let m = &r.machine;
+    let _ = writeln!(
+        s,
+        "machine: {} ({} cores, {:.0} GiB), kernel {}, {} on {}, THP {}, {}; load {} -> {}",
+        m.cpu, m.cores, m.memory_gib, m.kernel, m.filesystem, m.device, m.thp, m.fio, m.load_before, m.load_after
+    );
+    let p = &r.plan;
+    let _ = writeln!(
+        s,
+        "profile {}: {} rep(s), {} B batches x {} records, {} partition(s), {} shard(s), window {} (sweep {:?}), {} MB produced, segment.bytes {}, preallocate {}, {:.0} s",
+        p.profile,
+        p.reps,
+        p.setup.batch_bytes,
+        p.setup.records_per_batch,
+        p.setup.partitions,
+        p.setup.shards,
+        p.window,
+        p.sweep_windows,
+        p.produce_bytes / 1_000_000,
+        p.setup.segment_bytes,
+        p.setup.preallocate,
+        r.seconds
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "{:<14} {:<9} {:<10} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9} {:>7} {:>6} {:>7} {:>5} {:>7} {:>8} {:>6}  disk job",
+        "workload",
+        "system",
+        "mode",
+        "MB/s",
+        "rec/s",
+        "p50 us",
+        "p99 us",
+        "p99.9 us",
+        "max us",
+        "enter/op",
+        "io/op",
+        "minflt",
+        "majflt",
+        "CPU s/GB",
+        "disk",
+        "vs disk",
+    );
+    for x in &r.summary {
+        let _ = writeln!(
+            s,
+            "{:<14} {:<9} {:<10} {:>8} {:>9} {:>8} {:>8} {:>9} {:>9} {:>7} {:>6} {:>7} {:>5} {:>7} {:>8} {:>6}  {}",
+            x.workload,
+            x.system,
+            x.mode,
+            num(x.mb_per_s),
+            num(x.records_per_s),
+            num(x.p50_us),
+            num(x.p99_us),
+            num(x.p999_us),
+            num(x.max_us),
+            num(x.enters_per_op),
+            num(x.ios_per_op),
+            num(x.minor_faults),
+            num(x.major_faults),
+            num(x.cpu_s_per_gb),
+            if x.disk_job.contains("fdatasync") {
+                format!("{}us", num(x.disk_p99_us))
+            } else if x.disk_job.contains("rand") {
+                format!("{}us", num(x.disk_p50_us))
+            } else {
+                num(x.disk_mb_per_s)
+            },
+            opt_pct(x.ratio_to_disk),
+            x.disk_job
+        );
+    }
+    let hp: Vec<String> = r
+        .summary
+        .iter()
+        .filter(|x| x.system == "seglog")
+        .map(|x| format!("{}: {}", x.mode, x.huge_pages))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let _ = writeln!(s, "index memory (huge-page mode really used): {}", hp.join("; "));
+    let _ = writeln!(s, "disk column: MB/s, or fdatasync p99 for durable rows, or 4 KiB random-read p50 for seek rows");
+    if !r.targets.is_empty() {
+        let _ = writeln!(s, "\ntargets (medians over {} repetition(s)):", p.reps);
+        for t in &r.targets {
+            let verdict = match t.met {
+                Some(true) => "MET",
+                Some(false) => "MISSED",
+                None => "n/a",
+            };
+            let _ = writeln!(s, "  [{verdict:<6}] {}: {} (target {}; disk {})", t.name, t.measured, t.target, t.disk);
+        }
+    }
+    if !r.references.is_empty() {
+        let _ = writeln!(s, "\nseglog against the reference designs (same batches, same run):");
+        for x in &r.references {
+            let _ = writeln!(
+                s,
+                "  {:<18} seglog {:<8} vs {:<9} {:<7} {:>9} vs {:>9}  ratio {:.2}",
+                x.workload,
+                x.seglog_mode,
+                x.reference,
+                x.figure,
+                num(x.seglog),
+                num(x.other),
+                x.ratio
+            );
+        }
+    }
+    if !r.intervals.is_empty() {
+        let _ = writeln!(s, "\nlookup cost vs index.interval.bytes (in memory, {} B batches):", p.interval_batch_bytes);
+        let _ = writeln!(
+            s,
+            "  {:>10} {:>9} {:>9} {:>9} {:>12} {:>7}",
+            "interval", "entries", "p50 ns", "p99 ns", "bytes walked", "hops"
+        );
+        for x in &r.intervals {
+            let _ = writeln!(
+                s,
+                "  {:>10} {:>9} {:>9.0} {:>9.0} {:>12.0} {:>7.1}",
+                x.index_interval_bytes,
+                x.index_entries,
+                x.lookup_p50_ns,
+                x.lookup_p99_ns,
+                x.mean_bytes_scanned,
+                x.mean_hops
+            );
+        }
+    }
+    for w in &r.skipped {
+        let _ = writeln!(s, "skipped: {w}");
+    }
+    let slow: Vec<String> = r.steps.iter().filter(|x| x.1 >= 1.0).map(|(n, t)| format!("{n} {t:.1}s")).collect();
+    let _ = writeln!(s, "\nwall time {:.1} s; steps of a second or more: {}", r.seconds, slow.join(", "));
+    s
+}
+
+fn merged(runs: &[RunReport], workload: &str, system: &str, mode: &str) -> Option<Hist> {
+    let mut h = Hist::new();
+    let mut any = false;
+    for r in runs.iter().filter(|r| r.workload == workload && r.system == system && r.mode == mode) {
+        h.merge(&r.hist);
+        any = true;
+    }
+    any.then_some(h)
+}
+
+/// Writes the charts; returns their paths.
+pub fn plots(dir: &Path, r: &Results) -> std::io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let mut written = Vec::new();
+    let mut put = |name: &str, c: &svg::Chart| -> std::io::Result<()> {
+        if c.series.iter().all(|s| s.points.is_empty()) {
+            return Ok(());
+        }
+        let p = dir.join(name);
+        std::fs::write(&p, svg::render(c))?;
+        written.push(p);
+        Ok(())
+    };
+    let keys: Vec<(String, String, String)> =
+        r.summary.iter().map(|s| (s.workload.clone(), s.system.clone(), s.mode.clone())).collect();
+    let cdf_of = |workloads: &[&str]| -> Vec<svg::Series> {
+        keys.iter()
+            .filter(|k| workloads.contains(&k.0.as_str()))
+            .filter_map(|k| {
+                merged(&r.runs, &k.0, &k.1, &k.2).map(|h| svg::Series {
+                    name: if k.1 == "seglog" { format!("{} {}", k.0, k.2) } else { format!("{} {}", k.0, k.1) },
+                    points: h.cdf(),
+                })
+            })
+            .collect()
+    };
+    put("latency-cdf-produce.svg", &svg::latency_cdf("Append latency by I/O mode (produce)", cdf_of(&["produce"])))?;
+    put(
+        "latency-cdf-durable.svg",
+        &svg::latency_cdf("Durable append latency (ack after fdatasync)", cdf_of(&["durable"])),
+    )?;
+    put(
+        "latency-cdf-reads.svg",
+        &svg::latency_cdf("Fetch latency: tail, seek, catch-up", cdf_of(&["tail", "seek", "lag", "lag-cold"])),
+    )?;
+    put(
+        "latency-cdf-lookups.svg",
+        &svg::latency_cdf("Lookups: warm offset (in shard), time", cdf_of(&["lookup-warm", "time"])),
+    )?;
+    // Throughput over time: the first repetition of each produce run.
+    let mut seen = std::collections::BTreeSet::new();
+    let mut tput = Vec::new();
+    for run in r.runs.iter().filter(|x| x.workload == "produce" || x.workload == "lag" || x.workload == "lag-cold") {
+        if seen.insert((run.workload.clone(), run.system.clone(), run.mode.clone())) && !run.timeline.is_empty() {
+            let name = if run.system == "seglog" {
+                format!("{} {}", run.workload, run.mode)
+            } else {
+                format!("{} {}", run.workload, run.system)
+            };
+            tput.push(svg::Series { name, points: run.timeline.clone() });
+        }
+    }
+    put(
+        "throughput-over-time.svg",
+        &svg::Chart {
+            title: "Throughput over time (first repetition, 100 ms buckets)".into(),
+            x_label: "seconds".into(),
+            y_label: "MB/s".into(),
+            series: tput,
+            ..Default::default()
+        },
+    )?;
+    if !r.intervals.is_empty() {
+        let pts = |f: fn(&IntervalPoint) -> f64| -> Vec<(f64, f64)> {
+            r.intervals.iter().map(|p| (p.index_interval_bytes as f64, f(p))).collect()
+        };
+        put(
+            "lookup-vs-interval.svg",
+            &svg::Chart {
+                title: format!(
+                    "Offset lookup cost vs index.interval.bytes ({} B batches, in memory)",
+                    r.plan.interval_batch_bytes
+                ),
+                x_label: "index.interval.bytes (log scale)".into(),
+                y_label: "nanoseconds per lookup (log scale)".into(),
+                x_log: true,
+                y_log: true,
+                series: vec![
+                    svg::Series { name: "p50 ns".into(), points: pts(|p| p.lookup_p50_ns) },
+                    svg::Series { name: "p99 ns".into(), points: pts(|p| p.lookup_p99_ns) },
+                ],
+                ..Default::default()
+            },
+        )?;
+        put(
+            "walk-vs-interval.svg",
+            &svg::Chart {
+                title: "Phase-2 walk vs index.interval.bytes".into(),
+                x_label: "index.interval.bytes (log scale)".into(),
+                y_label: "bytes walked per lookup (mean, log scale)".into(),
+                x_log: true,
+                y_log: true,
+                series: vec![svg::Series { name: "bytes walked".into(), points: pts(|p| p.mean_bytes_scanned) }],
+                ..Default::default()
+            },
+        )?;
+    }
+    Ok(written)
+}
+
+/// For a binary of its own: `Args` at the top level.
+#[derive(clap::Parser, Debug)]
+#[command(name = "seglog-bench", about = "seglog's workload benchmark against fio and reference designs")]
+pub struct Cli {
+    #[command(flatten)]
+    pub args: Args,
+}

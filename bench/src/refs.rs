@@ -1,0 +1,279 @@
+//! The reference designs run on the same workload as seglog in the same repetition: Kafka's design
+//! ([`crate::kafka_ref`]) and the `commitlog` crate (page-cache segments of length-prefixed
+//! messages with a dense memory-mapped index, one message per batch here). Both run on the calling
+//! thread, one log per partition, round-robin, and report like seglog's runs ([`RunReport`]).
+
+use std::path::Path;
+use std::time::Instant;
+
+use crate::kafka_ref::KafkaRefLog;
+use crate::pct::Hist;
+use crate::rusage::Usage;
+use crate::workload::{first_timestamp_ms, make_batch, stamp, Counters, Rng, RunReport, Setup, Timeline};
+
+fn report(system: &str, workload: &str, setup: &Setup) -> RunReport {
+    RunReport {
+        workload: workload.into(),
+        system: system.into(),
+        mode_requested: "page cache".into(),
+        mode: "page cache".into(),
+        huge_pages: "n/a".into(),
+        durability: crate::workload::durability_name(setup.durability),
+        batch_bytes: setup.batch_bytes,
+        ..RunReport::default()
+    }
+}
+
+fn usage_delta(u0: &Usage) -> Counters {
+    Counters { usage: Usage::now().since(u0), ..Counters::default() }
+}
+
+fn io_err(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+/// Kafka's design: the logs it wrote, for the read workloads.
+#[derive(Debug)]
+pub struct KafkaRun {
+    pub logs: Vec<KafkaRefLog>,
+    pub first_ts: i64,
+    pub batches: u64,
+}
+
+/// Produces `total_bytes` into `setup.partitions` Kafka-design logs under `dir`.
+pub fn kafka_produce(dir: &Path, setup: &Setup, total_bytes: u64) -> std::io::Result<(RunReport, KafkaRun)> {
+    let durable = setup.durability == seglog::Durability::EveryBatch;
+    let mut logs = (0..setup.partitions.max(1))
+        .map(|i| {
+            KafkaRefLog::create(
+                &dir.join(format!("bench-{i}")),
+                setup.segment_bytes as u64,
+                setup.index_interval_bytes as u64,
+                durable,
+            )
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let template = make_batch(setup.batch_bytes, setup.records_per_batch, 0);
+    let n = (total_bytes / template.len() as u64).max(1);
+    let first_ts = first_timestamp_ms();
+    let mut hist = Hist::new();
+    let u0 = Usage::now();
+    let t0 = Instant::now();
+    let mut timeline = Timeline::new(t0);
+    for i in 0..n {
+        let mut b = template.clone();
+        stamp(&mut b, first_ts + i as i64);
+        let s = Instant::now();
+        let p = (i as usize) % logs.len();
+        logs[p].append(&mut b)?;
+        let now = Instant::now();
+        hist.record(now - s);
+        timeline.add(now, b.len() as u64);
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut r = report("kafka-ref", if durable { "durable" } else { "produce" }, setup);
+    r.ops = n;
+    r.bytes = n * template.len() as u64;
+    r.records = n * setup.records_per_batch as u64;
+    r.timeline = timeline.points();
+    r.note = if durable { "write(2) + fdatasync per append".into() } else { "write(2) per append, page cache".into() };
+    Ok((r.finish(hist, seconds, &usage_delta(&u0)), KafkaRun { logs, first_ts, batches: n }))
+}
+
+/// Catch-up read of every sealed segment, `max_bytes` per read; `cold` writes back and drops the
+/// page cache first (Kafka's reads then come from the disk through read-ahead).
+pub fn kafka_catch_up(
+    dir: &Path,
+    run: &KafkaRun,
+    setup: &Setup,
+    max_bytes: u64,
+    cold: bool,
+) -> std::io::Result<RunReport> {
+    if cold {
+        for l in &run.logs {
+            l.sync_all()?;
+        }
+        crate::workload::drop_cache(dir);
+    }
+    let mut hist = Hist::new();
+    let mut out = Vec::new();
+    let u0 = Usage::now();
+    let t0 = Instant::now();
+    let mut timeline = Timeline::new(t0);
+    let (mut bytes, mut reads) = (0u64, 0u64);
+    for l in &run.logs {
+        let end = l.active_base();
+        let mut pos = 0i64;
+        while pos < end {
+            let s = Instant::now();
+            let n = l.read(pos, max_bytes, &mut out)?;
+            let now = Instant::now();
+            hist.record(now - s);
+            reads += 1;
+            bytes += n as u64;
+            timeline.add(now, n as u64);
+            match crate::workload::consume::next_offset(&out) {
+                Some(next) if next > pos => pos = next,
+                _ => break,
+            }
+        }
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut r = report("kafka-ref", if cold { "lag-cold" } else { "lag" }, setup);
+    r.ops = reads;
+    r.bytes = bytes;
+    r.records = bytes / setup.batch_bytes.max(1) as u64 * setup.records_per_batch as u64;
+    r.timeline = timeline.points();
+    r.note = format!(
+        "sealed segments, {} KiB preads after an mmap index lookup, {} page cache",
+        max_bytes / 1024,
+        if cold { "cold" } else { "warm" }
+    );
+    Ok(r.finish(hist, seconds, &usage_delta(&u0)))
+}
+
+/// Random one-batch reads across all segments.
+pub fn kafka_seek(run: &KafkaRun, setup: &Setup, reads: u64, seed: u64) -> std::io::Result<RunReport> {
+    let mut rng = Rng::new(seed);
+    let mut hist = Hist::new();
+    let mut out = Vec::new();
+    let u0 = Usage::now();
+    let t0 = Instant::now();
+    let mut bytes = 0u64;
+    for _ in 0..reads {
+        let l = &run.logs[rng.range(0, run.logs.len() as i64) as usize];
+        let off = rng.range(0, l.log_end_offset());
+        let s = Instant::now();
+        bytes += l.read(off, setup.batch_bytes as u64, &mut out)? as u64;
+        hist.record(s.elapsed());
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut r = report("kafka-ref", "seek", setup);
+    r.ops = reads;
+    r.bytes = bytes;
+    r.records = reads * setup.records_per_batch as u64;
+    r.note = "one batch at random offsets; page cache as the produce run left it".into();
+    Ok(r.finish(hist, seconds, &usage_delta(&u0)))
+}
+
+/// Time lookups at random timestamps.
+pub fn kafka_time(run: &KafkaRun, setup: &Setup, lookups: u64, seed: u64) -> std::io::Result<RunReport> {
+    let mut rng = Rng::new(seed);
+    let mut hist = Hist::new();
+    let u0 = Usage::now();
+    let t0 = Instant::now();
+    for _ in 0..lookups {
+        let l = &run.logs[rng.range(0, run.logs.len() as i64) as usize];
+        let ts = rng.range(run.first_ts, run.first_ts + run.batches as i64);
+        let s = Instant::now();
+        std::hint::black_box(l.offset_for_time(ts)?);
+        hist.record(s.elapsed());
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut r = report("kafka-ref", "time", setup);
+    r.ops = lookups;
+    r.note = "mapped time index, offset index, header walk".into();
+    Ok(r.finish(hist, seconds, &usage_delta(&u0)))
+}
+
+/// The `commitlog` crate: produce, catch-up and seek. Its `flush` does not fdatasync the data
+/// (only msyncs its index), so it has no durable run here.
+pub fn commitlog_runs(
+    dir: &Path,
+    setup: &Setup,
+    total_bytes: u64,
+    catch_up_bytes: u64,
+    seeks: u64,
+    seed: u64,
+) -> std::io::Result<Vec<RunReport>> {
+    use commitlog::message::MessageSet;
+    use commitlog::{CommitLog, LogOptions, ReadLimit};
+    let mut opts = LogOptions::new(dir.join("commitlog-0"));
+    opts.segment_max_bytes(setup.segment_bytes as usize);
+    opts.message_max_bytes(setup.batch_bytes * 2 + 1024);
+    opts.index_max_items((setup.segment_bytes as usize / setup.batch_bytes.max(1)).max(1024) + 16);
+    let mut log = CommitLog::new(opts)?;
+    let template = make_batch(setup.batch_bytes, setup.records_per_batch, 0);
+    let n = (total_bytes / template.len() as u64).max(1);
+    let first_ts = first_timestamp_ms();
+    let mut out = Vec::new();
+
+    let mut hist = Hist::new();
+    let u0 = Usage::now();
+    let t0 = Instant::now();
+    let mut timeline = Timeline::new(t0);
+    for i in 0..n {
+        let mut b = template.clone();
+        stamp(&mut b, first_ts + i as i64);
+        let s = Instant::now();
+        // As a broker would: check the batch before storing it.
+        seglog::format::batch::validate_batch(&b, true).map_err(io_err)?;
+        log.append_msg(&b).map_err(io_err)?;
+        let now = Instant::now();
+        hist.record(now - s);
+        timeline.add(now, b.len() as u64);
+    }
+    log.flush()?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut r = report("commitlog", "produce", setup);
+    r.ops = n;
+    r.bytes = n * template.len() as u64;
+    r.records = n * setup.records_per_batch as u64;
+    r.timeline = timeline.points();
+    r.note = "commitlog 0.2 append_msg, one message per batch".into();
+    out.push(r.finish(hist, seconds, &usage_delta(&u0)));
+
+    // Catch-up: sequential reads of up to 1 MiB from the first message.
+    let limit = ReadLimit::max_bytes(1 << 20);
+    let want = catch_up_bytes.min(n * template.len() as u64);
+    let mut hist = Hist::new();
+    let u0 = Usage::now();
+    let t0 = Instant::now();
+    let (mut bytes, mut reads, mut pos) = (0u64, 0u64, 0u64);
+    while bytes < want && pos < n {
+        let s = Instant::now();
+        let buf = log.read(pos, limit).map_err(io_err)?;
+        hist.record(s.elapsed());
+        reads += 1;
+        let (mut count, mut last) = (0u64, pos);
+        for m in buf.iter() {
+            bytes += m.payload().len() as u64;
+            last = m.offset();
+            count += 1;
+        }
+        if count == 0 {
+            break;
+        }
+        pos = last + 1;
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut r = report("commitlog", "lag", setup);
+    r.ops = reads;
+    r.bytes = bytes;
+    r.records = bytes / setup.batch_bytes.max(1) as u64 * setup.records_per_batch as u64;
+    r.note = "read(offset, 1 MiB) from the start; page cache as the produce run left it".into();
+    out.push(r.finish(hist, seconds, &usage_delta(&u0)));
+
+    // Seek: one message at random offsets.
+    let mut rng = Rng::new(seed);
+    let one = ReadLimit::max_bytes(setup.batch_bytes + 64);
+    let mut hist = Hist::new();
+    let u0 = Usage::now();
+    let t0 = Instant::now();
+    let mut bytes = 0u64;
+    for _ in 0..seeks {
+        let off = rng.range(0, n as i64) as u64;
+        let s = Instant::now();
+        let buf = log.read(off, one).map_err(io_err)?;
+        hist.record(s.elapsed());
+        bytes += buf.bytes().len() as u64;
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut r = report("commitlog", "seek", setup);
+    r.ops = seeks;
+    r.bytes = bytes;
+    r.records = seeks * setup.records_per_batch as u64;
+    r.note = "read(random offset, one message)".into();
+    out.push(r.finish(hist, seconds, &usage_delta(&u0)));
+    Ok(out)
+}

@@ -1,0 +1,136 @@
+//! The write path's buffers and sync methods, through the engine: each shard reports whether its
+//! write buffers are registered with its ring (fixed buffers) or why not, and
+//! `SyncMethod::DsyncWrites` makes `Durability::EveryBatch` appends durable with RWF_DSYNC writes
+//! and no fdatasync, except the first flush after a reopen, whose earlier bytes may not be.
+
+use seglog::engine::{ShardStats, SyncMethod};
+use seglog::format::builder::BatchBuilder;
+use seglog::io::pool::BufferMode;
+use seglog::{Durability, Engine, EngineConfig, IoMode, TopicPartition};
+
+fn batch(i: u32, bytes: usize) -> Vec<u8> {
+    // Recent timestamps, so retention never takes the batches; the same in every run of the
+    // test process, so runs can be compared byte for byte.
+    static NOW: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    let now = *NOW
+        .get_or_init(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64);
+    let mut b = BatchBuilder::new();
+    b.push(now + i as i64, None, Some(&vec![(i % 251) as u8; bytes]), &[]);
+    b.build().unwrap()
+}
+
+fn engine(dir: &std::path::Path, mode: IoMode, method: SyncMethod) -> Engine {
+    let mut cfg = EngineConfig::new(dir);
+    cfg.io_mode = mode;
+    cfg.shards = Some(1);
+    cfg.durability = Durability::EveryBatch;
+    cfg.sync_method = method;
+    Engine::open(cfg).unwrap()
+}
+
+fn stats(e: &Engine) -> ShardStats {
+    e.stats().unwrap().remove(0)
+}
+
+/// Appends `n` batches one at a time (each its own loop turn); returns the fdatasyncs they took.
+fn append_each(e: &Engine, tp: &TopicPartition, from: u32, n: u32) -> u64 {
+    let before = stats(e).fsyncs;
+    for i in from..from + n {
+        e.append(tp, batch(i, 1000 + i as usize * 37), 0).wait().unwrap();
+    }
+    stats(e).fsyncs - before
+}
+
+fn read_all(e: &Engine, tp: &TopicPartition) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let f = e.fetch(tp, offset, 1 << 20, None).wait().unwrap();
+        if f.records.is_empty() {
+            return out;
+        }
+        let batches = seglog::format::batch::split_batches(&f.records, true).unwrap();
+        offset = batches.last().unwrap().1.last_offset() + 1;
+        out.extend_from_slice(&f.records);
+    }
+}
+
+#[test]
+fn dsync_writes_replace_the_fdatasync() {
+    for mode in [IoMode::Direct, IoMode::Buffered, IoMode::Sync] {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let e = engine(dir.path(), mode, SyncMethod::DsyncWrites);
+        e.open_partition(&tp, None).wait().unwrap();
+        // The first append writes the leader-epoch checkpoint (with its fsyncs).
+        append_each(&e, &tp, 0, 1);
+        assert_eq!(append_each(&e, &tp, 1, 19), 0, "{mode}: a new segment needs no fdatasync");
+        let written = read_all(&e, &tp);
+        e.shutdown().unwrap();
+
+        // After a reopen the bytes already in the file may not be durable: the first flush
+        // carries an fdatasync, the next ones none.
+        let e = engine(dir.path(), mode, SyncMethod::DsyncWrites);
+        assert!(read_all(&e, &tp) == written, "{mode}: the data read back after a reopen differs");
+        assert_eq!(append_each(&e, &tp, 20, 1), 1, "{mode}");
+        assert_eq!(append_each(&e, &tp, 21, 10), 0, "{mode}");
+        let all = read_all(&e, &tp);
+        e.shutdown().unwrap();
+
+        // The same data as with write + fdatasync, which syncs once per turn.
+        let dir2 = tempfile::tempdir().unwrap();
+        let e = engine(dir2.path(), mode, SyncMethod::Fdatasync);
+        e.open_partition(&tp, None).wait().unwrap();
+        append_each(&e, &tp, 0, 1);
+        assert_eq!(append_each(&e, &tp, 1, 30), 30, "{mode}");
+        assert!(read_all(&e, &tp) == all, "{mode}: fdatasync and RWF_DSYNC runs stored different data");
+        e.shutdown().unwrap();
+        let a = std::fs::read(dir.path().join("t-0/00000000000000000000.log")).unwrap();
+        let b = std::fs::read(dir2.path().join("t-0/00000000000000000000.log")).unwrap();
+        assert!(a == b, "{mode}: the logs differ ({} and {} bytes)", a.len(), b.len());
+    }
+}
+
+#[test]
+fn shard_stats_say_whether_write_buffers_are_registered() {
+    for mode in [IoMode::Direct, IoMode::Buffered, IoMode::Sync] {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let mut cfg = EngineConfig::new(dir.path());
+        cfg.io_mode = mode;
+        cfg.shards = Some(1);
+        let e = Engine::open(cfg).unwrap();
+        e.open_partition(&tp, None).wait().unwrap();
+        for i in 0..50 {
+            e.append(&tp, batch(i, 20_000), 0).wait().unwrap();
+        }
+        let s = stats(&e).write_buffers;
+        match mode {
+            IoMode::Sync => {
+                assert!(matches!(&s.mode, BufferMode::Unregistered(why) if why.contains("sync")), "{s:?}");
+                assert_eq!((s.fixed_writes, s.registered_bytes), (0, 0), "{s:?}");
+            }
+            _ => match &s.mode {
+                BufferMode::Registered { .. } => {
+                    assert!(s.fixed_writes >= 50 && s.registered_bytes >= 1, "{mode}: {s:?}");
+                }
+                // A kernel or RLIMIT_MEMLOCK refusing registration is a fallback, not a failure.
+                BufferMode::Unregistered(why) => {
+                    eprintln!("{mode}: write buffers not registered here: {why}");
+                    assert!(s.unregistered_writes >= 50, "{s:?}");
+                }
+                BufferMode::NotYet => panic!("{mode}: {s:?}"),
+            },
+        }
+        assert!(s.slabs >= 1 && s.chunks_in_use >= 1, "{mode}: {s:?}");
+        e.shutdown().unwrap();
+    }
+    // io_uring refused: the engine runs in sync mode and says so for its buffers too.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = EngineConfig::new(dir.path());
+    cfg.simulate_uring_refusal = true;
+    cfg.shards = Some(1);
+    let e = Engine::open(cfg).unwrap();
+    assert!(matches!(stats(&e).write_buffers.mode, BufferMode::Unregistered(_)));
+    e.shutdown().unwrap();
+}
