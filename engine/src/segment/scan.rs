@@ -15,9 +15,9 @@ use crate::io::IoFile;
 
 /// Largest window for header walks: one read covers several batch headers of small batches.
 pub const SCAN_WINDOW_BYTES: usize = 64 * 1024;
-/// The first read of a walk: most lookups land on or next to their batch, so start small and
-/// double the window on each refill up to the maximum.
-pub const FIRST_READ_BYTES: usize = 4096;
+/// The first read of a walk: most lookups land on or next to their batch, so start small (a
+/// few headers' worth) and double the window on each refill up to the maximum.
+pub const FIRST_READ_BYTES: usize = 512;
 
 /// A batch found by a walk: where it starts, its header, its size on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,8 +119,9 @@ impl BatchScanner {
             return Ok(None);
         }
         let pos = self.pos;
-        let path = self.file.path().to_path_buf();
-        let corrupt = |source: FormatError| Error::Corrupt { path: path.clone(), pos, source };
+        // The path is copied only when there is an error to report.
+        let file = self.file.clone();
+        let corrupt = move |source: FormatError| Error::Corrupt { path: file.path().to_path_buf(), pos, source };
         let frame = EntryFrame::parse(self.window(pos, HEADER_SIZE_UP_TO_MAGIC)?).map_err(&corrupt)?;
         if frame.size < RECORD_OVERHEAD_V0 as i64 + LOG_OVERHEAD as i64 {
             return Err(corrupt(FormatError::BatchTooSmall {
