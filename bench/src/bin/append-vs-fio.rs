@@ -104,9 +104,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             let r = run(d.path(), &p)?;
             drop(d);
-            // fio: the same pattern as seglog's writes: sequential, the average write size seglog
-            // issued (rounded to 4 KiB), queue depth 1 (one write per partition per loop turn).
-            let bs = ((r.avg_write_bytes / 4096.0).round().max(1.0) as u64) * 4096;
+            // fio: the same pattern as seglog's writes: sequential, the bytes seglog flushed per
+            // loop turn (rounded to 4 KiB), queue depth 1 (one write per partition per loop turn).
+            // Not the average write size: under EveryBatch the index writes count there too.
+            let bs = ((r.bytes_per_turn / 4096.0).round().max(1.0) as u64) * 4096;
             let direct = row.0 == IoMode::Direct;
             let sync = match (a.durable, a.sync_method) {
                 (false, _) => fio::FioSync::None,
@@ -139,7 +140,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `ratio`: of the medians; `pair ratio`: median of each repetition's seglog/fio ratio (the
     // two runs of a pair are seconds apart, so this one is less exposed to the disk's drift).
     println!(
-        "{:<9} {:>12} {:>12} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>13} {:>11}",
+        "{:<9} {:>12} {:>12} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>13} {:>11} {:>11}",
         "mode",
         "seglog MB/s",
         "fio MB/s",
@@ -150,7 +151,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "p99 us",
         "p99.9 us",
         "enters/batch",
-        "write size"
+        "write size",
+        "flush size"
     );
     for (mode, rs, fs) in &rows {
         let s = median(&rs.iter().map(|r| r.mb_per_s).collect::<Vec<_>>());
@@ -158,7 +160,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let pair = median(&rs.iter().zip(fs).map(|(r, f)| r.mb_per_s / f.mb_per_s).collect::<Vec<_>>());
         let m = |g: fn(&AppendResult) -> f64| median(&rs.iter().map(g).collect::<Vec<_>>());
         println!(
-            "{:<9} {:>12.1} {:>12.1} {:>6.0}% {:>9.0}% {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>13.2} {:>11.0}",
+            "{:<9} {:>12.1} {:>12.1} {:>6.0}% {:>9.0}% {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>13.2} {:>11.0} {:>11.0}",
             format!("{mode}{}", if rs[0].mode != mode.name() { "*" } else { "" }),
             s,
             f,
@@ -169,7 +171,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             m(|r| r.latency.p99_us),
             m(|r| r.latency.p999_us),
             m(|r| r.enters_per_batch),
-            m(|r| r.avg_write_bytes)
+            m(|r| r.avg_write_bytes),
+            m(|r| r.bytes_per_turn)
         );
         out.push(serde_json::json!({"mode": mode.name(), "seglog": rs, "fio": fs, "median_seglog_mb_s": s, "median_fio_mb_s": f}));
     }
