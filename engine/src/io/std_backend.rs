@@ -135,22 +135,10 @@ impl Storage for StdStorage {
         Ok(Arc::new(StdFile { file, path: path.to_path_buf() }))
     }
     fn create_dir_all(&self, path: &Path) -> Result<()> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(self.dir_mode)
-            .create(path)
-            .map_err(|e| Error::io("mkdir", path, e))
+        create_dir_all(path, self.dir_mode)
     }
     fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
-        let rd = std::fs::read_dir(path).map_err(|e| Error::io("readdir", path, e))?;
-        let mut out = Vec::new();
-        for ent in rd {
-            let ent = ent.map_err(|e| Error::io("readdir", path, e))?;
-            if let Ok(name) = ent.file_name().into_string() {
-                out.push(name);
-            }
-        }
-        Ok(out)
+        list_dir(path)
     }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         std::fs::rename(from, to).map_err(|e| Error::io("rename", from, e))
@@ -168,4 +156,23 @@ impl Storage for StdStorage {
     fn is_dir(&self, path: &Path) -> bool {
         path.is_dir()
     }
+}
+
+/// `mkdir -p` with `mode` for every directory created (shared by every backend).
+pub(crate) fn create_dir_all(path: &Path, mode: u32) -> Result<()> {
+    std::fs::DirBuilder::new().recursive(true).mode(mode).create(path).map_err(|e| Error::io("mkdir", path, e))
+}
+
+/// The names in a directory, unsorted; names that are not UTF-8 are skipped (no segment or
+/// checkpoint file has one). Shared by every backend.
+pub(crate) fn list_dir(path: &Path) -> Result<Vec<String>> {
+    let rd = std::fs::read_dir(path).map_err(|e| Error::io("readdir", path, e))?;
+    let mut out = Vec::new();
+    for ent in rd {
+        let ent = ent.map_err(|e| Error::io("readdir", path, e))?;
+        if let Ok(name) = ent.file_name().into_string() {
+            out.push(name);
+        }
+    }
+    Ok(out)
 }

@@ -20,7 +20,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::marker::PhantomData;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -1012,23 +1012,11 @@ impl Storage for UringStorage {
     }
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(self.dir_mode)
-            .create(path)
-            .map_err(|e| Error::io("mkdir", path, e))
+        super::std_backend::create_dir_all(path, self.dir_mode)
     }
 
     fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
-        let rd = std::fs::read_dir(path).map_err(|e| Error::io("readdir", path, e))?;
-        let mut out = Vec::new();
-        for ent in rd {
-            let ent = ent.map_err(|e| Error::io("readdir", path, e))?;
-            if let Ok(name) = ent.file_name().into_string() {
-                out.push(name);
-            }
-        }
-        Ok(out)
+        super::std_backend::list_dir(path)
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {

@@ -1240,12 +1240,6 @@ impl ActiveSegment {
         self.complete_writes(done)
     }
 
-    /// Writes pending entries of both indexes to their files.
-    pub fn offset_index_flush(&mut self) -> Result<()> {
-        self.seg.offset_index.flush()?;
-        self.seg.time_index.flush()
-    }
-
     /// The `.log` file under the in-memory tail.
     pub fn log_file_inner(&self) -> &Arc<dyn IoFile> {
         &self.file
