@@ -14,6 +14,121 @@
 //! ([`OffsetIndex::pack`], [`OffsetIndex::load`]). [`OffsetIndex::prefault_warm`] keeps the warm
 //! section (the last 8 KiB of entries, where tail lookups land) resident.
 
+/// The methods the offset index and the time index share: construction (empty and
+/// preallocated, from file bytes, in an arena, loaded from a file), placement in the arena, and
+/// the file-facing operations, all of which only depend on the entry size.
+macro_rules! index_common {
+    ($ty:ident, $entry_size:expr) => {
+        impl $ty {
+            /// A new, empty index whose file (if any) is preallocated to `max_index_bytes`
+            /// rounded down to the entry size, as Kafka does for an active segment.
+            pub fn create(base_offset: i64, max_index_bytes: u32, file: Option<Arc<dyn IoFile>>) -> Result<Self> {
+                Ok($ty { base_offset, inner: IndexFile::create($entry_size, max_index_bytes, file)? })
+            }
+
+            /// An index from an index file's contents. As in Kafka, every whole entry in the file
+            /// counts (`entries = length / entry size`): only a trimmed file gives the true count,
+            /// which is why indexes are trimmed at seal and close and rebuilt after a crash.
+            pub fn from_bytes(
+                base_offset: i64,
+                bytes: Vec<u8>,
+                max_index_bytes: u32,
+                file: Option<Arc<dyn IoFile>>,
+            ) -> Self {
+                $ty { base_offset, inner: IndexFile::from_heap_bytes(bytes, $entry_size, max_index_bytes, file) }
+            }
+
+            /// [`Self::create`] with the entries in a growth slot of `arena` holding
+            /// `max_index_bytes`: appends never reallocate.
+            pub fn create_in(
+                arena: &IndexArena,
+                base_offset: i64,
+                max_index_bytes: u32,
+                file: Option<Arc<dyn IoFile>>,
+            ) -> Result<Self> {
+                let mut idx = $ty::create(base_offset, max_index_bytes, file)?;
+                idx.inner.reserve(arena);
+                Ok(idx)
+            }
+
+            /// Reads an index file whole into an exact-size packed slot of `arena` (the heap when
+            /// `arena` is `None`), as [`Self::from_bytes`] of its contents. A file longer than
+            /// `limit` is refused.
+            pub fn load(
+                arena: Option<&IndexArena>,
+                base_offset: i64,
+                file: Arc<dyn IoFile>,
+                max_index_bytes: u32,
+                limit: u64,
+            ) -> Result<Self> {
+                let (bytes, file_len) = read_index_file(arena, &*file, $entry_size, limit)?;
+                let inner = IndexFile::loaded(bytes, $entry_size, max_index_bytes, file_len, Some(file));
+                Ok($ty { base_offset, inner })
+            }
+
+            /// Moves the entries to an exact-size packed slot of `arena` (a sealed index).
+            pub fn pack(&mut self, arena: &IndexArena) {
+                self.inner.pack(arena)
+            }
+            /// Moves the entries to a growth slot of `arena` with room for
+            /// [`Self::max_entries`].
+            pub fn reserve(&mut self, arena: &IndexArena) {
+                self.inner.reserve(arena)
+            }
+            /// Makes the warm section (the last 8 KiB of entries) resident: after this, a lookup
+            /// that lands there does not page-fault.
+            pub fn prefault_warm(&self) {
+                self.inner.bytes.prefault_warm($entry_size)
+            }
+            /// Where the entries are held.
+            pub fn storage(&self) -> IndexStorage {
+                self.inner.bytes.storage()
+            }
+            /// Bytes of memory the entries hold (a slot's capacity, or the `Vec`'s).
+            pub fn memory_bytes(&self) -> usize {
+                self.inner.bytes.memory_bytes()
+            }
+            pub fn base_offset(&self) -> i64 {
+                self.base_offset
+            }
+            pub fn entries(&self) -> usize {
+                self.inner.entries()
+            }
+            pub fn max_entries(&self) -> usize {
+                self.inner.max_entries
+            }
+            /// The raw bytes of the valid entries, in Kafka's file layout.
+            pub fn as_bytes(&self) -> &[u8] {
+                self.inner.bytes.as_slice()
+            }
+            /// Removes every entry (Kafka's `reset`, used before a rebuild).
+            pub fn reset(&mut self) -> Result<()> {
+                self.inner.truncate_entries(0)
+            }
+            /// Writes pending entries to the file.
+            pub fn flush(&mut self) -> Result<()> {
+                self.inner.flush()
+            }
+            /// Trims the file to its entries (at seal and close).
+            pub fn trim_to_valid_size(&mut self) -> Result<()> {
+                self.inner.trim()
+            }
+            /// Sets the file length to `max_index_bytes` rounded down (preallocation for an
+            /// active segment) and the entry cap with it (Kafka's `resize`).
+            pub fn resize(&mut self, max_index_bytes: u32) -> Result<()> {
+                self.inner.set_capacity(max_index_bytes)
+            }
+            /// Replaces the backing file (after a rename).
+            pub fn set_file(&mut self, file: Option<Arc<dyn IoFile>>) {
+                self.inner.set_file(file)
+            }
+            pub fn file(&self) -> Option<&Arc<dyn IoFile>> {
+                self.inner.file.as_ref()
+            }
+        }
+    };
+}
+
 mod offset;
 mod search;
 mod time;
@@ -196,6 +311,50 @@ impl IndexFile {
     }
 
     /// Moves the entries to an exact-size packed slot of `arena` (a sealed index).
+    /// An empty index file with room for `max_index_bytes` (rounded down to the entry size),
+    /// its file (if any) preallocated to that length.
+    pub(crate) fn create(entry_size: usize, max_index_bytes: u32, file: Option<Arc<dyn IoFile>>) -> Result<IndexFile> {
+        let cap = round_down(max_index_bytes as u64, entry_size as u64);
+        let mut inner = IndexFile {
+            bytes: IndexBytes::Heap(Vec::new()),
+            entry_size,
+            max_entries: (cap / entry_size as u64) as usize,
+            file,
+            flushed_entries: 0,
+            file_len: 0,
+        };
+        inner.resize_file(cap)?;
+        Ok(inner)
+    }
+
+    /// An index file from its contents held on the heap (whole entries only).
+    pub(crate) fn from_heap_bytes(
+        mut bytes: Vec<u8>,
+        entry_size: usize,
+        max_index_bytes: u32,
+        file: Option<Arc<dyn IoFile>>,
+    ) -> IndexFile {
+        let file_len = bytes.len() as u64;
+        bytes.truncate(round_down(bytes.len() as u64, entry_size as u64) as usize);
+        IndexFile::loaded(IndexBytes::Heap(bytes), entry_size, max_index_bytes, file_len, file)
+    }
+
+    /// Kafka's `resize`: the entry cap becomes `max_index_bytes` rounded down to the entry size,
+    /// and the file that length (never shorter than its entries).
+    pub(crate) fn set_capacity(&mut self, max_index_bytes: u32) -> Result<()> {
+        let cap = round_down(max_index_bytes as u64, self.entry_size as u64);
+        self.max_entries = (cap / self.entry_size as u64) as usize;
+        self.resize_file(cap.max((self.entries() * self.entry_size) as u64))
+    }
+
+    /// Replaces the backing file (after a rename), taking its length.
+    pub(crate) fn set_file(&mut self, file: Option<Arc<dyn IoFile>>) {
+        if let Some(f) = &file {
+            self.file_len = f.len().unwrap_or(self.file_len);
+        }
+        self.file = file;
+    }
+
     pub(crate) fn pack(&mut self, arena: &IndexArena) {
         self.bytes.move_to_arena(arena, 0, true);
     }

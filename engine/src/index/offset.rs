@@ -3,9 +3,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{index_slot_range_for, read_index_file, IndexBytes, IndexFile, IndexStorage, WARM_SECTION_BYTES};
+use super::{index_slot_range_for, read_index_file, IndexFile, IndexStorage, WARM_SECTION_BYTES};
 use crate::error::{Error, Result};
-use crate::format::index_entry::{round_down, OffsetEntry, OFFSET_ENTRY_SIZE};
+use crate::format::index_entry::{OffsetEntry, OFFSET_ENTRY_SIZE};
 use crate::io::{IndexArena, IoFile};
 
 const WARM_ENTRIES: usize = WARM_SECTION_BYTES / OFFSET_ENTRY_SIZE;
@@ -33,108 +33,12 @@ pub struct OffsetIndex {
     inner: IndexFile,
 }
 
+index_common!(OffsetIndex, OFFSET_ENTRY_SIZE);
+
 impl OffsetIndex {
-    /// A new, empty index whose file (if any) is preallocated to `max_index_bytes` rounded down
-    /// to 8, as Kafka does for an active segment.
-    pub fn create(base_offset: i64, max_index_bytes: u32, file: Option<Arc<dyn IoFile>>) -> Result<Self> {
-        let cap = round_down(max_index_bytes as u64, OFFSET_ENTRY_SIZE as u64);
-        let mut inner = IndexFile {
-            bytes: IndexBytes::Heap(Vec::new()),
-            entry_size: OFFSET_ENTRY_SIZE,
-            max_entries: (cap / OFFSET_ENTRY_SIZE as u64) as usize,
-            file,
-            flushed_entries: 0,
-            file_len: 0,
-        };
-        inner.resize_file(cap)?;
-        Ok(OffsetIndex { base_offset, inner })
-    }
-
-    /// An index from existing bytes (an index file's contents). As in Kafka, every whole entry
-    /// in the file counts (`entries = length / 8`): only a trimmed file gives the true count,
-    /// which is why indexes are trimmed at seal and close and rebuilt after a crash.
-    pub fn from_bytes(
-        base_offset: i64,
-        mut bytes: Vec<u8>,
-        max_index_bytes: u32,
-        file: Option<Arc<dyn IoFile>>,
-    ) -> Self {
-        let file_len = bytes.len() as u64;
-        bytes.truncate(round_down(bytes.len() as u64, OFFSET_ENTRY_SIZE as u64) as usize);
-        let inner = IndexFile::loaded(IndexBytes::Heap(bytes), OFFSET_ENTRY_SIZE, max_index_bytes, file_len, file);
-        OffsetIndex { base_offset, inner }
-    }
-
-    /// [`OffsetIndex::create`] with the entries in a growth slot of `arena` holding
-    /// `max_index_bytes`: appends never reallocate.
-    pub fn create_in(
-        arena: &IndexArena,
-        base_offset: i64,
-        max_index_bytes: u32,
-        file: Option<Arc<dyn IoFile>>,
-    ) -> Result<Self> {
-        let mut idx = OffsetIndex::create(base_offset, max_index_bytes, file)?;
-        idx.inner.reserve(arena);
-        Ok(idx)
-    }
-
-    /// Reads an index file whole into an exact-size packed slot of `arena` (the heap when
-    /// `arena` is `None`), as [`OffsetIndex::from_bytes`] of its contents. A file longer than
-    /// `limit` is refused.
-    pub fn load(
-        arena: Option<&IndexArena>,
-        base_offset: i64,
-        file: Arc<dyn IoFile>,
-        max_index_bytes: u32,
-        limit: u64,
-    ) -> Result<Self> {
-        let (bytes, file_len) = read_index_file(arena, &*file, OFFSET_ENTRY_SIZE, limit)?;
-        let inner = IndexFile::loaded(bytes, OFFSET_ENTRY_SIZE, max_index_bytes, file_len, Some(file));
-        Ok(OffsetIndex { base_offset, inner })
-    }
-
-    /// Moves the entries to an exact-size packed slot of `arena` (a sealed index).
-    pub fn pack(&mut self, arena: &IndexArena) {
-        self.inner.pack(arena)
-    }
-
-    /// Moves the entries to a growth slot of `arena` with room for [`OffsetIndex::max_entries`].
-    pub fn reserve(&mut self, arena: &IndexArena) {
-        self.inner.reserve(arena)
-    }
-
-    /// Makes the warm section (the last 8 KiB of entries) resident: after this, a lookup that
-    /// lands there does not page-fault.
-    pub fn prefault_warm(&self) {
-        self.inner.bytes.prefault_warm(OFFSET_ENTRY_SIZE)
-    }
-
-    /// Where the entries are held.
-    pub fn storage(&self) -> IndexStorage {
-        self.inner.bytes.storage()
-    }
-
-    /// Bytes of memory the entries hold (a slot's capacity, or the `Vec`'s).
-    pub fn memory_bytes(&self) -> usize {
-        self.inner.bytes.memory_bytes()
-    }
-
-    pub fn base_offset(&self) -> i64 {
-        self.base_offset
-    }
-    pub fn entries(&self) -> usize {
-        self.inner.entries()
-    }
-    pub fn max_entries(&self) -> usize {
-        self.inner.max_entries
-    }
     /// Kafka's `isFull`.
     pub fn is_full(&self) -> bool {
         self.entries() >= self.inner.max_entries
-    }
-    /// The raw bytes of the valid entries, in Kafka's file layout.
-    pub fn as_bytes(&self) -> &[u8] {
-        self.inner.bytes.as_slice()
     }
 
     /// Entry `slot`, made absolute.
@@ -224,11 +128,6 @@ impl OffsetIndex {
         self.inner.truncate_entries(keep)
     }
 
-    /// Removes every entry (Kafka's `reset`, used before a rebuild).
-    pub fn reset(&mut self) -> Result<()> {
-        self.inner.truncate_entries(0)
-    }
-
     /// Kafka's `sanityCheck`: the last offset must not be below the base and the file length
     /// must be a multiple of 8.
     pub fn sanity_check(&self) -> std::result::Result<(), String> {
@@ -243,32 +142,6 @@ impl OffsetIndex {
             ));
         }
         Ok(())
-    }
-
-    /// Writes pending entries to the file.
-    pub fn flush(&mut self) -> Result<()> {
-        self.inner.flush()
-    }
-    /// Trims the file to its entries (at seal and close).
-    pub fn trim_to_valid_size(&mut self) -> Result<()> {
-        self.inner.trim()
-    }
-    /// Sets the file length to `max_index_bytes` rounded down (preallocation for an active
-    /// segment) and raises the entry cap accordingly.
-    pub fn resize(&mut self, max_index_bytes: u32) -> Result<()> {
-        let cap = round_down(max_index_bytes as u64, OFFSET_ENTRY_SIZE as u64);
-        self.inner.max_entries = (cap / OFFSET_ENTRY_SIZE as u64) as usize;
-        self.inner.resize_file(cap.max((self.entries() * OFFSET_ENTRY_SIZE) as u64))
-    }
-    /// Replaces the backing file (after a rename).
-    pub fn set_file(&mut self, file: Option<Arc<dyn IoFile>>) {
-        if let Some(f) = &file {
-            self.inner.file_len = f.len().unwrap_or(self.inner.file_len);
-        }
-        self.inner.file = file;
-    }
-    pub fn file(&self) -> Option<&Arc<dyn IoFile>> {
-        self.inner.file.as_ref()
     }
 
     fn path_buf(&self) -> std::path::PathBuf {

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use super::{index_slot_range_for, read_index_file, IndexBytes, IndexFile, IndexStorage, WARM_SECTION_BYTES};
+use super::{index_slot_range_for, read_index_file, IndexFile, IndexStorage, WARM_SECTION_BYTES};
 use crate::error::{Error, Result};
 use crate::format::batch::NO_TIMESTAMP;
-use crate::format::index_entry::{round_down, TimeEntry, TIME_ENTRY_SIZE};
+use crate::format::index_entry::{TimeEntry, TIME_ENTRY_SIZE};
 use crate::io::{IndexArena, IoFile};
 
 const WARM_ENTRIES: usize = WARM_SECTION_BYTES / TIME_ENTRY_SIZE;
@@ -35,101 +35,12 @@ pub struct TimeIndex {
     inner: IndexFile,
 }
 
+index_common!(TimeIndex, TIME_ENTRY_SIZE);
+
 impl TimeIndex {
-    /// A new, empty index; its file (if any) is preallocated to `max_index_bytes` rounded down to
-    /// 12.
-    pub fn create(base_offset: i64, max_index_bytes: u32, file: Option<Arc<dyn IoFile>>) -> Result<Self> {
-        let cap = round_down(max_index_bytes as u64, TIME_ENTRY_SIZE as u64);
-        let mut inner = IndexFile {
-            bytes: IndexBytes::Heap(Vec::new()),
-            entry_size: TIME_ENTRY_SIZE,
-            max_entries: (cap / TIME_ENTRY_SIZE as u64) as usize,
-            file,
-            flushed_entries: 0,
-            file_len: 0,
-        };
-        inner.resize_file(cap)?;
-        Ok(TimeIndex { base_offset, inner })
-    }
-
-    /// An index from an existing file's contents; every whole 12-byte entry counts.
-    pub fn from_bytes(
-        base_offset: i64,
-        mut bytes: Vec<u8>,
-        max_index_bytes: u32,
-        file: Option<Arc<dyn IoFile>>,
-    ) -> Self {
-        let file_len = bytes.len() as u64;
-        bytes.truncate(round_down(bytes.len() as u64, TIME_ENTRY_SIZE as u64) as usize);
-        let inner = IndexFile::loaded(IndexBytes::Heap(bytes), TIME_ENTRY_SIZE, max_index_bytes, file_len, file);
-        TimeIndex { base_offset, inner }
-    }
-
-    /// [`TimeIndex::create`] with the entries in a growth slot of `arena` holding
-    /// `max_index_bytes`.
-    pub fn create_in(
-        arena: &IndexArena,
-        base_offset: i64,
-        max_index_bytes: u32,
-        file: Option<Arc<dyn IoFile>>,
-    ) -> Result<Self> {
-        let mut idx = TimeIndex::create(base_offset, max_index_bytes, file)?;
-        idx.inner.reserve(arena);
-        Ok(idx)
-    }
-
-    /// Reads a time index file whole into an exact-size packed slot of `arena` (the heap when
-    /// `arena` is `None`). A file longer than `limit` is refused.
-    pub fn load(
-        arena: Option<&IndexArena>,
-        base_offset: i64,
-        file: Arc<dyn IoFile>,
-        max_index_bytes: u32,
-        limit: u64,
-    ) -> Result<Self> {
-        let (bytes, file_len) = read_index_file(arena, &*file, TIME_ENTRY_SIZE, limit)?;
-        let inner = IndexFile::loaded(bytes, TIME_ENTRY_SIZE, max_index_bytes, file_len, Some(file));
-        Ok(TimeIndex { base_offset, inner })
-    }
-
-    /// Moves the entries to an exact-size packed slot of `arena` (a sealed index).
-    pub fn pack(&mut self, arena: &IndexArena) {
-        self.inner.pack(arena)
-    }
-
-    /// Moves the entries to a growth slot of `arena` with room for [`TimeIndex::max_entries`].
-    pub fn reserve(&mut self, arena: &IndexArena) {
-        self.inner.reserve(arena)
-    }
-
-    /// Makes the warm section (the last 8 KiB of entries) resident.
-    pub fn prefault_warm(&self) {
-        self.inner.bytes.prefault_warm(TIME_ENTRY_SIZE)
-    }
-
-    pub fn storage(&self) -> IndexStorage {
-        self.inner.bytes.storage()
-    }
-
-    pub fn memory_bytes(&self) -> usize {
-        self.inner.bytes.memory_bytes()
-    }
-
-    pub fn base_offset(&self) -> i64 {
-        self.base_offset
-    }
-    pub fn entries(&self) -> usize {
-        self.inner.entries()
-    }
-    pub fn max_entries(&self) -> usize {
-        self.inner.max_entries
-    }
     /// Kafka's `isFull`: the last slot is reserved for the entry written at roll.
     pub fn is_full(&self) -> bool {
         self.entries() + 1 >= self.inner.max_entries
-    }
-    pub fn as_bytes(&self) -> &[u8] {
-        self.inner.bytes.as_slice()
     }
 
     #[inline]
@@ -204,10 +115,6 @@ impl TimeIndex {
         self.inner.truncate_entries(keep)
     }
 
-    pub fn reset(&mut self) -> Result<()> {
-        self.inner.truncate_entries(0)
-    }
-
     /// Kafka's `sanityCheck`.
     pub fn sanity_check(&self) -> std::result::Result<(), String> {
         if !self.inner.file_len.is_multiple_of(TIME_ENTRY_SIZE as u64) {
@@ -224,27 +131,6 @@ impl TimeIndex {
             }
         }
         Ok(())
-    }
-
-    pub fn flush(&mut self) -> Result<()> {
-        self.inner.flush()
-    }
-    pub fn trim_to_valid_size(&mut self) -> Result<()> {
-        self.inner.trim()
-    }
-    pub fn resize(&mut self, max_index_bytes: u32) -> Result<()> {
-        let cap = round_down(max_index_bytes as u64, TIME_ENTRY_SIZE as u64);
-        self.inner.max_entries = (cap / TIME_ENTRY_SIZE as u64) as usize;
-        self.inner.resize_file(cap.max((self.entries() * TIME_ENTRY_SIZE) as u64))
-    }
-    pub fn set_file(&mut self, file: Option<Arc<dyn IoFile>>) {
-        if let Some(f) = &file {
-            self.inner.file_len = f.len().unwrap_or(self.inner.file_len);
-        }
-        self.inner.file = file;
-    }
-    pub fn file(&self) -> Option<&Arc<dyn IoFile>> {
-        self.inner.file.as_ref()
     }
 
     fn err(&self, detail: String) -> Error {
