@@ -552,6 +552,20 @@ pub struct UringFile {
 }
 
 impl UringFile {
+    /// Writes all of `buf` at `pos` with `rw_flags` (0 or RWF_DSYNC); for an O_DIRECT file the
+    /// offset, length and address must be aligned.
+    fn write_with_flags(&self, buf: &[u8], pos: u64, rw_flags: i32, op: &'static str) -> Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(a) = self.direct {
+            check_direct_write(a, pos, buf.len(), buf.as_ptr() as usize)
+                .map_err(|e| Error::io("write", &self.path, e))?;
+        }
+        let fd = self.fd();
+        self.ring(op, |ring| write_full(ring, fd, buf, pos, rw_flags))
+    }
+
     fn ring<R>(&self, op: &'static str, f: impl FnOnce(&mut Ring) -> io::Result<R>) -> Result<R> {
         match with_thread_ring(f) {
             Ok(r) => r.map_err(|e| Error::io(op, &self.path, e)),
@@ -622,27 +636,11 @@ impl IoFile for UringFile {
     }
 
     fn write_all_at(&self, buf: &[u8], pos: u64) -> Result<()> {
-        if buf.is_empty() {
-            return Ok(());
-        }
-        if let Some(a) = self.direct {
-            check_direct_write(a, pos, buf.len(), buf.as_ptr() as usize)
-                .map_err(|e| Error::io("write", &self.path, e))?;
-        }
-        let fd = self.fd();
-        self.ring("write", |ring| write_full(ring, fd, buf, pos, 0))
+        self.write_with_flags(buf, pos, 0, "write")
     }
 
     fn write_all_at_dsync(&self, buf: &[u8], pos: u64) -> Result<()> {
-        if buf.is_empty() {
-            return Ok(());
-        }
-        if let Some(a) = self.direct {
-            check_direct_write(a, pos, buf.len(), buf.as_ptr() as usize)
-                .map_err(|e| Error::io("write", &self.path, e))?;
-        }
-        let fd = self.fd();
-        self.ring("write RWF_DSYNC", |ring| write_full(ring, fd, buf, pos, libc::RWF_DSYNC))
+        self.write_with_flags(buf, pos, libc::RWF_DSYNC, "write RWF_DSYNC")
     }
 
     fn sync_data(&self) -> Result<()> {
