@@ -17,13 +17,14 @@ use crate::fio::{self, FioResult};
 use crate::pct::{median, Hist};
 use crate::workload::interval::IntervalPoint;
 use crate::workload::mixed::MixedParams;
+use crate::workload::open::OpenParams;
 use crate::workload::produce::{ProduceParams, Produced};
-use crate::workload::{consume, interval, mixed, produce, recovery, DiskRef, RunReport, Setup};
+use crate::workload::{consume, interval, mixed, open, produce, recovery, DiskRef, RunReport, Setup};
 use crate::{refs, svg};
 
 /// Every workload, in the order they run.
 pub const WORKLOADS: &[&str] =
-    &["produce", "tail", "lookup", "lag", "seek", "time", "mixed", "recovery", "durable", "refs", "interval"];
+    &["produce", "tail", "lookup", "lag", "seek", "time", "mixed", "recovery", "open", "durable", "refs", "interval"];
 
 /// How much to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -44,7 +45,7 @@ pub struct Args {
     #[arg(long, default_value = "/var/tmp/seglog-bench")]
     pub dir: PathBuf,
     /// Workloads to run (default all): produce, tail, lookup, lag, seek, time, mixed, recovery,
-    /// durable, refs, interval.
+    /// open, durable, refs, interval.
     #[arg(long, value_delimiter = ',')]
     pub workloads: Option<Vec<String>>,
     /// I/O modes (default: direct,buffered for quick; direct,buffered,sync for full).
@@ -91,6 +92,13 @@ pub struct Args {
     /// Repetitions (medians reported).
     #[arg(long)]
     pub reps: Option<usize>,
+    /// Segments of the clean-open workload (default 1,000 for quick, 10,000 for full), 100 per
+    /// partition.
+    #[arg(long)]
+    pub open_segments: Option<usize>,
+    /// Timed clean opens per repetition and mode (default 3 for quick, 2 for full).
+    #[arg(long)]
+    pub open_reps: Option<usize>,
     /// Do not preallocate segments (fio preallocates its file, so the default does too).
     #[arg(long)]
     pub no_preallocate: bool,
@@ -131,6 +139,9 @@ pub struct Plan {
     pub interval_batch_bytes: usize,
     pub interval_log_bytes: u64,
     pub interval_lookups: u64,
+    /// The clean-open workload's directory and its timed opens per repetition and mode.
+    pub open: OpenParams,
+    pub open_reps: usize,
     pub fio: bool,
     pub setup: Setup,
 }
@@ -173,6 +184,8 @@ impl Plan {
             interval_batch_bytes: 1024,
             interval_log_bytes: pick(4 << 20, 32 << 20),
             interval_lookups: pick(10_000, 100_000),
+            open: OpenParams::for_segments(a.open_segments.unwrap_or(pick(1000, 10_000) as usize), 1024),
+            open_reps: a.open_reps.unwrap_or(pick(3, 2) as usize).max(1),
             fio: !a.no_fio,
             setup: Setup {
                 mode: IoMode::Direct,
@@ -411,6 +424,24 @@ fn targets(s: &[Summary], runs: &[RunReport], plan: &Plan) -> Vec<Target> {
             met: Some(p.p50_us * 1000.0 < 200.0),
         });
     }
+    for p in s.iter().filter(|x| x.workload == "recovery" && x.system == "seglog") {
+        out.push(Target {
+            name: format!("crash recovery ({}, cold): .log MB revalidated per second", p.mode),
+            target: ">= 80% of fio seq read of the same .log files (bs=1m qd=1)".into(),
+            measured: format!("{:.0} MB/s ({:.0}% of fio)", p.mb_per_s, 100.0 * p.ratio_to_disk.unwrap_or(0.0)),
+            disk: format!("{:.0} MB/s [{}]", p.disk_mb_per_s, p.disk_job),
+            met: p.ratio_to_disk.map(|r| r >= 0.8),
+        });
+    }
+    for p in s.iter().filter(|x| x.workload == "open" && x.system == "seglog") {
+        out.push(Target {
+            name: format!("clean open of {} segments ({})", plan.open.segments(), p.mode),
+            target: "measured (no target set)".into(),
+            measured: format!("{:.2} s median, {:.0} segments/s", p.p50_us / 1e6, p.records_per_s),
+            disk: "page cache of every file dropped".into(),
+            met: None,
+        });
+    }
     if let Some(p) = find(s, "lag", "seglog", "direct") {
         out.push(Target {
             name: "catch-up read of sealed segments (direct)".into(),
@@ -473,6 +504,102 @@ fn ref_ratios(s: &[Summary]) -> Vec<RefRatio> {
     out
 }
 
+/// Crash recovery of one mode: medians over the repetitions.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct RecoverySummary {
+    pub mode: String,
+    pub reps: usize,
+    /// `.log` bytes revalidated per run.
+    pub log_bytes: u64,
+    pub segments: u64,
+    /// Engine open plus partition opens, every segment revalidated.
+    pub seconds: f64,
+    /// `.log` bytes revalidated / seconds.
+    pub mb_per_s: f64,
+    /// fio's sequential read of the same `.log` files, right after.
+    pub disk_job: String,
+    pub disk_mb_per_s: f64,
+    /// Median of the per-repetition ratios.
+    pub ratio_to_disk: Option<f64>,
+    /// I/O operations (reads and the index writes) per MB revalidated.
+    pub ios_per_mb: f64,
+    /// Bytes per recovery read (`SEGLOG_RECOVERY_READ_BYTES` overrides it).
+    pub read_window_bytes: usize,
+}
+
+fn recovery_summaries(runs: &[RunReport], summary: &[Summary]) -> Vec<RecoverySummary> {
+    summary
+        .iter()
+        .filter(|x| x.workload == "recovery" && x.system == "seglog")
+        .map(|x| {
+            let g: Vec<&RunReport> =
+                runs.iter().filter(|r| r.workload == "recovery" && r.system == "seglog" && r.mode == x.mode).collect();
+            let m = |f: &dyn Fn(&RunReport) -> f64| median(&g.iter().map(|r| f(r)).collect::<Vec<_>>());
+            RecoverySummary {
+                mode: x.mode.clone(),
+                reps: g.len(),
+                log_bytes: m(&|r| r.bytes as f64) as u64,
+                segments: m(&|r| r.ops as f64) as u64,
+                seconds: m(&|r| r.seconds),
+                mb_per_s: x.mb_per_s,
+                disk_job: x.disk_job.clone(),
+                disk_mb_per_s: x.disk_mb_per_s,
+                ratio_to_disk: x.ratio_to_disk,
+                ios_per_mb: m(&recovery::ios_per_mb),
+                read_window_bytes: seglog::segment::recovery_read_bytes(),
+            }
+        })
+        .collect()
+}
+
+/// Clean open of one mode: medians over every timed open.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct OpenSummary {
+    pub mode: String,
+    pub partitions: usize,
+    pub segments: usize,
+    /// Timed opens (repetitions x open reps).
+    pub opens: usize,
+    pub median_seconds: f64,
+    pub min_seconds: f64,
+    pub max_seconds: f64,
+    /// Segments / median seconds.
+    pub segments_per_s: f64,
+    /// Writing the directory (once per benchmark, not timed against anything).
+    pub write_seconds: f64,
+}
+
+fn open_summaries(runs: &[RunReport], plan: &Plan, write_seconds: f64) -> Vec<OpenSummary> {
+    let mut modes: Vec<String> = Vec::new();
+    for r in runs.iter().filter(|r| r.workload == "open" && r.system == "seglog") {
+        if !modes.contains(&r.mode) {
+            modes.push(r.mode.clone());
+        }
+    }
+    modes
+        .into_iter()
+        .map(|mode| {
+            let t: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.workload == "open" && r.system == "seglog" && r.mode == mode)
+                .map(|r| r.seconds)
+                .collect();
+            let med = median(&t);
+            OpenSummary {
+                mode,
+                partitions: plan.open.partitions,
+                segments: plan.open.segments(),
+                opens: t.len(),
+                median_seconds: med,
+                min_seconds: t.iter().copied().fold(f64::INFINITY, f64::min),
+                max_seconds: t.iter().copied().fold(0.0, f64::max),
+                segments_per_s: plan.open.segments() as f64 / med.max(1e-9),
+                write_seconds,
+            }
+        })
+        .collect()
+}
+
 /// Everything a run produced (the `--json` document).
 #[derive(Debug, serde::Serialize)]
 pub struct Results {
@@ -482,6 +609,10 @@ pub struct Results {
     pub targets: Vec<Target>,
     pub references: Vec<RefRatio>,
     pub intervals: Vec<IntervalPoint>,
+    /// Crash recovery against fio's sequential read of the same files, per mode (medians).
+    pub recovery: Vec<RecoverySummary>,
+    /// Clean open of many segments, per mode (medians).
+    pub open: Vec<OpenSummary>,
     pub runs: Vec<RunReport>,
     pub skipped: Vec<String>,
     /// Wall time of each step (seglog runs and the fio runs beside them), in order.
@@ -593,20 +724,21 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
             }
         };
     let modes = plan.modes();
-    let per_mode = ["produce", "tail", "lookup", "lag", "seek", "time", "mixed", "recovery", "durable"]
+    let per_mode = ["produce", "tail", "lookup", "lag", "seek", "time", "mixed", "recovery", "open", "durable"]
         .iter()
         .filter(|w| plan.runs(w))
         .count() as u64;
     let per_mode = per_mode + if plan.runs("produce") { plan.sweep_windows.len() as u64 } else { 0 };
     let steps = plan.reps as u64 * (modes.len() as u64 * per_mode + plan.runs("refs") as u64 * 2)
         + plan.runs("interval") as u64
+        + plan.runs("open") as u64
         + 1;
     let bars = Bars::new(steps);
     let mut runs: Vec<RunReport> = Vec::new();
     let mut intervals = Vec::new();
 
-    // fio's read file: as large as the largest catch-up read.
-    let read_file = if use_fio {
+    // fio's read file: as large as the largest catch-up read (recovery reads its own files).
+    let read_file = if use_fio && (plan.runs("lag") || plan.runs("seek")) {
         bars.step("fio: laying out the read file".into());
         let rf = ReadFile { path: a.dir.join("fio-read.dat"), size: plan.produce_bytes.max(64 << 20) };
         let mut args = vec![
@@ -632,6 +764,18 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
     let fio_read = |rw: &str, bs: u64, size: u64, runtime: u32| -> Option<FioResult> {
         let rf = read_file.as_ref()?;
         fio::read_file(&rf.path, rw, bs, 1, size.min(rf.size).max(bs), runtime).ok()
+    };
+
+    // The clean-open directory: written once, opened cleanly in every repetition and mode.
+    let mut open_written = open::Written::default();
+    let open_dir = if plan.runs("open") {
+        bars.step(format!("open: writing {} segments", plan.open.segments()));
+        let d = tempfile::tempdir_in(&a.dir)?;
+        open_written = open::write(d.path(), &plan.open, &plan.setup)?;
+        bars.done();
+        Some(d)
+    } else {
+        None
     };
 
     for rep in 0..plan.reps {
@@ -736,14 +880,24 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
                 bars.step(format!("{tag}: crash and recovery"));
                 let mut r = recovery::run(dir.path(), &setup)?;
                 if use_fio {
-                    if let Some(f) = fio_read("read", 1 << 20, r.bytes, 0) {
-                        r.disk = Some(disk("seq read O_DIRECT bs=1m qd=1".into(), &f, false));
+                    // The disk's sequential read of the very files just revalidated.
+                    bars.step(format!("{tag}: fio seq read of the recovered .log files"));
+                    match recovery::disk_read(dir.path(), mode) {
+                        Ok((f, job)) => r.disk = Some(disk(job, &f, false)),
+                        Err(e) => warn(&mut skipped, format!("fio seq read of the .log files: {e}")),
                     }
                 }
                 runs.push(r);
                 bars.done();
             }
             drop(dir);
+            if let Some(d) = &open_dir {
+                bars.step(format!("{tag}: clean open of {} segments", plan.open.segments()));
+                for _ in 0..plan.open_reps {
+                    runs.push(open::run(d.path(), &plan.open, &plan.setup, mode)?);
+                }
+                bars.done();
+            }
             if plan.runs("durable") {
                 bars.step(format!("{tag}: durable appends"));
                 let setup = Setup { durability: Durability::EveryBatch, ..setup.clone() };
@@ -847,6 +1001,9 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
     let summary = summarize(&runs);
     let targets = targets(&summary, &runs, &plan);
     let references = ref_ratios(&summary);
+    let recovery = recovery_summaries(&runs, &summary);
+    let open = open_summaries(&runs, &plan, open_written.seconds);
+    drop(open_dir);
     let results = Results {
         machine,
         plan,
@@ -854,6 +1011,8 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
         targets,
         references,
         intervals,
+        recovery,
+        open,
         runs,
         skipped,
         steps: bars.steps.take(),
@@ -1000,6 +1159,32 @@ pub fn render(r: &Results) -> String {
                 num(x.seglog),
                 num(x.other),
                 x.ratio
+            );
+        }
+    }
+    if !r.recovery.is_empty() || !r.open.is_empty() {
+        let _ = writeln!(s, "\nrecovery and open (medians):");
+        for x in &r.recovery {
+            let _ = writeln!(
+                s,
+                "  recovery {:<9} {} MB in {} segments: {:.2} s, {:.0} MB/s vs fio {:.0} MB/s = {}; {:.1} I/Os per MB ({} KiB reads) [{}]",
+                x.mode,
+                x.log_bytes / 1_000_000,
+                x.segments,
+                x.seconds,
+                x.mb_per_s,
+                x.disk_mb_per_s,
+                opt_pct(x.ratio_to_disk),
+                x.ios_per_mb,
+                x.read_window_bytes / 1024,
+                x.disk_job
+            );
+        }
+        for x in &r.open {
+            let _ = writeln!(
+                s,
+                "  clean open {:<7} {} segments in {} partitions: {:.3} s (min {:.3}, max {:.3}, {} opens), {:.0} segments/s",
+                x.mode, x.segments, x.partitions, x.median_seconds, x.min_seconds, x.max_seconds, x.opens, x.segments_per_s
             );
         }
     }

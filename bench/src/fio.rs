@@ -154,6 +154,32 @@ pub fn read_file(file: &Path, rw: &str, bs: u64, iodepth: u32, size: u64, runtim
     run(&args)
 }
 
+/// Sequential reads of existing files, one after the other (`--file_service_type=sequential`),
+/// in `bs`-byte blocks at queue depth 1 with io_uring: O_DIRECT (`direct`) or through the page
+/// cache, which fio drops for the files first (`--invalidate=1`). The recovery workload reads the
+/// very `.log` files seglog just revalidated. fio reads whole blocks only: the last partial block
+/// of each file (under `bs`) is left out, which does not change the rate.
+pub fn seq_read_files(files: &[std::path::PathBuf], bs: u64, direct: bool) -> Result<FioResult, String> {
+    if files.is_empty() {
+        return Err("no files to read".into());
+    }
+    // fio separates file names with ':'; a ':' inside a name is escaped.
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string().replace(':', "\\:")).collect();
+    let args = vec![
+        "--name=seq-read-files".to_string(),
+        format!("--filename={}", names.join(":")),
+        "--rw=read".into(),
+        format!("--bs={bs}"),
+        "--iodepth=1".into(),
+        format!("--direct={}", direct as u8),
+        "--invalidate=1".into(),
+        "--file_service_type=sequential".into(),
+        "--ioengine=io_uring".into(),
+        "--output-format=json".into(),
+    ];
+    run(&args)
+}
+
 /// Reads the first job's figures from fio's JSON output.
 pub fn parse(json: &[u8]) -> Result<FioResult, String> {
     // fio may print notes before the JSON document.

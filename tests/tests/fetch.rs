@@ -65,7 +65,7 @@ fn expected_read(candidates: &[&Stored], max_bytes: u32, min_one: bool) -> Vec<u
 }
 
 fn read(log: &Log, offset: i64, max_bytes: u32, upper: Option<i64>, min_one: bool) -> Vec<u8> {
-    log.read(offset, max_bytes, upper, min_one).unwrap().records
+    log.read(offset, max_bytes, upper, min_one).unwrap().records.into_vec()
 }
 
 #[test]

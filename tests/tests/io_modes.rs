@@ -46,7 +46,7 @@ fn write_and_read(mode: IoMode, refuse: bool) -> (IoMode, Option<String>, Vec<Ve
             off = h.next_offset();
             pos += h.size_in_bytes() as usize;
         }
-        got.push(f.records);
+        got.push(f.records.into_vec());
     }
     engine.shutdown().unwrap();
     // The files on disk, byte for byte (sorted by name).

@@ -51,7 +51,7 @@ fn observable(log: &Log) -> Observable {
     let indexes =
         log.segments().map(|s| (s.offset_index().as_bytes().to_vec(), s.time_index().as_bytes().to_vec())).collect();
     let fetches = (log.log_start_offset()..log.log_end_offset())
-        .map(|o| log.read(o, 1_000, None, true).unwrap().records)
+        .map(|o| log.read(o, 1_000, None, true).unwrap().records.into_vec())
         .collect();
     (log.log_start_offset(), log.log_end_offset(), log.segment_infos(), indexes, fetches)
 }

@@ -77,7 +77,7 @@ enum Command {
     /// through the engine, each beside fio on the same disk and the reference designs (Kafka's
     /// page cache + mmap index, the commitlog crate); `--profile quick` runs in under a minute.
     #[command(after_help = EXIT_CODES)]
-    Bench(bench::Args),
+    Bench(Box<bench::Args>),
 }
 
 fn main() -> ExitCode {
@@ -91,7 +91,7 @@ fn main() -> ExitCode {
         Command::RebuildIndex(a) => rebuild_index::run(a),
         Command::Capacity(a) => capacity::run(a),
         Command::Recover(a) => recover::run(a),
-        Command::Bench(a) => bench::run(a),
+        Command::Bench(a) => bench::run(*a),
     };
     match r {
         Ok(code) => code,

@@ -51,6 +51,24 @@ impl OffsetIndex {
         }
     }
 
+    /// Entry `slot`, made absolute with checked arithmetic: `Err` says why the entry cannot be
+    /// one of this segment's (a negative relative offset, or one that overflows `i64` added to a
+    /// base near `i64::MAX`). [`OffsetIndex::entry`] saturates instead; the sanity checks use this
+    /// so that a damaged index is refused, never trusted with a saturated offset.
+    pub fn checked_entry(&self, slot: usize) -> std::result::Result<OffsetPosition, String> {
+        let e = OffsetEntry::decode(self.inner.bytes.as_slice(), slot);
+        if e.relative_offset < 0 {
+            return Err(format!("entry {slot} has a negative relative offset ({})", e.relative_offset));
+        }
+        match self.base_offset.checked_add(e.relative_offset as i64) {
+            Some(offset) => Ok(OffsetPosition { offset, position: e.position as u32 }),
+            None => Err(format!(
+                "entry {slot}: relative offset {} overflows added to the base offset {}",
+                e.relative_offset, self.base_offset
+            )),
+        }
+    }
+
     /// The last entry, or `(base_offset, 0)` when empty.
     pub fn last_entry(&self) -> OffsetPosition {
         match self.entries() {
@@ -61,8 +79,7 @@ impl OffsetIndex {
 
     /// Kafka's `canAppendOffset`: the offset must fit in a relative i32.
     pub fn can_append_offset(&self, offset: i64) -> bool {
-        let rel = offset - self.base_offset;
-        (0..=i32::MAX as i64).contains(&rel)
+        offset.checked_sub(self.base_offset).is_some_and(|rel| (0..=i32::MAX as i64).contains(&rel))
     }
 
     /// Appends `(offset, position)`. Kafka's rule: the index must not be full and the offset must
@@ -129,17 +146,16 @@ impl OffsetIndex {
     }
 
     /// Kafka's `sanityCheck`: the last offset must not be below the base and the file length
-    /// must be a multiple of 8.
+    /// must be a multiple of 8; besides, the last offset must not overflow `i64`.
     pub fn sanity_check(&self) -> std::result::Result<(), String> {
         if !self.inner.file_len.is_multiple_of(OFFSET_ENTRY_SIZE as u64) {
             return Err(format!("index file size {} is not a multiple of {OFFSET_ENTRY_SIZE}", self.inner.file_len));
         }
-        if self.entries() > 0 && self.last_entry().offset < self.base_offset {
-            return Err(format!(
-                "last offset {} is below the base offset {}",
-                self.last_entry().offset,
-                self.base_offset
-            ));
+        if let Some(n) = self.entries().checked_sub(1) {
+            let last = self.checked_entry(n)?;
+            if last.offset < self.base_offset {
+                return Err(format!("last offset {} is below the base offset {}", last.offset, self.base_offset));
+            }
         }
         Ok(())
     }

@@ -49,6 +49,23 @@ impl TimeIndex {
         TimestampOffset { timestamp: e.timestamp, offset: self.base_offset.saturating_add(e.relative_offset as i64) }
     }
 
+    /// Entry `slot`, made absolute with checked arithmetic: `Err` says why the entry cannot be
+    /// one of this segment's (a negative relative offset, or one that overflows `i64` added to a
+    /// base near `i64::MAX`). [`TimeIndex::entry`] saturates instead.
+    pub fn checked_entry(&self, slot: usize) -> std::result::Result<TimestampOffset, String> {
+        let e = TimeEntry::decode(self.inner.bytes.as_slice(), slot);
+        if e.relative_offset < 0 {
+            return Err(format!("entry {slot} has a negative relative offset ({})", e.relative_offset));
+        }
+        match self.base_offset.checked_add(e.relative_offset as i64) {
+            Some(offset) => Ok(TimestampOffset { timestamp: e.timestamp, offset }),
+            None => Err(format!(
+                "entry {slot}: relative offset {} overflows added to the base offset {}",
+                e.relative_offset, self.base_offset
+            )),
+        }
+    }
+
     /// The last entry, or `(-1, base_offset)` when empty.
     pub fn last_entry(&self) -> TimestampOffset {
         match self.entries() {
@@ -76,10 +93,9 @@ impl TimeIndex {
             if self.entries() >= self.inner.max_entries {
                 return Err(self.err(format!("time index has no room for ({timestamp}, {offset})")));
             }
-            let rel = offset - self.base_offset;
-            if !(0..=i32::MAX as i64).contains(&rel) {
+            let Some(rel) = offset.checked_sub(self.base_offset).filter(|r| (0..=i32::MAX as i64).contains(r)) else {
                 return Err(self.err(format!("offset {offset} does not fit relative to {}", self.base_offset)));
-            }
+            };
             let e = TimeEntry { timestamp, relative_offset: rel as i32 };
             self.inner.bytes.extend(&e.encode());
         }
@@ -115,14 +131,14 @@ impl TimeIndex {
         self.inner.truncate_entries(keep)
     }
 
-    /// Kafka's `sanityCheck`.
+    /// Kafka's `sanityCheck`; besides, the first and last offsets must not overflow `i64`.
     pub fn sanity_check(&self) -> std::result::Result<(), String> {
         if !self.inner.file_len.is_multiple_of(TIME_ENTRY_SIZE as u64) {
             return Err(format!("time index file size {} is not a multiple of {TIME_ENTRY_SIZE}", self.inner.file_len));
         }
-        if self.entries() > 0 {
-            let first = self.entry(0);
-            let last = self.last_entry();
+        if let Some(n) = self.entries().checked_sub(1) {
+            let first = self.checked_entry(0)?;
+            let last = self.checked_entry(n)?;
             if last.timestamp < first.timestamp {
                 return Err(format!("last timestamp {} is below the first {}", last.timestamp, first.timestamp));
             }

@@ -15,6 +15,7 @@ pub mod eventfd;
 pub mod file_cache;
 pub mod pool;
 pub mod probe;
+pub mod readahead;
 pub mod select;
 pub mod sendfile;
 pub mod shutdown;

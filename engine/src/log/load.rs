@@ -127,12 +127,17 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
         tail_cache_bytes,
     };
 
+    // Each segment's offsets must stay below the next segment's base offset.
+    let next_bases: BTreeMap<i64, Option<i64>> =
+        logs.keys().zip(logs.keys().skip(1).map(|&b| Some(b)).chain([None])).map(|(&b, n)| (b, n)).collect();
+    let next_base = |base: i64| next_bases.get(&base).copied().flatten();
+
     // Pass 2: open every segment; rebuild missing indexes.
     let mut segments: BTreeMap<i64, Segment> = BTreeMap::new();
     for &base in logs.keys() {
         let (mut seg, missing_index) = Segment::open_lazy(storage.clone(), dir, base, settings)?;
         if missing_index {
-            let r = seg.recover()?;
+            let r = seg.recover_bounded(next_base(base))?;
             report.indexes_rebuilt += 1;
             note_truncation(&mut report, &seg, &r);
         }
@@ -144,8 +149,9 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
     match recovery {
         Recovery::Clean => {
             for seg in segments.values_mut() {
-                if seg.sanity_check().is_err() {
-                    let r = seg.recover()?;
+                let next = next_base(seg.base_offset());
+                if seg.sanity_check_bounded(next).is_err() {
+                    let r = seg.recover_bounded(next)?;
                     report.indexes_rebuilt += 1;
                     note_truncation(&mut report, seg, &r);
                 }
@@ -155,17 +161,20 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
             // Segments holding offsets >= rp: the floor segment of rp and everything after.
             let start = segments.range(..=rp).next_back().map(|(b, _)| *b).unwrap_or(i64::MIN);
             // Below the recovery point the data was flushed; still, indexes that fail the sanity
-            // check are rebuilt rather than trusted (Kafka checks nothing there).
+            // check are rebuilt rather than trusted (Kafka checks nothing there), and a last batch
+            // reaching the next segment's base is cut (that segment only: later ones were flushed).
             for seg in segments.range_mut(..start).map(|(_, s)| s) {
-                if seg.sanity_check().is_err() {
-                    let r = seg.recover()?;
+                let next = next_base(seg.base_offset());
+                if seg.sanity_check_bounded(next).is_err() {
+                    let r = seg.recover_bounded(next)?;
                     report.indexes_rebuilt += 1;
                     note_truncation(&mut report, seg, &r);
                 }
             }
             let bases: Vec<i64> = segments.range(start..).map(|(b, _)| *b).collect();
             let mut todo: Vec<Segment> = bases.iter().map(|b| segments.remove(b).expect("listed")).collect();
-            let results = recover_segments(&mut todo, recovery_threads, progress.as_ref().map(|p| &*p.0));
+            let bounds: Vec<Option<i64>> = bases.iter().map(|&b| next_base(b)).collect();
+            let results = recover_segments(&mut todo, &bounds, recovery_threads, progress.as_ref().map(|p| &*p.0));
             let mut truncated_at: Option<usize> = None;
             for (i, (seg, r)) in todo.iter().zip(results).enumerate() {
                 let r = r?;
@@ -295,9 +304,11 @@ pub struct RecoveryProgress {
 }
 
 /// Recovers `segs` with up to `threads` threads (each segment's revalidation and index rebuild is
-/// independent of the others'), returning each segment's result in order.
+/// independent of the others'), each bounded by the next segment's base offset in `next_bases`
+/// (parallel to `segs`), returning each segment's result in order.
 fn recover_segments(
     segs: &mut [Segment],
+    next_bases: &[Option<i64>],
     threads: usize,
     progress: Option<&(dyn Fn(RecoveryProgress) + Send + Sync)>,
 ) -> Vec<Result<crate::segment::RecoveryResult>> {
@@ -317,9 +328,10 @@ fn recover_segments(
     if threads == 1 {
         return segs
             .iter_mut()
-            .map(|s| {
+            .zip(next_bases)
+            .map(|(s, &next)| {
                 let bytes = s.log_file().len().unwrap_or(0);
-                let r = s.recover();
+                let r = s.recover_bounded(next);
                 report(bytes);
                 r
             })
@@ -335,7 +347,7 @@ fn recover_segments(
                 let Some(slot) = slots.get(i) else { break };
                 let mut g = slot.lock().unwrap_or_else(|p| p.into_inner());
                 let bytes = g.0.log_file().len().unwrap_or(0);
-                let r = g.0.recover();
+                let r = g.0.recover_bounded(next_bases.get(i).copied().flatten());
                 g.1 = Some(r);
                 drop(g);
                 report(bytes);

@@ -10,6 +10,7 @@ mod maintenance;
 mod read;
 mod validate;
 
+pub use crate::segment::FetchBytes;
 pub use load::{LoadReport, Recovery, RecoveryProgress};
 pub use maintenance::RetentionReport;
 pub use read::{FetchData, FileRange, ListOffset};

@@ -3,7 +3,7 @@
 
 use super::Log;
 use crate::error::{Error, Result};
-use crate::segment::TimestampAndOffset;
+use crate::segment::{FetchBytes, Segment, TimestampAndOffset};
 
 /// Kafka's special `ListOffsets` timestamps, and a plain timestamp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,8 +49,9 @@ pub struct FileRange {
 /// The result of a fetch: whole batches, and the offsets a consumer needs beside them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FetchData {
-    /// Whole batches, back to back, exactly as stored.
-    pub records: Vec<u8>,
+    /// Whole batches, back to back, exactly as stored: usually a view of the aligned buffer
+    /// they were read into (no copy); it dereferences to `[u8]`.
+    pub records: FetchBytes,
     /// The base offset of the segment read and the byte position of the first batch returned.
     pub segment_base_offset: i64,
     pub position: u32,
@@ -91,13 +92,14 @@ impl Log {
             out.position = self.active_segment().size();
             return Ok(out);
         }
-        // Where the upper bound sits: the start of the batch holding it.
-        let (upper_base, upper_pos) = self.position_of(upper)?;
+        // Where the upper bound sits: the start of the batch holding it (found only when the
+        // read reaches that segment; a consumer below it needs no lookup for it).
+        let upper_base = self.segment_of(upper)?;
         for seg in self.segments_from(start_offset) {
             if seg.base_offset() > upper_base {
                 break;
             }
-            let max_position = if seg.base_offset() == upper_base { upper_pos } else { seg.size() };
+            let max_position = if seg.base_offset() == upper_base { self.position_in(seg, upper)? } else { seg.size() };
             if let Some(r) = seg.read(start_offset, max_bytes, max_position, min_one)? {
                 out.records = r.bytes;
                 out.segment_base_offset = seg.base_offset();
@@ -131,14 +133,14 @@ impl Log {
         if start_offset >= upper {
             return Ok(None);
         }
-        let (upper_base, upper_pos) = self.position_of(upper)?;
+        let upper_base = self.segment_of(upper)?;
         let active_base = self.active_segment().base_offset();
         let unwritten_from = self.active_segment().size() as u64 - self.active_segment().unwritten_bytes();
         for seg in self.segments_from(start_offset) {
             if seg.base_offset() > upper_base {
                 break;
             }
-            let max_position = if seg.base_offset() == upper_base { upper_pos } else { seg.size() };
+            let max_position = if seg.base_offset() == upper_base { self.position_in(seg, upper)? } else { seg.size() };
             if let Some((position, len)) = seg.read_range(start_offset, max_bytes, max_position, min_one)? {
                 let file = if seg.base_offset() == active_base {
                     if position as u64 + len as u64 > unwritten_from {
@@ -157,19 +159,29 @@ impl Log {
         Ok(None)
     }
 
-    /// The segment and byte position of the batch holding `offset` (the log end maps to the
-    /// active segment's size).
-    fn position_of(&self, offset: i64) -> Result<(i64, u32)> {
+    /// The base offset of the segment holding `offset` (the log end maps to the active segment).
+    fn segment_of(&self, offset: i64) -> Result<i64> {
         if offset >= self.log_end_offset {
-            return Ok((self.active_segment().base_offset(), self.active_segment().size()));
+            return Ok(self.active_segment().base_offset());
         }
-        let seg = self.floor_segment(offset).ok_or(Error::OffsetOutOfRange {
+        self.floor_segment(offset).map(|s| s.base_offset()).ok_or(Error::OffsetOutOfRange {
             offset,
             log_start_offset: self.log_start_offset,
             log_end_offset: self.log_end_offset,
-        })?;
-        let pos = seg.translate_offset(offset, 0)?.map(|p| p.position).unwrap_or(seg.size());
-        Ok((seg.base_offset(), pos))
+        })
+    }
+
+    /// The byte position in `seg` (the segment [`Log::segment_of`] gives for `offset`) of the
+    /// batch holding `offset`: the segment's size at the log end or past its last batch, and 0
+    /// at or below its base offset (its first batch) without a lookup.
+    fn position_in(&self, seg: &Segment, offset: i64) -> Result<u32> {
+        if offset >= self.log_end_offset {
+            return Ok(seg.size());
+        }
+        if offset <= seg.base_offset() {
+            return Ok(0);
+        }
+        Ok(seg.translate_offset(offset, 0)?.map(|p| p.position).unwrap_or(seg.size()))
     }
 
     /// Kafka's `fetchOffsetByTimestamp`. For a timestamp: the first segment whose largest

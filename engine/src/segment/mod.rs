@@ -15,14 +15,20 @@
 //!
 //! A segment never decides policy (when to roll, what to fsync): the partition log does.
 
+mod fetch;
 mod resident;
 mod scan;
 mod tail;
 
+pub use fetch::FetchBytes;
+
 pub use resident::{
     EnterGuard, IndexCache, IndexCacheStats, IndexPair, IndexRef, ResourceConfig, ResourceReport, SegmentResources,
 };
-pub use scan::{BatchScanner, ScannedBatch, SCAN_WINDOW_BYTES};
+pub use scan::{
+    recovery_read_bytes, BatchScanner, ScannedBatch, SequentialBatchReader, RECOVERY_READ_BYTES,
+    RECOVERY_READ_BYTES_ENV, SCAN_WINDOW_BYTES,
+};
 pub use tail::{TailFile, TailStats};
 
 use resident::SealedIndexes;
@@ -61,7 +67,7 @@ pub struct TimestampAndOffset {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SegmentRead {
     pub position: u32,
-    pub bytes: Vec<u8>,
+    pub bytes: FetchBytes,
 }
 
 /// What a phase-2 walk cost: bytes between the index entry and the hit, batches stepped over.
@@ -333,6 +339,10 @@ impl Segment {
     /// offset `>= start_offset`, at most `max_size` bytes and nothing at or past `max_position`.
     /// With `min_one`, the first batch is returned even if larger than `max_size`. `None` when
     /// `start_offset` is past the segment's last offset.
+    ///
+    /// Usually one aligned read from the offset index's floor entry covers the header walk and
+    /// the data, and the bytes returned are a view of it (see `fetch.rs`); otherwise the walk
+    /// (`translate_offset`), then one aligned read of the data.
     pub fn read(
         &self,
         start_offset: i64,
@@ -340,28 +350,18 @@ impl Segment {
         max_position: u32,
         min_one: bool,
     ) -> Result<Option<SegmentRead>> {
+        if let Some(r) = self.read_in_one_window(start_offset, max_size, max_position, min_one)? {
+            return Ok(Some(r));
+        }
         let Some(start) = self.translate_offset(start_offset, 0)? else {
             return Ok(None);
         };
         let adjusted = if min_one { max_size.max(start.size) } else { max_size };
         let limit = (max_position.saturating_sub(start.position)).min(adjusted);
         if limit == 0 {
-            return Ok(Some(SegmentRead { position: start.position, bytes: Vec::new() }));
+            return Ok(Some(SegmentRead { position: start.position, bytes: FetchBytes::default() }));
         }
-        let mut bytes = vec![0u8; limit as usize];
-        let n = read_full(&*self.log, &mut bytes, start.position as u64)?;
-        bytes.truncate(n);
-        // Keep whole batches only.
-        let mut end = 0usize;
-        while end + batch::HEADER_SIZE_UP_TO_MAGIC <= bytes.len() {
-            let Ok(frame) = batch::EntryFrame::parse(&bytes[end..]) else { break };
-            if frame.size < batch::BATCH_HEADER_SIZE as i64 || end as i64 + frame.size > bytes.len() as i64 {
-                break;
-            }
-            end += frame.size as usize;
-        }
-        bytes.truncate(end);
-        Ok(Some(SegmentRead { position: start.position, bytes }))
+        Ok(Some(SegmentRead { position: start.position, bytes: self.read_found(start.position, limit)? }))
     }
 
     /// Like [`Segment::read`], but only finds the byte range of the whole batches it would
@@ -487,53 +487,59 @@ impl Segment {
 
     /// Kafka's `LogSegment.recover`: revalidates every batch (framing, magic, CRC, offsets fit),
     /// rebuilds both indexes with the append rule, and truncates the log at the first invalid
-    /// byte. Returns what it found.
+    /// byte. Returns what it found. For a segment followed by another, use
+    /// [`Segment::recover_bounded`].
     pub fn recover(&mut self) -> Result<RecoveryResult> {
+        self.recover_bounded(None)
+    }
+
+    /// [`Segment::recover`] of a segment followed by one at `next_base` (if any): a batch whose
+    /// last offset is `>= next_base` is invalid too (baseOffset lies outside the CRC, so a
+    /// damaged one can only be caught by where it points), and the log is cut there.
+    pub fn recover_bounded(&mut self, next_base: Option<i64>) -> Result<RecoveryResult> {
         // A sealed segment's indexes are rebuilt from nothing, then handed back to the cache.
         let was_sealed = self.own_indexes(false)?;
-        let r = self.rebuild();
+        let r = self.rebuild(next_base);
         if was_sealed && r.is_ok() {
             self.seal_indexes();
         }
         r
     }
 
-    fn rebuild(&mut self) -> Result<RecoveryResult> {
+    fn rebuild(&mut self, next_base: Option<i64>) -> Result<RecoveryResult> {
         self.offset_index.reset()?;
         self.time_index.reset()?;
         self.max_timestamp_so_far = TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: self.base_offset };
         let file_len = self.log.len()?;
         let end = file_len.min(i32::MAX as u64) as u32;
-        let mut scan = BatchScanner::new(self.log.clone(), 0, end);
+        // Large sequential reads, each batch a slice of the window: not one read per batch.
+        let mut scan = SequentialBatchReader::new(self.log.clone(), 0, end);
         let mut res = RecoveryResult::default();
         let mut valid: u32 = 0;
         let mut last_index_entry: u32 = 0;
-        let mut buf = Vec::new();
         let mut last_epoch: Option<i32> = None;
         let mut prev_last: Option<i64> = None;
         loop {
-            let b = match scan.next_batch() {
-                Ok(Some(b)) => b,
+            let (b, buf) = match scan.next_batch() {
+                Ok(Some(x)) => x,
                 Ok(None) => break,
                 Err(e) => {
                     res.first_error = Some(e);
                     break;
                 }
             };
-            if let Err(e) = scan.read_batch(&b, &mut buf) {
-                res.first_error = Some(e);
-                break;
-            }
-            if let Err(source) = batch::validate_batch(&buf, false) {
+            if let Err(source) = batch::validate_batch(buf, false) {
                 res.first_error =
                     Some(Error::Corrupt { path: self.log.path().to_path_buf(), pos: b.position as u64, source });
                 break;
             }
-            // Offsets must also increase strictly from batch to batch: baseOffset is outside the
-            // CRC, so a damaged one passes validate_batch.
+            // Offsets must also increase strictly from batch to batch and stay below the next
+            // segment's base: baseOffset is outside the CRC, so a damaged one passes
+            // validate_batch.
             if !self.offset_index.can_append_offset(b.last_offset())
                 || b.header.base_offset < self.base_offset
                 || prev_last.is_some_and(|p| b.header.base_offset <= p)
+                || next_base.is_some_and(|n| b.last_offset() >= n)
             {
                 res.first_error = Some(Error::Corrupt {
                     path: self.log.path().to_path_buf(),
@@ -541,7 +547,8 @@ impl Segment {
                     source: crate::format::FormatError::InvalidRecord {
                         at: 0,
                         detail: format!(
-                            "batch offsets {}..={} do not fit segment base {} after offset {:?}",
+                            "batch offsets {}..={} do not fit segment base {} after offset {:?} \
+                             (next segment at {next_base:?})",
                             b.header.base_offset,
                             b.last_offset(),
                             self.base_offset,
@@ -603,23 +610,49 @@ impl Segment {
     }
 
     /// Sanity-checks both indexes (Kafka's `sanityCheck`), naming the file on failure. A sealed
-    /// segment's indexes are loaded for it (as Kafka's lazy indexes are).
-    ///
-    /// Stronger than Kafka's, still without reading the log beyond one header: offset-index
-    /// entries must increase strictly in offset and position and point inside the log; time-index
-    /// entries must not go backwards and must lie in this segment; and a non-empty segment whose
-    /// first batch has a timestamp must have a time entry (seal and close always write one).
+    /// segment's indexes are loaded for it (as Kafka's lazy indexes are). See
+    /// [`Segment::sanity_check_bounded`], which this is without a following segment.
     pub fn sanity_check(&self) -> Result<()> {
+        self.sanity_check_bounded(None)
+    }
+
+    /// [`Segment::sanity_check`] of a segment followed by one at `next_base` (if any).
+    ///
+    /// Stronger than Kafka's, at the cost of one small read of the log in the usual case:
+    ///
+    /// - every entry's offset must be one of this segment's (base + relative offset neither
+    ///   negative nor overflowing `i64`); offset-index entries must increase strictly in offset
+    ///   and position and point inside the log; time-index entries must not go backwards; an empty
+    ///   segment has no entries;
+    /// - the batches after the last offset-index entry are walked (Kafka's `readNextOffset` walk,
+    ///   read in one go when they span at most [`SCAN_WINDOW_BYTES`]): the walk must end exactly
+    ///   at the end of the log, the last entry must point at the batch holding its offset, and the
+    ///   last batch must hold offsets of this segment, below `next_base`;
+    /// - the time index's last entry is the segment's max timestamp (seal and close write it): it
+    ///   must not point past the last batch, its timestamp must not be below any walked batch's max
+    ///   timestamp, and when it points at a walked batch that batch must hold that timestamp. An
+    ///   empty time index over timestamped batches fails too.
+    pub fn sanity_check_bounded(&self, next_base: Option<i64>) -> Result<()> {
         let idx = self.indexes()?;
         let o = idx.offset();
         let t = idx.time();
         o.sanity_check().map_err(|detail| Error::CorruptIndex { path: self.index_path(), detail })?;
         t.sanity_check().map_err(|detail| Error::CorruptIndex { path: self.time_index_path(), detail })?;
         let bad_index = |detail: String| Error::CorruptIndex { path: self.index_path(), detail };
+        let bad_time = |detail: String| Error::CorruptIndex { path: self.time_index_path(), detail };
+        if self.size == 0 {
+            if o.entries() > 0 {
+                return Err(bad_index(format!("{} entries over an empty log", o.entries())));
+            }
+            if t.entries() > 0 {
+                return Err(bad_time(format!("{} entries over an empty log", t.entries())));
+            }
+            return Ok(());
+        }
         let mut prev: Option<crate::index::OffsetPosition> = None;
         for i in 0..o.entries() {
-            let e = o.entry(i);
-            if e.offset < self.base_offset || e.position >= self.size.max(1) {
+            let e = o.checked_entry(i).map_err(bad_index)?;
+            if e.offset < self.base_offset || e.position >= self.size {
                 return Err(bad_index(format!(
                     "entry {i} ({}, byte {}) lies outside the segment",
                     e.offset, e.position
@@ -632,10 +665,10 @@ impl Segment {
             }
             prev = Some(e);
         }
-        let bad_time = |detail: String| Error::CorruptIndex { path: self.time_index_path(), detail };
+        let last_offset_entry = prev;
         let mut prev: Option<TimestampOffset> = None;
         for i in 0..t.entries() {
-            let e = t.entry(i);
+            let e = t.checked_entry(i).map_err(bad_time)?;
             if e.offset < self.base_offset {
                 return Err(bad_time(format!("entry {i} points below the base offset ({})", e.offset)));
             }
@@ -646,27 +679,114 @@ impl Segment {
             }
             prev = Some(e);
         }
-        if t.entries() == 0 && self.size > 0 {
-            if let Some(b) = self.scanner(0).next_batch()? {
-                if b.header.max_timestamp >= 0 {
-                    return Err(bad_time("empty, but the segment's batches have timestamps".into()));
+        let last_time_entry = prev;
+
+        // The walk from the last offset-index entry to the end of the log.
+        let from = last_offset_entry.map_or(0, |e| e.position);
+        let mut scan = BatchScanner::with_window(self.log.clone(), from, self.size, SCAN_WINDOW_BYTES)
+            .with_first_read((self.size - from) as usize);
+        // A framing error here is the index's (its last entry is not a batch start) or the log's
+        // (a torn sealed segment): either way the segment must be recovered, not trusted.
+        let walk_err = |e: Error| match e {
+            Error::Corrupt { pos, source, .. } => {
+                bad_index(format!("the walk from byte {from} (the last entry) fails at byte {pos}: {source}"))
+            }
+            e => e,
+        };
+        let mut first: Option<ScannedBatch> = None;
+        let mut last: Option<ScannedBatch> = None;
+        let mut walked_max_ts = batch::NO_TIMESTAMP;
+        // The walked batch holding the time index's last entry's offset, if one does.
+        let mut time_entry_batch: Option<ScannedBatch> = None;
+        while let Some(b) = scan.next_batch().map_err(walk_err)? {
+            first.get_or_insert(b);
+            walked_max_ts = walked_max_ts.max(b.header.max_timestamp);
+            if last_time_entry.is_some_and(|te| b.header.base_offset <= te.offset && te.offset <= b.last_offset()) {
+                time_entry_batch.get_or_insert(b);
+            }
+            last = Some(b);
+        }
+        let (Some(first), Some(last)) = (first, last) else {
+            return Err(bad_index(format!("no batch at byte {from}, where the last entry points")));
+        };
+        if scan.position() != self.size {
+            return Err(bad_index(format!(
+                "the batches from byte {from} (the last entry) end at byte {}, not at the end of the log ({})",
+                scan.position(),
+                self.size
+            )));
+        }
+        if let Some(e) = last_offset_entry {
+            if e.offset < first.header.base_offset || e.offset > first.last_offset() {
+                return Err(bad_index(format!(
+                    "the last entry ({}, byte {}) points at a batch of offsets {}..={}",
+                    e.offset,
+                    e.position,
+                    first.header.base_offset,
+                    first.last_offset()
+                )));
+            }
+        }
+        // The last batch's offsets (baseOffset is outside the CRC): in this segment, and below
+        // the next one. Wider than i64 so that a damaged baseOffset cannot wrap.
+        let last_end = last.header.base_offset as i128 + last.header.last_offset_delta as i128;
+        let past_next = next_base.is_some_and(|n| last_end >= n as i128);
+        if last.header.base_offset < self.base_offset
+            || last_end - self.base_offset as i128 > i32::MAX as i128
+            || last.header.last_offset_delta < 0
+            || past_next
+        {
+            return Err(Error::Corrupt {
+                path: self.log_path(),
+                pos: last.position as u64,
+                source: crate::format::FormatError::InvalidRecord {
+                    at: 0,
+                    detail: format!(
+                        "the last batch's offsets {}..={last_end} do not fit segment base {} (next segment at {next_base:?})",
+                        last.header.base_offset, self.base_offset
+                    ),
+                },
+            });
+        }
+        match last_time_entry {
+            None if walked_max_ts >= 0 => {
+                return Err(bad_time("empty, but the segment's batches have timestamps".into()));
+            }
+            None => {
+                if from > 0 {
+                    if let Some(b) = self.scanner(0).next_batch()? {
+                        if b.header.max_timestamp >= 0 {
+                            return Err(bad_time("empty, but the segment's batches have timestamps".into()));
+                        }
+                    }
+                }
+            }
+            Some(te) => {
+                if te.offset > last.last_offset() {
+                    return Err(bad_time(format!(
+                        "the last entry ({}, {}) points past the segment's last offset {}",
+                        te.timestamp,
+                        te.offset,
+                        last.last_offset()
+                    )));
+                }
+                if te.timestamp < walked_max_ts {
+                    return Err(bad_time(format!(
+                        "the last entry's timestamp {} is below a batch's max timestamp {walked_max_ts}: \
+                         it is not the segment's max timestamp",
+                        te.timestamp
+                    )));
+                }
+                if let Some(b) = time_entry_batch.filter(|b| b.header.max_timestamp != te.timestamp) {
+                    return Err(bad_time(format!(
+                        "the last entry ({}, {}) points at a batch whose max timestamp is {}",
+                        te.timestamp, te.offset, b.header.max_timestamp
+                    )));
                 }
             }
         }
         Ok(())
     }
-}
-
-fn read_full(f: &dyn IoFile, buf: &mut [u8], pos: u64) -> Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        let n = f.read_at(&mut buf[got..], pos + got as u64)?;
-        if n == 0 {
-            break;
-        }
-        got += n;
-    }
-    Ok(got)
 }
 
 /// Settings a segment needs from the log's configuration.
@@ -740,7 +860,9 @@ fn last_time_entry(file: &dyn IoFile, base_offset: i64, len: u64) -> Result<Time
     let mut b = [0u8; TIME_ENTRY_SIZE];
     file.read_exact_at(&mut b, (n - 1) * TIME_ENTRY_SIZE as u64)?;
     let e = TimeEntry::decode(&b, 0);
-    Ok(TimestampOffset { timestamp: e.timestamp, offset: base_offset + e.relative_offset as i64 })
+    // Saturating: a damaged entry of a segment whose base is near i64::MAX must not overflow
+    // here; the sanity check (or the rebuild) refuses it.
+    Ok(TimestampOffset { timestamp: e.timestamp, offset: base_offset.saturating_add(e.relative_offset as i64) })
 }
 
 impl Segment {

@@ -1,0 +1,542 @@
+//! The fetch read: the bytes of [`Segment::read`] in one device read, handed back without a copy.
+//!
+//! A catching-up consumer's fetch used to cost two reads in series (the header walk of
+//! `translate_offset`, then the data) into unaligned `Vec`s, which O_DIRECT had to bounce through
+//! a zero-filled aligned buffer and copy out. Here the offset index bounds where the batch
+//! holding the start offset can be: after the floor entry `(k, p)` and at or before the next
+//! entry's position (that batch's last offset is above the target). So one aligned read from the
+//! floor entry's position, long enough to cover the walk and `max_size` bytes after it, holds both
+//! the headers to walk and the data to return: the walk runs in memory and the result is a
+//! [`FetchBytes`] view of that buffer. The buffer comes from a small per-thread pool of aligned
+//! buffers ([`AlignedBuf`]) that a fetch gets back once its consumer dropped the view, so a
+//! sequential consumer's fetches neither allocate nor zero memory.
+//!
+//! Anything unexpected (a header that does not parse, a batch running past the segment, the
+//! start offset past the segment's last batch, a file shorter than the segment) leaves the fast
+//! path: [`Segment::read`] then does the general walk, whose errors name the file and position.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use super::Segment;
+use crate::error::Result;
+use crate::format::batch::{
+    BatchHeader, EntryFrame, BATCH_HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2, RECORD_OVERHEAD_V0,
+};
+use crate::index::OffsetIndex;
+use crate::io::{readahead, AlignedBuf, IoFile};
+
+/// Memory alignment of pooled buffers, and the least file-offset alignment of window reads (the
+/// file's O_DIRECT alignment if larger): 4 KiB, like fio's reads.
+const READ_ALIGN: usize = 4096;
+/// Buffers kept per thread for reuse...
+const POOL_SLOTS: usize = 8;
+/// ...holding at most this many bytes in all...
+const POOL_BYTES: usize = 16 << 20;
+/// ...none larger than this (a fetch of a larger window allocates a buffer of its own).
+const POOL_MAX_BUF: usize = 8 << 20;
+/// Fetches of at least this many bytes from a sealed segment's O_DIRECT file read the next
+/// fetch's window ahead (a consumer catching up; smaller fetches are seeks or tail reads).
+const READ_AHEAD_MIN_FETCH: u32 = 256 * 1024;
+/// Where the offset index gives no upper bound for the batch (after the segment's last entry),
+/// the window assumes the walk covers at most `index.interval.bytes` plus this many bytes; a
+/// longer walk reads a second window.
+const WALK_SLACK: u32 = 16 * 1024;
+
+/// The bytes of a fetch: whole batches exactly as stored. Either a view into the aligned buffer
+/// the segment was read into (no copy) or an owned vector. Dereferences to `[u8]` and compares
+/// equal to byte slices and vectors with the same contents.
+#[derive(Clone, Default)]
+pub struct FetchBytes {
+    repr: Repr,
+}
+
+#[derive(Clone)]
+enum Repr {
+    Owned(Vec<u8>),
+    Shared { buf: Arc<AlignedBuf>, start: usize, len: usize },
+}
+
+impl Default for Repr {
+    fn default() -> Self {
+        Repr::Owned(Vec::new())
+    }
+}
+
+impl FetchBytes {
+    /// A view of `len` bytes at `start` of `buf`.
+    fn shared(buf: Arc<AlignedBuf>, start: usize, len: usize) -> FetchBytes {
+        assert!(start + len <= buf.capacity(), "view past the buffer");
+        if len == 0 {
+            return FetchBytes::default();
+        }
+        FetchBytes { repr: Repr::Shared { buf, start, len } }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        match &self.repr {
+            Repr::Owned(v) => v,
+            Repr::Shared { buf, start, len } => &buf.full()[*start..*start + *len],
+        }
+    }
+
+    /// Whether these bytes are a view of the buffer the segment was read into (no copy was made).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.repr, Repr::Shared { .. })
+    }
+
+    /// The bytes as a vector (a copy for a view).
+    pub fn into_vec(self) -> Vec<u8> {
+        match self.repr {
+            Repr::Owned(v) => v,
+            Repr::Shared { .. } => self.as_slice().to_vec(),
+        }
+    }
+}
+
+impl std::ops::Deref for FetchBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl AsRef<[u8]> for FetchBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for FetchBytes {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::fmt::Debug for FetchBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_slice().fmt(f)
+    }
+}
+
+impl std::hash::Hash for FetchBytes {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state)
+    }
+}
+
+impl From<Vec<u8>> for FetchBytes {
+    fn from(v: Vec<u8>) -> FetchBytes {
+        FetchBytes { repr: Repr::Owned(v) }
+    }
+}
+
+impl From<FetchBytes> for Vec<u8> {
+    fn from(b: FetchBytes) -> Vec<u8> {
+        b.into_vec()
+    }
+}
+
+impl<'a> IntoIterator for &'a FetchBytes {
+    type Item = &'a u8;
+    type IntoIter = std::slice::Iter<'a, u8>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+impl PartialEq for FetchBytes {
+    fn eq(&self, other: &FetchBytes) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+impl Eq for FetchBytes {}
+
+macro_rules! eq_with {
+    ($($t:ty),*) => {$(
+        impl PartialEq<$t> for FetchBytes {
+            fn eq(&self, other: &$t) -> bool {
+                self.as_slice() == &other[..]
+            }
+        }
+        impl PartialEq<FetchBytes> for $t {
+            fn eq(&self, other: &FetchBytes) -> bool {
+                &self[..] == other.as_slice()
+            }
+        }
+    )*};
+}
+eq_with!(Vec<u8>, [u8], &[u8]);
+
+impl<const N: usize> PartialEq<[u8; N]> for FetchBytes {
+    fn eq(&self, other: &[u8; N]) -> bool {
+        self.as_slice() == &other[..]
+    }
+}
+
+thread_local! {
+    /// This thread's reusable read buffers. A buffer is free when the pool holds its only
+    /// reference (every view of it was dropped).
+    static POOL: RefCell<Vec<Arc<AlignedBuf>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A free pooled buffer of at least `need` bytes aligned to `align` (the smallest that fits),
+/// taken out of the pool, or a new one; either way its only reference.
+fn take_buffer(need: usize, align: usize) -> Arc<AlignedBuf> {
+    let pooled = POOL
+        .try_with(|p| {
+            let mut p = p.borrow_mut();
+            let best = p
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| Arc::strong_count(b) == 1 && b.capacity() >= need && b.align() >= align)
+                .min_by_key(|(_, b)| b.capacity())
+                .map(|(i, _)| i)?;
+            let mut b = p.swap_remove(best);
+            if Arc::get_mut(&mut b).is_some() {
+                Some(b)
+            } else {
+                p.push(b);
+                None
+            }
+        })
+        .ok()
+        .flatten();
+    pooled.unwrap_or_else(|| {
+        // Some room above the request, so that the next window (a few KiB longer or shorter)
+        // fits the same buffer.
+        let cap = (need + need / 8).div_ceil(64 * 1024) * (64 * 1024);
+        Arc::new(AlignedBuf::new(cap.max(READ_ALIGN), align.max(READ_ALIGN)))
+    })
+}
+
+/// Keeps `buf` in the pool if there is room, making room by dropping free buffers.
+fn give_back(buf: &Arc<AlignedBuf>) {
+    if buf.capacity() > POOL_MAX_BUF {
+        return;
+    }
+    let _ = POOL.try_with(|p| {
+        let mut p = p.borrow_mut();
+        loop {
+            let total: usize = p.iter().map(|b| b.capacity()).sum();
+            if p.len() < POOL_SLOTS && total + buf.capacity() <= POOL_BYTES {
+                p.push(buf.clone());
+                return;
+            }
+            let smallest_free = p
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| Arc::strong_count(b) == 1)
+                .min_by_key(|(_, b)| b.capacity())
+                .map(|(i, _)| i);
+            match smallest_free {
+                Some(i) => {
+                    p.swap_remove(i);
+                }
+                None => return,
+            }
+        }
+    });
+}
+
+/// File bytes `[start, start + len)` in an aligned buffer.
+struct Window {
+    buf: Arc<AlignedBuf>,
+    /// Index in `buf` of the byte at `start`.
+    off: usize,
+    start: u64,
+    len: usize,
+}
+
+impl Window {
+    fn end(&self) -> u64 {
+        self.start + self.len as u64
+    }
+    fn covers(&self, pos: u64, len: usize) -> bool {
+        pos >= self.start && pos + len as u64 <= self.end()
+    }
+    fn at(&self, pos: u64, len: usize) -> &[u8] {
+        let i = self.off + (pos - self.start) as usize;
+        &self.buf.full()[i..i + len]
+    }
+}
+
+/// The position of the first entry of `index` whose offset is above `target`: the batch it
+/// points at has a last offset `> target`, so the batch holding `target` starts at or before it.
+/// Only a bound for the read window; a damaged index costs a second read, never a wrong answer.
+fn next_entry_position(index: &OffsetIndex, target: i64) -> Option<u32> {
+    let n = index.entries();
+    let (mut lo, mut hi) = (0usize, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if index.entry(mid).offset <= target {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo < n).then(|| index.entry(lo).position)
+}
+
+/// The longest prefix of `bytes` made of whole batches (the framing alone: size field and
+/// bounds), Kafka's rule for the end of a fetch; and where the last of them starts.
+fn whole_batches(bytes: &[u8]) -> (usize, Option<usize>) {
+    let (mut end, mut last) = (0usize, None);
+    while end + HEADER_SIZE_UP_TO_MAGIC <= bytes.len() {
+        let Ok(frame) = EntryFrame::parse(&bytes[end..]) else { break };
+        if frame.size < BATCH_HEADER_SIZE as i64 || end as i64 + frame.size > bytes.len() as i64 {
+            break;
+        }
+        last = Some(end);
+        end += frame.size as usize;
+    }
+    (end, last)
+}
+
+impl Segment {
+    /// The offset alignment of window reads: 4 KiB, or the file's O_DIRECT alignment if larger;
+    /// and the memory alignment buffers need.
+    fn fetch_alignment(&self) -> (u64, usize) {
+        match self.log.direct_alignment() {
+            Some(a) => ((a.offset.max(READ_ALIGN)) as u64, a.mem.max(READ_ALIGN)),
+            None => (1, READ_ALIGN),
+        }
+    }
+
+    /// Reads the file bytes `[start, end)` into a pooled aligned buffer with one aligned read of
+    /// their superset (no bounce in direct mode, and no read past `end` but for the alignment).
+    /// The window is short only where the file ends first.
+    fn read_into_pool(&self, start: u64, end: u64) -> Result<Window> {
+        let (al, mem_align) = self.fetch_alignment();
+        let read_start = start / al * al;
+        let read_end = end.div_ceil(al) * al;
+        let want = (read_end - read_start) as usize;
+        let must = (end - read_start) as usize;
+        let mut buf = take_buffer(want, mem_align);
+        let filled = {
+            let b = Arc::get_mut(&mut buf).expect("take_buffer returns a buffer with no other reference");
+            let dst = &mut b.full_mut()[..want];
+            let mut got = 0usize;
+            let mut r = Ok(());
+            while got < must {
+                match self.log.read_at(&mut dst[got..], read_start + got as u64) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) => {
+                        r = Err(e);
+                        break;
+                    }
+                }
+            }
+            r.map(|_| got)
+        };
+        give_back(&buf);
+        let got = filled?.min(must);
+        let off = (start - read_start) as usize;
+        Ok(Window { buf, off, start, len: got.saturating_sub(off) })
+    }
+
+    /// [`Segment::read_into_pool`] of `[start, end)` (`end <= size`), `None` when the file holds
+    /// fewer bytes than that (shorter than the segment says).
+    fn read_window(&self, start: u64, end: u64) -> Result<Option<Window>> {
+        let w = self.read_into_pool(start, end)?;
+        Ok((w.end() == end).then_some(w))
+    }
+
+    /// The end of the window to read from `anchor` for a fetch of `max_size` bytes below
+    /// `max_position`, given that the batch sought starts at or before `bound`.
+    fn window_end(&self, anchor: u32, bound: u32, max_size: u32, max_position: u32) -> u64 {
+        let size = self.size as u64;
+        let bound = (bound.max(anchor) as u64).min(size);
+        let header_end = (bound + BATCH_HEADER_SIZE as u64).min(size);
+        let data_end = (bound + max_size as u64).min(max_position as u64);
+        header_end.max(data_end).max((anchor as u64 + BATCH_HEADER_SIZE as u64).min(size)).min(size)
+    }
+
+    /// Where the window of a fetch from `start_offset` starts (the offset index's floor entry)
+    /// and the position at or before which the batch sought starts (the next entry, or a guess
+    /// past the last one). `None` when the floor is at the segment's end.
+    fn locate(&self, start_offset: i64) -> Result<Option<(u32, u32)>> {
+        let (floor, next) = {
+            let idx = self.indexes()?;
+            let oi = idx.offset();
+            let floor = oi.lookup(start_offset);
+            // An entry's offset is its batch's last offset: an entry at the start offset itself
+            // points at the batch sought.
+            let next =
+                if floor.offset == start_offset { Some(floor.position) } else { next_entry_position(oi, start_offset) };
+            (floor.position, next)
+        };
+        if floor as u64 + BATCH_HEADER_SIZE as u64 > self.size as u64 {
+            return Ok(None);
+        }
+        let bound = match next {
+            Some(p) if p >= floor && p <= self.size => p,
+            _ => floor.saturating_add(self.index_interval_bytes).saturating_add(WALK_SLACK),
+        };
+        Ok(Some((floor, bound)))
+    }
+
+    /// The key of this segment's read-ahead, when a fetch of `max_size` bytes from it reads
+    /// ahead: catch-up sized fetches of a sealed segment's O_DIRECT file.
+    fn read_ahead_key(&self, max_size: u32) -> Option<&Arc<dyn IoFile>> {
+        let direct = self.fetch_alignment().0 > 1;
+        (direct && max_size >= READ_AHEAD_MIN_FETCH && self.lazy_log.is_some()).then_some(&self.log)
+    }
+
+    /// The window `[start, end)` out of this thread's read-ahead, if a read under way covers it.
+    fn window_from_read_ahead(&self, key: &Arc<dyn IoFile>, start: u64, end: u64) -> Option<Window> {
+        let (al, _) = self.fetch_alignment();
+        let hit = readahead::take(key, start / al * al, end.div_ceil(al) * al)?;
+        if hit.pos + (hit.got as u64) < end {
+            return None; // short (the file is shorter than the segment says): read again
+        }
+        give_back(&hit.buf);
+        Some(Window { buf: hit.buf, off: (start - hit.pos) as usize, start, len: (end - start) as usize })
+    }
+
+    /// Starts reading the window of the fetch that follows one ending at position `end` with
+    /// `next_offset` (a sequential consumer's next fetch), if it lies in this segment.
+    fn start_read_ahead(&self, key: &Arc<dyn IoFile>, next_offset: i64, end: u32, max_size: u32, max_position: u32) {
+        if end as u64 + BATCH_HEADER_SIZE as u64 > max_position.min(self.size) as u64 {
+            return;
+        }
+        let Ok(Some((floor, bound))) = self.locate(next_offset) else { return };
+        let win_end = self.window_end(floor, bound, max_size, max_position);
+        let (al, mem_align) = self.fetch_alignment();
+        let read_start = floor as u64 / al * al;
+        let want = (win_end.div_ceil(al) * al - read_start) as usize;
+        let Ok(file) = self.pinned_log_file() else { return };
+        readahead::start(key.clone(), file, read_start, want, take_buffer(want, mem_align));
+    }
+
+    /// [`Segment::read`] in one read when it can: `Ok(None)` sends the caller to the general path
+    /// (which then decides, and reports errors, exactly as before).
+    pub(super) fn read_in_one_window(
+        &self,
+        start_offset: i64,
+        max_size: u32,
+        max_position: u32,
+        min_one: bool,
+    ) -> Result<Option<super::SegmentRead>> {
+        let size = self.size;
+        let Some((floor, bound)) = self.locate(start_offset)? else { return Ok(None) };
+        let first_end = self.window_end(floor, bound, max_size, max_position);
+        let ra_key = self.read_ahead_key(max_size);
+        let first = match ra_key.and_then(|k| self.window_from_read_ahead(k, floor as u64, first_end)) {
+            Some(w) => Some(w),
+            None => self.read_window(floor as u64, first_end)?,
+        };
+        let Some(mut win) = first else { return Ok(None) };
+        // The walk, with Kafka's framing rules; any departure leaves for the general path.
+        let mut pos = floor as u64;
+        let mut rereads = 0;
+        let (target, target_size) = loop {
+            if pos + BATCH_HEADER_SIZE as u64 > size as u64 {
+                return Ok(None);
+            }
+            if !win.covers(pos, BATCH_HEADER_SIZE) {
+                // The walk went past the window: read on from here.
+                rereads += 1;
+                if rereads > 2 {
+                    return Ok(None);
+                }
+                let anchor = pos as u32;
+                let bound = if bound > anchor { bound } else { anchor.saturating_add(WALK_SLACK) };
+                match self.read_window(pos, self.window_end(anchor, bound, max_size, max_position))? {
+                    Some(w) => win = w,
+                    None => return Ok(None),
+                }
+            }
+            let head = win.at(pos, BATCH_HEADER_SIZE);
+            let Ok(frame) = EntryFrame::parse(head) else { return Ok(None) };
+            if frame.size < RECORD_OVERHEAD_V0 as i64 + LOG_OVERHEAD as i64
+                || pos as i64 > size as i64 - frame.size
+                || frame.magic != MAGIC_V2
+            {
+                return Ok(None);
+            }
+            let Ok(header) = BatchHeader::parse(head) else { return Ok(None) };
+            if header.last_offset() >= start_offset {
+                break (pos as u32, header.size_in_bytes() as u32);
+            }
+            pos += frame.size as u64;
+        };
+        let adjusted = if min_one { max_size.max(target_size) } else { max_size };
+        let limit = max_position.saturating_sub(target).min(adjusted);
+        if limit == 0 {
+            return Ok(Some(super::SegmentRead { position: target, bytes: FetchBytes::default() }));
+        }
+        if !win.covers(target as u64, limit as usize) {
+            // More data than the window holds (a first batch larger than max_size, or a walk
+            // longer than the index suggested): read it.
+            match self.read_window(target as u64, target as u64 + limit as u64)? {
+                Some(w) => win = w,
+                None => return Ok(None),
+            }
+        }
+        let data = win.at(target as u64, limit as usize);
+        let (len, last) = whole_batches(data);
+        if let (Some(key), Some(last)) = (ra_key, last) {
+            if let Ok(h) = BatchHeader::parse(&data[last..]) {
+                self.start_read_ahead(key, h.next_offset(), target + len as u32, max_size, max_position);
+            }
+        }
+        let start = win.off + (target as u64 - win.start) as usize;
+        Ok(Some(super::SegmentRead { position: target, bytes: FetchBytes::shared(win.buf, start, len) }))
+    }
+
+    /// The general path's data read: `[position, position + limit)` (found by the walk) in one
+    /// aligned read, whole batches kept. Short where the file is.
+    pub(super) fn read_found(&self, position: u32, limit: u32) -> Result<FetchBytes> {
+        let w = self.read_into_pool(position as u64, position as u64 + limit as u64)?;
+        let (len, _) = whole_batches(w.at(position as u64, w.len));
+        Ok(FetchBytes::shared(w.buf, w.off, len))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffer_is_reused_once_its_views_are_dropped() {
+        let a = take_buffer(100_000, 512);
+        assert!(a.capacity() >= 100_000 && a.align() >= READ_ALIGN);
+        give_back(&a);
+        let view = FetchBytes::shared(a, 10, 20);
+        // Held by `view`: a new buffer.
+        let b = take_buffer(100_000, 512);
+        assert_ne!(b.as_ptr(), view.as_ptr().wrapping_sub(10));
+        give_back(&b);
+        let (a_ptr, b_ptr) = (view.as_ptr().wrapping_sub(10), b.as_ptr());
+        drop(view);
+        drop(b);
+        // Both free now: one of them comes back, with no other reference.
+        let c = take_buffer(50_000, 4096);
+        assert!(c.as_ptr() == a_ptr || c.as_ptr() == b_ptr);
+        assert_eq!(Arc::strong_count(&c), 1);
+        // Too large to pool: not kept.
+        let big = take_buffer(POOL_MAX_BUF + 1, 4096);
+        give_back(&big);
+        assert!(POOL.with(|p| p.borrow().iter().all(|b| !Arc::ptr_eq(b, &big))));
+    }
+
+    #[test]
+    fn fetch_bytes_compare_as_bytes() {
+        let mut buf = AlignedBuf::new(4096, 4096);
+        buf.full_mut()[100..105].copy_from_slice(b"hello");
+        let view = FetchBytes::shared(Arc::new(buf), 100, 5);
+        let owned = FetchBytes::from(b"hello".to_vec());
+        assert!(view.is_shared() && !owned.is_shared());
+        assert_eq!(view, owned);
+        assert_eq!(view, b"hello".to_vec());
+        assert_eq!(b"hello".to_vec(), view);
+        assert_eq!(view, &b"hello"[..]);
+        assert_eq!(view, *b"hello");
+        assert_eq!(format!("{view:?}"), format!("{:?}", b"hello".to_vec()));
+        assert_eq!(view.clone().into_vec(), b"hello");
+        assert!(FetchBytes::default().is_empty());
+        assert_eq!(view.iter().count(), 5);
+    }
+}
