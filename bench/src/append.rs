@@ -32,6 +32,11 @@ pub struct AppendParams {
     pub producers: usize,
     /// Pin each shard thread to a core (the engine's default).
     pub pin_threads: bool,
+    /// How long a producer spins on its completion before it sleeps (see
+    /// `Completion::wait_spinning`).
+    pub wait_spin_us: u64,
+    /// The engine's `io_spin_us` (its default when `None`).
+    pub io_spin_us: Option<u64>,
 }
 
 /// What it measured.
@@ -49,9 +54,10 @@ pub struct AppendResult {
     pub io_ops_per_batch: f64,
     /// Bytes handed to the kernel per write operation (the block size fio should use).
     pub avg_write_bytes: f64,
-    /// Bytes appended per shard loop turn that did work: the size of each `.log` flush (index
-    /// writes, which `avg_write_bytes` counts too under EveryBatch, left out).
-    pub bytes_per_turn: f64,
+    /// Bytes appended per partition flush (one write, or two across a tail chunk boundary, plus
+    /// the fdatasync when durable): the new bytes each `.log` flush carries, without the partial
+    /// block it rewrites.
+    pub bytes_per_flush: f64,
     /// Bytes written per byte appended (O_DIRECT rewrites the partial last block each flush).
     pub write_amplification: f64,
     pub fsyncs: u64,
@@ -88,6 +94,9 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
     cfg.durability = p.durability;
     cfg.sync_method = p.sync_method;
     cfg.pin_threads = p.pin_threads;
+    if let Some(us) = p.io_spin_us {
+        cfg.io_spin_us = us;
+    }
     cfg.log_config = LogConfig { preallocate: p.preallocate, ..LogConfig::default() };
     let engine = Engine::open(cfg)?;
     let tps: Vec<TopicPartition> = (0..p.partitions).map(|i| TopicPartition::new("bench", i as i32)).collect();
@@ -101,8 +110,20 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
     let appends = per_producer * producers;
     let t0 = Instant::now();
     let lat: Vec<u64> = std::thread::scope(|s| -> seglog::Result<Vec<u64>> {
-        let workers: Vec<_> =
-            (0..producers).map(|_| s.spawn(|| produce(&engine, &tps, &batch, per_producer, p.window))).collect();
+        let workers: Vec<_> = (0..producers)
+            .map(|_| {
+                s.spawn(|| {
+                    produce(
+                        &engine,
+                        &tps,
+                        &batch,
+                        per_producer,
+                        p.window,
+                        std::time::Duration::from_micros(p.wait_spin_us),
+                    )
+                })
+            })
+            .collect();
         let mut all = Vec::with_capacity(appends as usize);
         for w in workers {
             all.extend(w.join().expect("producer thread")?);
@@ -118,8 +139,7 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
     let written = sum(|s| s.bytes_written, &stats1) - sum(|s| s.bytes_written, &stats0);
     let fsyncs = sum(|s| s.fsyncs, &stats1) - sum(|s| s.fsyncs, &stats0);
     let writes = (sum(|s| s.writes, &stats1) - sum(|s| s.writes, &stats0)).max(1);
-    // Less the turn that answered the second stats request.
-    let turns = (sum(|s| s.turns, &stats1) - sum(|s| s.turns, &stats0)).saturating_sub(stats1.len() as u64).max(1);
+    let flushes = (sum(|s| s.flushes, &stats1) - sum(|s| s.flushes, &stats0)).max(1);
     let fixed = sum(|s| s.write_buffers.fixed_writes, &stats1) - sum(|s| s.write_buffers.fixed_writes, &stats0);
     let plain =
         sum(|s| s.write_buffers.unregistered_writes, &stats1) - sum(|s| s.write_buffers.unregistered_writes, &stats0);
@@ -135,7 +155,7 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
         enters_per_batch: enters as f64 / appends as f64,
         io_ops_per_batch: ops as f64 / appends as f64,
         avg_write_bytes: written as f64 / writes as f64,
-        bytes_per_turn: bytes as f64 / turns as f64,
+        bytes_per_flush: bytes as f64 / flushes as f64,
         write_amplification: written as f64 / bytes as f64,
         fsyncs,
         write_buffers: stats1.first().map(|s| format!("{:?}", s.write_buffers.mode)).unwrap_or_default(),
@@ -153,6 +173,7 @@ fn produce(
     batch: &[u8],
     appends: u64,
     window: usize,
+    spin: std::time::Duration,
 ) -> seglog::Result<Vec<u64>> {
     let mut inflight: VecDeque<(seglog::Completion<seglog::log::AppendInfo>, Instant)> = VecDeque::new();
     let mut lat = Vec::with_capacity(appends as usize);
@@ -161,12 +182,12 @@ fn produce(
         inflight.push_back((engine.append(tp, batch.to_vec(), 0), Instant::now()));
         if inflight.len() >= window.max(1) * tps.len() {
             let (c, t) = inflight.pop_front().expect("non-empty");
-            c.wait()?;
+            c.wait_spinning(spin)?;
             lat.push(t.elapsed().as_nanos() as u64);
         }
     }
     while let Some((c, t)) = inflight.pop_front() {
-        c.wait()?;
+        c.wait_spinning(spin)?;
         lat.push(t.elapsed().as_nanos() as u64);
     }
     Ok(lat)

@@ -38,6 +38,9 @@ pub struct Completer<T> {
     slot: Option<Arc<Slot<T>>>,
 }
 
+/// How long [`Completion::wait`] spins before it sleeps.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(20);
+
 /// A connected completer and completion.
 pub fn pair<T>() -> (Completer<T>, Completion<T>) {
     let slot =
@@ -57,7 +60,15 @@ impl<T> Completion<T> {
     pub fn wait(self) -> Result<T> {
         // A short spin first: shard answers usually come within microseconds, and a futex sleep
         // and wake-up costs more than that.
-        let until = std::time::Instant::now() + Duration::from_micros(20);
+        self.wait_spinning(DEFAULT_SPIN)
+    }
+
+    /// Blocks until the result is there, spinning up to `spin` before sleeping. A caller that
+    /// waits for a device write (tens to hundreds of microseconds) and has a core to spare can
+    /// spin through it: waking a sleeping thread on another core costs a cross-CPU interrupt, and
+    /// on a virtual machine the wake-up of an idle vCPU (tens of microseconds), on every append.
+    pub fn wait_spinning(self, spin: Duration) -> Result<T> {
+        let until = std::time::Instant::now() + spin;
         while std::time::Instant::now() < until {
             if let Ok(mut st) = self.slot.state.try_lock() {
                 if let Some(v) = st.value.take() {

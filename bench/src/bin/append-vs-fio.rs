@@ -49,6 +49,14 @@ struct Args {
     producers: usize,
     #[arg(long, default_value_t = 1)]
     shards: usize,
+    /// Microseconds a producer spins on each completion before sleeping (the engine's default
+    /// wait spins 20).
+    #[arg(long, default_value_t = 20)]
+    wait_spin_us: u64,
+    /// The engine's `io_spin_us`: how long the shard polls for write completions before
+    /// sleeping (default: the engine's).
+    #[arg(long)]
+    io_spin_us: Option<u64>,
     /// fio's file layout: `match` (preallocated exactly when --preallocate is given, so fio's
     /// writes extend the file when seglog's do), `native` (fio's default: fallocate first) or
     /// `none` (extend).
@@ -101,13 +109,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 sync_method: a.sync_method,
                 producers: a.producers,
                 pin_threads: !a.no_pin,
+                wait_spin_us: a.wait_spin_us,
+                io_spin_us: a.io_spin_us,
             };
             let r = run(d.path(), &p)?;
             drop(d);
-            // fio: the same pattern as seglog's writes: sequential, the bytes seglog flushed per
-            // loop turn (rounded to 4 KiB), queue depth 1 (one write per partition per loop turn).
-            // Not the average write size: under EveryBatch the index writes count there too.
-            let bs = ((r.bytes_per_turn / 4096.0).round().max(1.0) as u64) * 4096;
+            // fio: the same pattern as seglog's writes: sequential, the new bytes each of
+            // seglog's flushes carried (rounded to 4 KiB), queue depth 1 (one write in flight per
+            // partition). Not the average write size: that counts the partial block each write
+            // rewrites, and a flush crossing a tail chunk boundary as two writes.
+            let bs = ((r.bytes_per_flush / 4096.0).round().max(1.0) as u64) * 4096;
             let direct = row.0 == IoMode::Direct;
             let sync = match (a.durable, a.sync_method) {
                 (false, _) => fio::FioSync::None,
@@ -172,7 +183,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             m(|r| r.latency.p999_us),
             m(|r| r.enters_per_batch),
             m(|r| r.avg_write_bytes),
-            m(|r| r.bytes_per_turn)
+            m(|r| r.bytes_per_flush)
         );
         out.push(serde_json::json!({"mode": mode.name(), "seglog": rs, "fio": fs, "median_seglog_mb_s": s, "median_fio_mb_s": f}));
     }

@@ -133,11 +133,17 @@ pub struct EngineConfig {
     /// Polling trades CPU for latency: a request that arrives within it needs no wake-up.
     /// Default 50; 0 sleeps at once.
     pub idle_spin_us: u64,
+    /// How long a shard with writes in flight and no requests polls its queue and its ring
+    /// before sleeping (microseconds). A write completing within it is acknowledged without a
+    /// wake-up of the shard (on a virtual machine, waking an idle vCPU costs tens of
+    /// microseconds). Default 200, about one 16-64 KiB NVMe write; 0 uses `idle_spin_us`.
+    pub io_spin_us: u64,
     /// How often the recovery-point and log-start-offset checkpoints are written (Kafka's
     /// log.flush.offset.checkpoint.interval.ms). Default 60,000.
     pub checkpoint_interval_ms: u64,
     /// How often each shard applies retention and unlinks expired `.deleted` files (Kafka's
-    /// log.retention.check.interval.ms). Default 300,000.
+    /// log.retention.check.interval.ms). Default 300,000. The first pass comes one interval
+    /// after the engine opens (Kafka's first comes after its 30 s initial task delay).
     pub retention_check_interval_ms: u64,
     /// Threads revalidating one partition's segments after a crash (Kafka: one). Partitions on
     /// different shards recover in parallel in any case. Default 1.
@@ -176,6 +182,7 @@ impl EngineConfig {
             tail_cache_bytes: 1024 * 1024,
             simulate_uring_refusal: false,
             idle_spin_us: 50,
+            io_spin_us: 200,
             checkpoint_interval_ms: 60_000,
             retention_check_interval_ms: 300_000,
             recovery_threads_per_partition: 1,

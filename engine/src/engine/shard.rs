@@ -1,7 +1,7 @@
 //! One shard: a thread pinned to a core, owning its partitions' logs. See the engine module docs
 //! for the loop.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +39,9 @@ pub struct ShardStats {
     pub fsyncs: u64,
     /// Write operations handed to the kernel.
     pub writes: u64,
+    /// Partition flushes started: one per partition write (plus fsync) batch, however many
+    /// write operations it took (a flush crossing a tail chunk boundary takes two).
+    pub flushes: u64,
     /// The shard's write buffers: registered with its ring (fixed buffers) or not, and why.
     pub write_buffers: crate::io::PoolStats,
 }
@@ -54,13 +57,21 @@ pub(crate) struct Shard {
     sync_method: SyncMethod,
     tail_cache_bytes: u64,
     idle_spin: Duration,
+    io_spin: Duration,
     recovery_threads: usize,
     retention_check_interval_ms: i64,
     next_retention_ms: i64,
     last_periodic: std::time::Instant,
     logs: HashMap<TopicPartition, Log>,
+    /// Appends done in memory whose write has not been started yet, per partition.
+    waiting: HashMap<TopicPartition, Vec<Ack>>,
+    /// Appends covered by the partition's write in flight (one per partition at a time).
+    in_flight: HashMap<TopicPartition, Vec<Ack>>,
     stats: ShardStats,
 }
+
+/// An append to acknowledge once the write (and, when durable, the fdatasync) covering it is done.
+type Ack = (crate::completion::Completer<AppendInfo>, AppendInfo);
 
 impl Shard {
     pub(crate) fn new(
@@ -81,13 +92,19 @@ impl Shard {
             sync_method: config.sync_method,
             tail_cache_bytes: config.tail_cache_bytes,
             idle_spin: Duration::from_micros(config.idle_spin_us),
+            io_spin: Duration::from_micros(config.io_spin_us),
             recovery_threads: config.recovery_threads_per_partition.max(1),
             retention_check_interval_ms: config.retention_check_interval_ms.min(i64::MAX as u64) as i64,
-            next_retention_ms: 0,
+            // The first pass comes one interval after the shard starts, not at once (Kafka waits
+            // its initial task delay too): opening a directory never deletes data on the spot.
+            next_retention_ms: crate::config::Clock::now_ms(&crate::config::SystemClock)
+                .saturating_add(config.retention_check_interval_ms.min(i64::MAX as u64) as i64),
             last_periodic: std::time::Instant::now(),
             stats: ShardStats { shard: id, core, io_mode: Some(storage.mode()), ..Default::default() },
             storage,
             logs: HashMap::new(),
+            waiting: HashMap::new(),
+            in_flight: HashMap::new(),
         }
     }
 
@@ -113,28 +130,48 @@ impl Shard {
                 }
             }
             if batch.is_empty() {
+                if self.poll_writes() {
+                    continue;
+                }
                 if disconnected {
                     // The engine is gone without a shutdown request: close cleanly anyway.
+                    self.drain_writes();
                     let _ = self.close_all();
                     return;
                 }
                 // Spin briefly first: a request arriving within the spin window costs no
-                // doorbell write, no wake-up and no io_uring_enter.
-                if self.idle_spin.as_nanos() > 0 {
-                    let until = std::time::Instant::now() + self.idle_spin;
-                    while self.rx.is_empty() && std::time::Instant::now() < until {
-                        std::hint::spin_loop();
+                // doorbell write and no wake-up, and a write completing within it no wake-up.
+                let writing = !self.in_flight.is_empty();
+                let spin = if writing { self.io_spin } else { self.idle_spin };
+                if spin.as_nanos() > 0 {
+                    let until = std::time::Instant::now() + spin;
+                    while self.rx.is_empty()
+                        && !(writing && crate::io::completions_waiting())
+                        && std::time::Instant::now() < until
+                    {
+                        if writing {
+                            // A write the kernel could not issue without blocking (one that
+                            // extends the file, on ext4) runs on an io-wq worker bound to this
+                            // core: let it have the core.
+                            std::thread::yield_now();
+                        } else {
+                            std::hint::spin_loop();
+                        }
                     }
-                    if !self.rx.is_empty() {
+                    if !self.rx.is_empty() || self.poll_writes() {
                         continue;
                     }
                 }
                 self.bell.sleeping.store(true, Ordering::SeqCst);
                 if self.rx.is_empty() {
-                    crate::io::wait_doorbell(&self.bell.fd, self.storage.mode(), Some(Duration::from_millis(100)));
+                    // One wait for both: a request (the doorbell) or a write completing.
+                    crate::io::wait_doorbell_or_io(&self.bell.fd, self.storage.mode(), Duration::from_millis(100));
                 }
                 self.bell.sleeping.store(false, Ordering::SeqCst);
-                self.periodic();
+                self.poll_writes();
+                if self.last_periodic.elapsed() >= Duration::from_millis(10) {
+                    self.periodic();
+                }
                 continue;
             }
             self.stats.turns += 1;
@@ -142,6 +179,7 @@ impl Shard {
             if self.turn(&mut batch) {
                 return;
             }
+            self.poll_writes();
             // Under constant load the idle path never runs: do the timed work here too.
             if self.last_periodic.elapsed() >= Duration::from_millis(10) {
                 self.periodic();
@@ -196,8 +234,7 @@ impl Shard {
 
     /// Runs one turn's requests; true when the shard must stop.
     fn turn(&mut self, batch: &mut Vec<Request>) -> bool {
-        let mut acks: Vec<(TopicPartition, crate::completion::Completer<AppendInfo>, AppendInfo)> = Vec::new();
-        let mut dirty: BTreeMap<TopicPartition, ()> = BTreeMap::new();
+        let mut dirty: BTreeSet<TopicPartition> = BTreeSet::new();
         let mut stop = None;
         for req in batch.drain(..) {
             match req {
@@ -218,7 +255,7 @@ impl Shard {
                     // An append done through the log directly must still reach the file.
                     if let (Some(log), Some(_)) = (self.logs.get(&tp), before) {
                         if log.unwritten_bytes() > 0 {
-                            dirty.insert(tp.clone(), ());
+                            dirty.insert(tp.clone());
                         }
                     }
                 }
@@ -235,8 +272,8 @@ impl Shard {
                         Ok(info) => {
                             self.stats.appended_batches += info.batches as u64;
                             self.stats.appended_bytes += info.bytes;
-                            dirty.insert(tp.clone(), ());
-                            acks.push((tp, done, info));
+                            dirty.insert(tp.clone());
+                            self.waiting.entry(tp).or_default().push((done, info));
                         }
                         Err(e) => done.complete(Err(e)),
                     }
@@ -246,8 +283,12 @@ impl Shard {
                     let r = match self.logs.get(&tp) {
                         Some(log) => {
                             let before = crate::io::thread_stats().ops;
+                            let ra_before = crate::io::readahead::thread_stats().used;
                             let r = log.read(offset, max_bytes, upper_bound, min_one);
-                            if crate::io::thread_stats().ops == before {
+                            // No I/O and no read-ahead taken: served from the tail cache.
+                            if crate::io::thread_stats().ops == before
+                                && crate::io::readahead::thread_stats().used == ra_before
+                            {
                                 self.stats.tail_cache_hits += 1;
                             }
                             r
@@ -283,21 +324,22 @@ impl Shard {
                 Request::Shutdown { done } => stop = Some(done),
             }
         }
-        self.flush_step(dirty, acks);
+        self.start_writes(dirty);
         if let Some(done) = stop {
+            self.drain_writes();
             done.complete(self.close_all());
             return true;
         }
         false
     }
 
-    /// Hands every dirty partition's appended bytes to the kernel in one submission (linked to an
-    /// fdatasync per partition under `Durability::EveryBatch`), then completes the appends.
-    fn flush_step(
-        &mut self,
-        dirty: BTreeMap<TopicPartition, ()>,
-        acks: Vec<(TopicPartition, crate::completion::Completer<AppendInfo>, AppendInfo)>,
-    ) {
+    /// Hands the appended bytes of every dirty partition without a write in flight to the kernel
+    /// in one submission, without waiting (linked to an fdatasync per partition under
+    /// `Durability::EveryBatch` or when an interval flush is due). Their appends are acknowledged
+    /// by [`Shard::poll_writes`] when the writes complete; a partition with a write in flight
+    /// keeps its appends waiting for the next one (one write in flight per partition: each write
+    /// rewrites the partial block the previous one ended in, so two must never race).
+    fn start_writes(&mut self, dirty: BTreeSet<TopicPartition>) {
         if dirty.is_empty() {
             return;
         }
@@ -309,47 +351,115 @@ impl Shard {
             _ => None,
         };
         let now = crate::config::Clock::now_ms(&crate::config::SystemClock);
-        let tps: Vec<TopicPartition> = dirty.into_keys().collect();
-        let mut failed: HashMap<TopicPartition, String> = HashMap::new();
-        let mut ops = Vec::new();
-        let mut syncs = Vec::with_capacity(tps.len());
-        for (i, tp) in tps.iter().enumerate() {
-            let log = self.logs.get_mut(tp).expect("dirty partitions are open");
+        let mut started: Vec<(TopicPartition, Option<i64>)> = Vec::new();
+        let mut batches = Vec::new();
+        for tp in dirty {
+            if self.in_flight.contains_key(&tp) {
+                continue;
+            }
+            let Some(log) = self.logs.get_mut(&tp) else {
+                let acks = self.waiting.remove(&tp).unwrap_or_default();
+                fail_acks(acks, &self.data_dir, &tp, "the partition is not open".into());
+                continue;
+            };
             // Group commit: one fdatasync covers every batch of this log appended so far.
             let sync = every_batch || log.flush_due(now, interval);
-            syncs.push(sync);
             // RWF_DSYNC writes replace the fdatasync only when everything written before them is
             // already durable (after a reopen or an unsynced write, one fdatasync first).
             let dsync = sync && self.sync_method == SyncMethod::DsyncWrites && log.active_segment().written_is_synced();
-            match log.take_writes(i as u64, sync) {
-                Ok(o) if dsync => ops.extend(dsync_writes(o)),
-                Ok(o) => ops.extend(o),
+            match log.take_writes(0, sync) {
+                Ok(ops) if ops.is_empty() => {
+                    // Already in the file (a roll or flush wrote it) and nothing to sync.
+                    for (done, info) in self.waiting.remove(&tp).unwrap_or_default() {
+                        done.complete(Ok(info));
+                    }
+                }
+                Ok(ops) => {
+                    let ops = if dsync { dsync_writes(ops) } else { ops };
+                    started.push((tp, sync.then_some(log.log_end_offset())));
+                    batches.push(ops);
+                }
                 Err(e) => {
-                    failed.insert(tp.clone(), e.to_string());
+                    let acks = self.waiting.remove(&tp).unwrap_or_default();
+                    fail_acks(acks, &self.data_dir, &tp, e.to_string());
                 }
             }
         }
-        let mut by_log: Vec<Vec<crate::io::IoCompletion>> = (0..tps.len()).map(|_| Vec::new()).collect();
-        for c in self.storage.submit(ops) {
-            by_log[c.op.tag as usize].push(c);
+        if batches.is_empty() {
+            return;
         }
-        for (i, done) in by_log.into_iter().enumerate() {
-            let tp = &tps[i];
-            let log = self.logs.get_mut(tp).expect("open");
-            let leo = log.log_end_offset();
-            if done.is_empty() {
-                continue;
-            }
-            if let Err(e) = log.complete_writes(done, syncs[i].then_some(leo)) {
-                failed.insert(tp.clone(), e.to_string());
-            }
+        self.stats.flushes += batches.len() as u64;
+        for ((tp, synced_up_to), io) in started.into_iter().zip(self.storage.submit_async(batches)) {
+            let log = self.logs.get_mut(&tp).expect("checked above");
+            log.writes_started(io, synced_up_to);
+            let acks = self.waiting.remove(&tp).unwrap_or_default();
+            self.in_flight.insert(tp, acks);
         }
-        for (tp, done, info) in acks {
-            match failed.get(&tp) {
-                Some(reason) => {
-                    done.complete(Err(Error::Failed { dir: self.data_dir.join(tp.dir_name()), reason: reason.clone() }))
+    }
+
+    /// Acknowledges the appends of every partition whose write completed, and starts the next
+    /// write of those with more appended since. True when any write completed.
+    fn poll_writes(&mut self) -> bool {
+        if self.in_flight.is_empty() {
+            return false;
+        }
+        crate::io::poll_async();
+        let mut any = false;
+        let mut next = BTreeSet::new();
+        let tps: Vec<TopicPartition> = self.in_flight.keys().cloned().collect();
+        for tp in tps {
+            let outcome = match self.logs.get_mut(&tp) {
+                None => Some(Err("the partition is not open".to_string())),
+                Some(log) => match log.poll_writes(false) {
+                    Some(r) => Some(r.map_err(|e| e.to_string())),
+                    // Nothing outstanding any more (cannot happen: only this loop polls).
+                    None if !log.writes_outstanding() => Some(Ok(())),
+                    None => None,
+                },
+            };
+            let Some(outcome) = outcome else { continue };
+            any = true;
+            let acks = self.in_flight.remove(&tp).unwrap_or_default();
+            match outcome {
+                Ok(()) => {
+                    for (done, info) in acks {
+                        done.complete(Ok(info));
+                    }
                 }
-                None => done.complete(Ok(info)),
+                Err(reason) => fail_acks(acks, &self.data_dir, &tp, reason),
+            }
+            if self.waiting.contains_key(&tp) || self.logs.get(&tp).is_some_and(|l| l.unwritten_bytes() > 0) {
+                next.insert(tp);
+            }
+        }
+        self.start_writes(next);
+        any
+    }
+
+    /// Writes (and acknowledges) everything appended: before a close.
+    fn drain_writes(&mut self) {
+        loop {
+            let waiting: BTreeSet<TopicPartition> =
+                self.waiting.keys().filter(|tp| !self.in_flight.contains_key(*tp)).cloned().collect();
+            self.start_writes(waiting);
+            if self.in_flight.is_empty() && self.waiting.is_empty() {
+                return;
+            }
+            let tps: Vec<TopicPartition> = self.in_flight.keys().cloned().collect();
+            for tp in tps {
+                let outcome = match self.logs.get_mut(&tp) {
+                    None => Err("the partition is not open".to_string()),
+                    Some(log) => log.poll_writes(true).unwrap_or(Ok(())).map_err(|e| e.to_string()),
+                };
+                let acks = self.in_flight.remove(&tp).unwrap_or_default();
+                match outcome {
+                    Ok(()) => {
+                        for (done, info) in acks {
+                            done.complete(Ok(info));
+                        }
+                    }
+                    Err(reason) => fail_acks(acks, &self.data_dir, &tp, reason),
+                }
             }
         }
     }
@@ -413,6 +523,13 @@ fn dsync_writes(ops: Vec<crate::io::IoOp>) -> Vec<crate::io::IoOp> {
             }
         })
         .collect()
+}
+
+/// Fails the appends of `acks`: the partition's write or fsync failed (it is in the failed state).
+fn fail_acks(acks: Vec<Ack>, data_dir: &std::path::Path, tp: &TopicPartition, reason: String) {
+    for (done, _) in acks {
+        done.complete(Err(Error::Failed { dir: data_dir.join(tp.dir_name()), reason: reason.clone() }));
+    }
 }
 
 fn unknown(tp: &TopicPartition) -> Error {

@@ -266,6 +266,13 @@ pub trait Storage: Send + Sync + Debug {
         }
         out
     }
+    /// Submits batches of operations without waiting for them (the shard's write path: one
+    /// io_uring_enter for all of them); finish each with [`complete_async`]. Within a batch the
+    /// rules of [`Storage::submit`] hold. Backends without asynchronous submission run each batch
+    /// at once (the default), and so may io_uring for a batch that does not fit the ring.
+    fn submit_async(&self, batches: Vec<Vec<IoOp>>) -> Vec<AsyncIo> {
+        batches.into_iter().map(|b| AsyncIo::Ready(self.submit(b))).collect()
+    }
     /// Creates a directory and its parents (owner-only permissions where the backend supports it).
     fn create_dir_all(&self, path: &Path) -> Result<()>;
     /// Names of the entries in a directory (files and directories), unsorted.
@@ -316,6 +323,46 @@ pub trait Storage: Send + Sync + Debug {
 /// io_uring is refused. See [`select::open_storage`].
 pub fn storage_for_mode(requested: IoMode) -> select::OpenedStorage {
     select::open_storage(requested)
+}
+
+/// A batch from [`Storage::submit_async`].
+#[derive(Debug)]
+pub enum AsyncIo {
+    /// Done already, with every operation and its result.
+    Ready(Vec<IoCompletion>),
+    /// In flight on this thread's io_uring: only this thread can complete it.
+    Ring(u32),
+}
+
+/// The operations of `io` with their results, or `io` back while it is in flight. With `wait`,
+/// blocks until it is done (always `Ok`). Must run on the thread that submitted it.
+pub fn complete_async(io: AsyncIo, wait: bool) -> std::result::Result<Vec<IoCompletion>, AsyncIo> {
+    match io {
+        AsyncIo::Ready(v) => Ok(v),
+        AsyncIo::Ring(id) => uring::complete_async(id, wait).ok_or(AsyncIo::Ring(id)),
+    }
+}
+
+/// Collects completions of this thread's asynchronous batches that the kernel has finished (no
+/// system call when there are none).
+pub fn poll_async() {
+    uring::poll_async();
+}
+
+/// True when this thread's ring has completions (or deferred completion work) waiting: a check
+/// of shared memory, no system call. False without a ring.
+pub fn completions_waiting() -> bool {
+    uring::completions_waiting()
+}
+
+/// Sleeps until the doorbell rings, one of this thread's asynchronous batches completes, or
+/// `timeout` passes: in io_uring_enter in the io_uring modes (a POLL_ADD on the eventfd armed in
+/// the same ring as the writes), in poll(2) in sync mode (which has no asynchronous batches).
+pub fn wait_doorbell_or_io(bell: &eventfd::EventFd, mode: IoMode, timeout: std::time::Duration) {
+    if mode != IoMode::Sync && uring::wait_doorbell_or_io(bell.raw(), timeout) {
+        return;
+    }
+    bell.wait_plain(Some(timeout));
 }
 
 /// Sleeps until the doorbell rings or `timeout` passes: in io_uring_enter (a read of the eventfd

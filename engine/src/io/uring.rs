@@ -8,6 +8,13 @@
 //! ([`Ring::run`]), so a buffer handed to the kernel is always borrowed (or owned by the batch)
 //! until its completion has been reaped: nothing returns with an entry in flight.
 //!
+//! The one exception is the shard's write path ([`UringStorage::submit_async`]): a batch of
+//! writes and fdatasyncs goes to the kernel and the call returns at once, the ring taking
+//! ownership of the operations (and so of their buffers and files) until every entry of the
+//! batch has completed; [`complete_async`] hands them back with their results. Completions of
+//! such batches that a synchronous [`Ring::run`] happens to reap are kept for them, and a ring
+//! is never dropped (or replaced) while one of their entries is still in the kernel.
+//!
 //! Directory operations: `rename`, `remove_file` and `sync_dir`'s fsync use io_uring
 //! (RENAMEAT, UNLINKAT, FSYNC on a directory fd, when the kernel has them); `create_dir_all`,
 //! `list_dir`, opening files and directories, `len` and `modified_ms` (fstat) stay plain system
@@ -15,6 +22,7 @@
 #![allow(unsafe_code)]
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -32,7 +40,9 @@ use io_uring::{opcode, squeue, types, IoUring};
 pub use io_uring as sys;
 
 use super::pool::{self, Pool, Registration, WriteBuf};
-use super::{record_io, AlignedBuf, DirectAlignment, IoCompletion, IoFile, IoMode, IoOp, IoOpKind, OpenMode, Storage};
+use super::{
+    record_io, AlignedBuf, AsyncIo, DirectAlignment, IoCompletion, IoFile, IoMode, IoOp, IoOpKind, OpenMode, Storage,
+};
 use crate::error::{Error, Result};
 
 /// Submission-queue entries of each thread's ring (the completion queue has twice as many).
@@ -45,6 +55,10 @@ const MAX_RW_CHUNK: usize = 1 << 30;
 const BOUNCE_MAX: usize = 4 << 20;
 /// Retries of an operation that completed with EINTR or EAGAIN before giving up.
 const MAX_RETRIES: u32 = 64;
+/// user_data bit of entries submitted without waiting: `ASYNC_BIT | batch << 16 | entry`.
+const ASYNC_BIT: u64 = 1 << 63;
+/// Most entries in one asynchronous batch (the entry index has 16 bits of user_data).
+const ASYNC_MAX_ENTRIES: usize = 1 << 16;
 
 fn errno_err(errno: i32) -> io::Error {
     io::Error::from_raw_os_error(errno)
@@ -78,7 +92,34 @@ pub struct Ring {
     /// The thread's long-lived ring (not a one-off nested or teardown ring): only it registers
     /// the thread's pool.
     thread_ring: bool,
+    /// Batches submitted without waiting, by id (see the module docs).
+    async_batches: HashMap<u32, AsyncBatch>,
+    next_async: u32,
+    /// The pending POLL_ADD on the shard's doorbell, if one is armed.
+    doorbell: Option<u32>,
     _not_send: PhantomData<*const ()>,
+}
+
+/// A batch submitted without waiting: each entry's result as it arrives, and what the kernel may
+/// use until then.
+struct AsyncBatch {
+    raw: Vec<Option<i32>>,
+    left: usize,
+    keep: AsyncKeep,
+}
+
+enum AsyncKeep {
+    /// Writes and fdatasyncs: the operations (holding their buffers and files), their fds, the op
+    /// each entry runs, and the results settled before submission (misaligned writes, links cut).
+    Ops { ops: Vec<IoOp>, fds: Vec<RawFd>, idx: Vec<usize>, results: Vec<Option<Result<usize>>> },
+    /// A POLL_ADD on an eventfd: no memory of ours.
+    Doorbell,
+}
+
+impl AsyncBatch {
+    fn holds_memory(&self) -> bool {
+        self.left > 0 && matches!(self.keep, AsyncKeep::Ops { .. })
+    }
 }
 
 /// A pool registered on a ring: chunk `i` at registered-buffer index `i`. Holding the pool keeps
@@ -105,8 +146,15 @@ impl Ring {
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
+            .setup_taskrun_flag()
             .setup_submit_all()
             .build(entries)
+            .or_else(|e| match e.raw_os_error() {
+                Some(libc::EINVAL) => {
+                    IoUring::builder().setup_single_issuer().setup_defer_taskrun().setup_submit_all().build(entries)
+                }
+                _ => Err(e),
+            })
             .or_else(|e| match e.raw_os_error() {
                 Some(libc::EINVAL) => IoUring::builder().setup_submit_all().build(entries),
                 _ => Err(e),
@@ -115,7 +163,17 @@ impl Ring {
                 Some(libc::EINVAL) => IoUring::new(entries),
                 _ => Err(e),
             })?;
-        Ok(Ring { ring, dead: None, generation: 0, fixed: None, thread_ring: false, _not_send: PhantomData })
+        Ok(Ring {
+            ring,
+            dead: None,
+            generation: 0,
+            fixed: None,
+            thread_ring: false,
+            async_batches: HashMap::new(),
+            next_async: 0,
+            doorbell: None,
+            _not_send: PhantomData,
+        })
     }
 
     /// Registers the thread's write-buffer pool on this ring (the thread's own ring only): on
@@ -216,8 +274,13 @@ impl Ring {
     /// Moves completions of this batch into `res`; returns how many were reaped.
     fn reap(&mut self, tag: u64, res: &mut [Option<i32>]) -> usize {
         let mut n = 0;
+        let mut for_async = Vec::new();
         for cqe in self.ring.completion() {
             let ud = cqe.user_data();
+            if ud & ASYNC_BIT != 0 {
+                for_async.push((ud, cqe.result()));
+                continue;
+            }
             if ud & 0xffff_ffff_0000_0000 != tag {
                 continue; // not ours (cannot happen: every batch is reaped in full)
             }
@@ -228,7 +291,233 @@ impl Ring {
                 }
             }
         }
+        for (ud, r) in for_async {
+            self.async_arrived(ud, r);
+        }
         n
+    }
+
+    /// Files the completion of an asynchronous entry with its batch.
+    fn async_arrived(&mut self, ud: u64, r: i32) {
+        let id = ((ud >> 16) & 0xffff_ffff) as u32;
+        let i = (ud & 0xffff) as usize;
+        if let Some(b) = self.async_batches.get_mut(&id) {
+            if let Some(slot) = b.raw.get_mut(i) {
+                if slot.is_none() {
+                    *slot = Some(r);
+                    b.left -= 1;
+                }
+            }
+        }
+    }
+
+    /// Reaps whatever completions are there (asynchronous ones; a synchronous batch is always
+    /// reaped in full by its own [`Ring::run`]).
+    fn reap_async(&mut self) {
+        self.reap(u64::MAX, &mut []);
+    }
+
+    /// True when completions are waiting to be reaped, or deferred completion work is waiting
+    /// for an io_uring_enter (IORING_SQ_TASKRUN), without a system call.
+    fn completions_waiting(&mut self) -> bool {
+        self.ring.submission().taskrun() || !self.ring.completion().is_empty()
+    }
+
+    /// One io_uring_enter that submits what is queued and waits for at least `want` completions
+    /// (at most `timeout`), then reaps. Timeouts and interruptions are not errors.
+    fn get_events(&mut self, want: usize, timeout: Option<Duration>) -> io::Result<()> {
+        record_io(0, 1, 0, 0, 0);
+        let r = match timeout {
+            None => {
+                // SAFETY: no argument pointer is passed; GETEVENTS with to_submit = 0 only runs
+                // completion work and waits.
+                unsafe {
+                    self.ring.submitter().enter::<libc::sigset_t>(
+                        0,
+                        want as u32,
+                        io_uring::EnterFlags::GETEVENTS.bits(),
+                        None,
+                    )
+                }
+            }
+            Some(t) => {
+                let ts = types::Timespec::new().sec(t.as_secs()).nsec(t.subsec_nanos());
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(want, &args)
+            }
+        };
+        self.reap_async();
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Queues `entries` as one asynchronous batch whose memory `keep` owns; they reach the
+    /// kernel with the next io_uring_enter ([`Ring::submit_queued`]). Gives `keep` back when the
+    /// batch cannot be queued whole (dead ring, too many entries, no room).
+    ///
+    /// # Safety
+    ///
+    /// Every pointer in `entries` must point into memory owned by `keep` (heap memory that does
+    /// not move when `keep` does) or into memory that lives as long as the ring; each entry must
+    /// produce exactly one completion.
+    unsafe fn queue_async(
+        &mut self,
+        entries: &[squeue::Entry],
+        keep: AsyncKeep,
+    ) -> std::result::Result<u32, AsyncKeep> {
+        let n = entries.len();
+        if self.dead.is_some() || n == 0 || n > ASYNC_MAX_ENTRIES || n > self.sq_entries() {
+            return Err(keep);
+        }
+        if self.sq_entries() - self.ring.submission().len() < n && self.submit_queued().is_err() {
+            return Err(keep);
+        }
+        if self.sq_entries() - self.ring.submission().len() < n {
+            return Err(keep);
+        }
+        let mut id = self.next_async;
+        while self.async_batches.contains_key(&id) {
+            id = id.wrapping_add(1);
+        }
+        self.next_async = id.wrapping_add(1);
+        let tagged: Vec<squeue::Entry> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| e.clone().user_data(ASYNC_BIT | (u64::from(id) << 16) | i as u64))
+            .collect();
+        // SAFETY: the caller guarantees the entries' memory is owned by `keep`, which goes into
+        // `async_batches` right here and stays there until every entry's completion has been
+        // reaped: neither Drop nor retire lets the ring go with such an entry in the kernel.
+        if unsafe { self.ring.submission().push_multiple(&tagged) }.is_err() {
+            return Err(keep);
+        }
+        self.async_batches.insert(id, AsyncBatch { raw: vec![None; n], left: n, keep });
+        Ok(id)
+    }
+
+    /// Submits every queued entry (one io_uring_enter, no waiting). On a hard failure the entries
+    /// the kernel did not take are failed with the error and the ring is replaced.
+    fn submit_queued(&mut self) -> io::Result<()> {
+        let mut tries = 0;
+        while !self.ring.submission().is_empty() {
+            record_io(0, 1, 0, 0, 0);
+            let queued = self.ring.submission().len();
+            let r = self.ring.submit();
+            let left = self.ring.submission().len();
+            record_io((queued - left) as u64, 0, 0, 0, 0);
+            match r {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY))
+                        && tries < MAX_RETRIES =>
+                {
+                    tries += 1;
+                    let _ = self.get_events(1, Some(Duration::from_micros(100)));
+                }
+                Err(e) => {
+                    let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                    self.fail_unsubmitted(left, errno);
+                    self.retire(errno);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The last `left` entries queued (never seen by the kernel) complete with `-errno`. Only
+    /// asynchronous entries are queued outside [`Ring::run`].
+    fn fail_unsubmitted(&mut self, left: usize, errno: i32) {
+        if left == 0 {
+            return;
+        }
+        // The queued entries are the most recently queued batches' last entries.
+        let mut ids: Vec<u32> = self.async_batches.iter().filter(|(_, b)| b.left > 0).map(|(id, _)| *id).collect();
+        ids.sort_by_key(|id| id.wrapping_sub(self.next_async));
+        let mut todo = left;
+        for id in ids.into_iter().rev() {
+            let Some(b) = self.async_batches.get_mut(&id) else { continue };
+            for slot in b.raw.iter_mut().rev() {
+                if todo == 0 {
+                    return;
+                }
+                if slot.is_none() {
+                    *slot = Some(-errno);
+                    b.left -= 1;
+                    todo -= 1;
+                }
+            }
+        }
+    }
+
+    /// Waits until no asynchronous entry that references our memory is in the kernel. If even
+    /// waiting fails, aborts rather than free memory the kernel may still use.
+    fn drain_async(&mut self) {
+        let mut failures = 0;
+        while self.async_batches.values().any(AsyncBatch::holds_memory) {
+            if let Err(e) = self.get_events(1, Some(Duration::from_millis(100))) {
+                failures += 1;
+                if failures > MAX_RETRIES {
+                    eprintln!(
+                        "seglog: waiting for in-flight io_uring writes failed ({e}); aborting rather than freeing \
+                         buffers the kernel may still use"
+                    );
+                    std::process::abort();
+                }
+            }
+        }
+    }
+
+    /// The results of asynchronous batch `id`, when it has completed (after `wait`, blocking
+    /// until it has). Short writes are finished and link cancellations settled here, as for a
+    /// synchronous batch. An unknown id gives an empty list.
+    fn complete_async(&mut self, id: u32, wait: bool) -> Option<Vec<IoCompletion>> {
+        let mut failures = 0;
+        loop {
+            match self.async_batches.get(&id) {
+                None => return Some(Vec::new()),
+                Some(b) if b.left == 0 => break,
+                Some(_) if !wait => {
+                    if !self.completions_waiting() {
+                        return None;
+                    }
+                    let _ = self.get_events(0, None);
+                    if self.async_batches.get(&id).is_some_and(|b| b.left > 0) {
+                        return None;
+                    }
+                }
+                Some(_) => {
+                    if let Err(e) = self.get_events(1, Some(Duration::from_millis(100))) {
+                        failures += 1;
+                        if failures > MAX_RETRIES {
+                            eprintln!(
+                                "seglog: waiting for an in-flight io_uring write failed ({e}); aborting rather than \
+                                 freeing buffers the kernel may still use"
+                            );
+                            std::process::abort();
+                        }
+                    }
+                }
+            }
+        }
+        let b = self.async_batches.remove(&id)?;
+        let AsyncKeep::Ops { ops, fds, idx, mut results } = b.keep else { return Some(Vec::new()) };
+        let raw: Vec<i32> = b.raw.into_iter().map(|r| r.unwrap_or(-libc::EIO)).collect();
+        let (written, fsyncs) = settle_round(self, &ops, &fds, &idx, &raw, &mut results);
+        record_io(0, 0, 0, written, fsyncs);
+        super::record_writes(ops.iter().filter(|o| matches!(o.kind, IoOpKind::Write { .. })).count() as u64);
+        Some(
+            ops.into_iter()
+                .zip(results)
+                .map(|(op, r)| {
+                    let result = r.unwrap_or_else(|| Err(Error::io("submit", op.file.path(), errno_err(libc::EIO))));
+                    IoCompletion { op, result }
+                })
+                .collect(),
+        )
     }
 
     /// Runs `entries` on this ring and waits until every submitted one has completed. Returns
@@ -255,7 +544,8 @@ impl Ring {
         if let Some(errno) = self.dead {
             return vec![-errno; n];
         }
-        self.generation = self.generation.wrapping_add(1);
+        // 31 bits: the top bit of user_data marks asynchronous entries.
+        self.generation = self.generation.wrapping_add(1) & 0x7fff_ffff;
         let tag = u64::from(self.generation) << 32;
         let cap = self.sq_entries();
         let mut res: Vec<Option<i32>> = vec![None; n];
@@ -339,15 +629,30 @@ impl Ring {
     /// Replaces a ring that failed (`errno`) by a fresh one; if none can be made, marks this one
     /// dead so nothing is submitted on it again.
     fn retire(&mut self, errno: i32) {
+        // Asynchronous writes in the kernel finish on this ring first; their results move to the
+        // new one. A doorbell poll holds no memory of ours and is dropped with the ring.
+        self.drain_async();
+        if let Some(id) = self.doorbell.take() {
+            self.async_batches.remove(&id);
+        }
         let entries = self.ring.params().sq_entries();
         match Ring::new(entries) {
             Ok(mut fresh) => {
                 // The new ring registers the pool afresh on its next submission.
                 fresh.thread_ring = self.thread_ring;
+                fresh.async_batches = std::mem::take(&mut self.async_batches);
+                fresh.next_async = self.next_async;
                 drop(std::mem::replace(self, fresh))
             }
             Err(_) => self.dead = Some(errno),
         }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // Never unmap the ring (and free the operations' buffers) with a write in the kernel.
+        self.drain_async();
     }
 }
 
@@ -838,73 +1143,87 @@ fn rw_flags(dsync: bool) -> i32 {
     }
 }
 
+/// Entries for `ops[start..]`, at most one SQ's worth: ops whose result is known beforehand (a
+/// misaligned write, a successor of a failed link) are settled in `results` and never submitted.
+/// Returns the op index of each entry, the entries (linked only to the very next op when it is in
+/// the same round) and where the next round starts. Writes from registered pool memory go out as
+/// WRITE_FIXED.
+fn build_round(
+    ring: &Ring,
+    ops: &[IoOp],
+    fds: &[RawFd],
+    start: usize,
+    results: &mut [Option<Result<usize>>],
+) -> (Vec<usize>, Vec<squeue::Entry>, usize) {
+    let (mut fixed_writes, mut plain_pool_writes) = (0u64, 0u64);
+    let n = ops.len();
+    let cap = ring.sq_entries().max(1);
+    let failed = |results: &[Option<Result<usize>>], i: usize| matches!(results.get(i), Some(Some(Err(_))));
+    let mut idx: Vec<usize> = Vec::new();
+    let mut sqes: Vec<squeue::Entry> = Vec::new();
+    let mut j = start;
+    while j < n && idx.len() < cap {
+        let op = &ops[j];
+        if j > 0 && ops[j - 1].link_next && failed(results, j - 1) {
+            results[j] = Some(Err(canceled(op.file.path())));
+            j += 1;
+            continue;
+        }
+        let sqe = match &op.kind {
+            IoOpKind::Write { buf, pos, dsync } => {
+                if let Some(a) = op.file.direct_alignment() {
+                    if let Err(e) = check_direct_write(a, *pos, buf.len(), buf.as_ptr() as usize) {
+                        results[j] = Some(Err(Error::io("write", op.file.path(), e)));
+                        j += 1;
+                        continue;
+                    }
+                }
+                let len = buf.len().min(MAX_RW_CHUNK) as u32;
+                let fd = types::Fd(fds[j]);
+                match ring.fixed_index(buf) {
+                    Some(index) => {
+                        fixed_writes += 1;
+                        // The whole range [ptr, ptr + len) lies in chunk `index` (a WriteBuf
+                        // never spans chunks), which is registered at that index on this ring.
+                        opcode::WriteFixed::new(fd, buf.as_ptr(), len, index)
+                            .offset(*pos)
+                            .rw_flags(rw_flags(*dsync))
+                            .build()
+                    }
+                    None => {
+                        plain_pool_writes += u64::from(buf.pool_slot().is_some());
+                        opcode::Write::new(fd, buf.as_ptr(), len).offset(*pos).rw_flags(rw_flags(*dsync)).build()
+                    }
+                }
+            }
+            IoOpKind::SyncData => fsync_op(fds[j], true),
+        };
+        idx.push(j);
+        sqes.push(sqe);
+        j += 1;
+    }
+    for k in 0..idx.len() {
+        let i = idx[k];
+        if ops[i].link_next && idx.get(k + 1) == Some(&(i + 1)) {
+            sqes[k] = sqes[k].clone().flags(squeue::Flags::IO_LINK);
+        }
+    }
+    pool::count_pool_writes(fixed_writes, plain_pool_writes);
+    (idx, sqes, j)
+}
+
 /// The batch on the ring: rounds of at most one SQ's worth of entries, each with one
-/// `submit_and_wait`; short writes finished by follow-up submissions. Writes from registered pool
-/// memory go out as WRITE_FIXED.
+/// `submit_and_wait`; short writes finished by follow-up submissions.
 fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<usize>> {
     if ops.iter().any(|o| matches!(&o.kind, IoOpKind::Write { buf, .. } if buf.pool_slot().is_some())) {
         ring.refresh_fixed();
     }
-    let (mut fixed_writes, mut plain_pool_writes) = (0u64, 0u64);
     let n = ops.len();
-    let cap = ring.sq_entries().max(1);
     let mut results: Vec<Option<Result<usize>>> = (0..n).map(|_| None).collect();
-    let failed = |results: &[Option<Result<usize>>], i: usize| matches!(results.get(i), Some(Some(Err(_))));
     let mut next = 0;
     let (mut written, mut fsyncs) = (0u64, 0u64);
     while next < n {
-        // Build a round: ops whose result is known beforehand (a misaligned write, a successor
-        // of a failed link) are settled here and never submitted.
-        let mut idx: Vec<usize> = Vec::new();
-        let mut sqes: Vec<squeue::Entry> = Vec::new();
-        let mut j = next;
-        while j < n && idx.len() < cap {
-            let op = &ops[j];
-            if j > 0 && ops[j - 1].link_next && failed(&results, j - 1) {
-                results[j] = Some(Err(canceled(op.file.path())));
-                j += 1;
-                continue;
-            }
-            let sqe = match &op.kind {
-                IoOpKind::Write { buf, pos, dsync } => {
-                    if let Some(a) = op.file.direct_alignment() {
-                        if let Err(e) = check_direct_write(a, *pos, buf.len(), buf.as_ptr() as usize) {
-                            results[j] = Some(Err(Error::io("write", op.file.path(), e)));
-                            j += 1;
-                            continue;
-                        }
-                    }
-                    let len = buf.len().min(MAX_RW_CHUNK) as u32;
-                    let fd = types::Fd(fds[j]);
-                    match ring.fixed_index(buf) {
-                        Some(index) => {
-                            fixed_writes += 1;
-                            // The whole range [ptr, ptr + len) lies in chunk `index` (a WriteBuf
-                            // never spans chunks), which is registered at that index on this ring.
-                            opcode::WriteFixed::new(fd, buf.as_ptr(), len, index)
-                                .offset(*pos)
-                                .rw_flags(rw_flags(*dsync))
-                                .build()
-                        }
-                        None => {
-                            plain_pool_writes += u64::from(buf.pool_slot().is_some());
-                            opcode::Write::new(fd, buf.as_ptr(), len).offset(*pos).rw_flags(rw_flags(*dsync)).build()
-                        }
-                    }
-                }
-                IoOpKind::SyncData => fsync_op(fds[j], true),
-            };
-            idx.push(j);
-            sqes.push(sqe);
-            j += 1;
-        }
-        // Link only to the very next op when it is submitted in this same round.
-        for k in 0..idx.len() {
-            let i = idx[k];
-            if ops[i].link_next && idx.get(k + 1) == Some(&(i + 1)) {
-                sqes[k] = sqes[k].clone().flags(squeue::Flags::IO_LINK);
-            }
-        }
+        let (idx, sqes, j) = build_round(ring, ops, fds, next, &mut results);
         // SAFETY: every buffer pointed to is owned by `ops` (an AlignedBuf, or a pool chunk the
         // op holds a reference to, so neither freed nor handed to anyone else), borrowed for this
         // whole call; run returns only after every submitted entry completed. A WRITE_FIXED
@@ -917,12 +1236,129 @@ fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<us
     }
     record_io(0, 0, 0, written, fsyncs);
     super::record_writes(ops.iter().filter(|o| matches!(o.kind, IoOpKind::Write { .. })).count() as u64);
-    pool::count_pool_writes(fixed_writes, plain_pool_writes);
     results
         .into_iter()
         .zip(ops)
         .map(|(r, op)| r.unwrap_or_else(|| Err(Error::io("submit", op.file.path(), errno_err(libc::EIO)))))
         .collect()
+}
+
+/// Queues each batch on the ring without waiting and submits them all with one io_uring_enter.
+/// A batch that does not fit one round, or that the ring cannot take, runs synchronously
+/// instead (and comes back [`AsyncIo::Ready`]).
+fn start_async_on_ring(ring: &mut Ring, batches: Vec<(Vec<IoOp>, Vec<RawFd>)>) -> Vec<AsyncIo> {
+    if batches
+        .iter()
+        .flat_map(|(ops, _)| ops)
+        .any(|o| matches!(&o.kind, IoOpKind::Write { buf, .. } if buf.pool_slot().is_some()))
+    {
+        ring.refresh_fixed();
+    }
+    let mut out = Vec::with_capacity(batches.len());
+    for (ops, fds) in batches {
+        if ops.is_empty() {
+            out.push(AsyncIo::Ready(Vec::new()));
+            continue;
+        }
+        let mut results: Vec<Option<Result<usize>>> = (0..ops.len()).map(|_| None).collect();
+        let (idx, sqes, next) = build_round(ring, &ops, &fds, 0, &mut results);
+        if next < ops.len() || sqes.is_empty() || !ring.thread_ring {
+            // Too long for one round, or nothing to submit: the synchronous path settles it.
+            let r = submit_on_ring(ring, &ops, &fds);
+            out.push(AsyncIo::Ready(ops.into_iter().zip(r).map(|(op, result)| IoCompletion { op, result }).collect()));
+            continue;
+        }
+        let keep = AsyncKeep::Ops { ops, fds, idx, results };
+        // SAFETY: every entry points into a buffer owned by `keep`'s ops (an AlignedBuf or a pool
+        // chunk the op holds a reference to: heap memory that does not move with the Vec), or
+        // names a registered chunk whose pool the ring holds; each produces one completion.
+        match unsafe { ring.queue_async(&sqes, keep) } {
+            Ok(id) => out.push(AsyncIo::Ring(id)),
+            Err(AsyncKeep::Ops { ops, fds, .. }) => {
+                let r = submit_on_ring(ring, &ops, &fds);
+                out.push(AsyncIo::Ready(
+                    ops.into_iter().zip(r).map(|(op, result)| IoCompletion { op, result }).collect(),
+                ));
+            }
+            Err(AsyncKeep::Doorbell) => unreachable!("queued an Ops batch"),
+        }
+    }
+    let _ = ring.submit_queued();
+    out
+}
+
+/// The results of an asynchronous batch of this thread's ring ([`UringStorage::submit_async`]),
+/// or `None` while it is in flight (after `wait`, it blocks until the batch is done).
+pub(crate) fn complete_async(id: u32, wait: bool) -> Option<Vec<IoCompletion>> {
+    match with_thread_ring(|ring| ring.complete_async(id, wait)) {
+        Ok(r) => r,
+        Err(_) => Some(Vec::new()),
+    }
+}
+
+/// Runs the deferred completion work of this thread's ring, if it has one and work is waiting
+/// (no system call otherwise).
+pub(crate) fn poll_async() {
+    let _ = THREAD_RING.try_with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            if let Some(ring) = slot.as_mut() {
+                if !ring.async_batches.is_empty() && ring.completions_waiting() {
+                    let _ = ring.get_events(0, None);
+                }
+            }
+        }
+    });
+}
+
+/// See [`super::completions_waiting`].
+pub(crate) fn completions_waiting() -> bool {
+    THREAD_RING
+        .try_with(|cell| {
+            cell.try_borrow_mut()
+                .ok()
+                .and_then(|mut slot| slot.as_mut().map(|r| r.completions_waiting()))
+                .unwrap_or(false)
+        })
+        .unwrap_or(false)
+}
+
+/// Sleeps on this thread's ring until the doorbell eventfd `fd` is readable (a POLL_ADD kept
+/// armed across calls), an asynchronous batch completes, or `timeout` passes; clears the
+/// doorbell when it rang. False when this thread has no usable ring (the caller waits plainly).
+pub(crate) fn wait_doorbell_or_io(fd: RawFd, timeout: Duration) -> bool {
+    let r = with_thread_ring(|ring| {
+        if !ring.thread_ring || ring.dead.is_some() {
+            return false;
+        }
+        if ring.doorbell.is_none() {
+            let e = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32).build();
+            // SAFETY: a POLL_ADD points to no memory; it produces one completion.
+            match unsafe { ring.queue_async(std::slice::from_ref(&e), AsyncKeep::Doorbell) } {
+                Ok(id) => ring.doorbell = Some(id),
+                Err(_) => return false,
+            }
+        }
+        let done_waiting = |ring: &Ring| {
+            ring.async_batches.values().any(|b| b.left == 0 && matches!(b.keep, AsyncKeep::Ops { .. }))
+                || ring.doorbell.and_then(|id| ring.async_batches.get(&id)).is_none_or(|b| b.left == 0)
+        };
+        if !done_waiting(ring) {
+            if ring.get_events(1, Some(timeout)).is_err() {
+                return false;
+            }
+        } else {
+            let _ = ring.submit_queued();
+        }
+        if let Some(id) = ring.doorbell {
+            if ring.async_batches.get(&id).is_none_or(|b| b.left == 0) {
+                ring.async_batches.remove(&id);
+                ring.doorbell = None;
+                let _ = read_eventfd_raw(fd);
+            }
+        }
+        true
+    });
+    r.unwrap_or(false)
 }
 
 /// Turns one round's completion results (`raw[k]` for `ops[idx[k]]`) into final results:
@@ -1006,6 +1442,28 @@ impl Storage for UringStorage {
         match with_thread_ring(|ring| submit_on_ring(ring, &ops, &fds)) {
             Ok(results) => ops.into_iter().zip(results).map(|(op, result)| IoCompletion { op, result }).collect(),
             Err(_) => submit_sequential(ops),
+        }
+    }
+
+    fn submit_async(&self, batches: Vec<Vec<IoOp>>) -> Vec<AsyncIo> {
+        let mut with_fds = Vec::with_capacity(batches.len());
+        for ops in batches {
+            let fds: Option<Vec<RawFd>> = ops.iter().map(|o| o.file.raw_fd()).collect();
+            with_fds.push((ops, fds));
+        }
+        if with_fds.iter().any(|(_, fds)| fds.is_none()) {
+            return with_fds.into_iter().map(|(ops, _)| AsyncIo::Ready(self.submit(ops))).collect();
+        }
+        let batches: Vec<(Vec<IoOp>, Vec<RawFd>)> =
+            with_fds.into_iter().map(|(ops, fds)| (ops, fds.unwrap_or_default())).collect();
+        // Ownership goes into the closure through a cell, so it comes back if no ring can be had.
+        let cell = RefCell::new(Some(batches));
+        match with_thread_ring(|ring| cell.borrow_mut().take().map(|b| start_async_on_ring(ring, b))) {
+            Ok(Some(r)) => r,
+            _ => {
+                let batches = cell.borrow_mut().take().unwrap_or_default();
+                batches.into_iter().map(|(ops, _)| AsyncIo::Ready(submit_sequential(ops))).collect()
+            }
         }
     }
 
@@ -1419,6 +1877,126 @@ pub(crate) mod tests {
             tag,
             link_next,
         }
+    }
+
+    #[test]
+    fn async_batches_complete_later_and_survive_synchronous_io() {
+        use crate::io::{complete_async, AsyncIo};
+        for mode in [IoMode::Direct, IoMode::Buffered] {
+            let dir = test_dir();
+            let s = UringStorage::new(mode).unwrap();
+            let a = s.open_log(&dir.path().join("a.log"), OpenMode::CreateNew).unwrap();
+            let b = s.open_log(&dir.path().join("b.log"), OpenMode::CreateNew).unwrap();
+            let (ca, cb) = (pattern(3 * 4096, 1), pattern(4096, 2));
+            let batch_a = vec![
+                write_op(&a, &ca, 0, 1, true),
+                IoOp { file: a.clone(), kind: IoOpKind::SyncData, tag: 2, link_next: false },
+            ];
+            let batch_b = vec![write_op(&b, &cb, 0, 3, false)];
+            let before = thread_stats();
+            let mut pending: Vec<AsyncIo> = s.submit_async(vec![batch_a, batch_b]);
+            assert_eq!(delta(before).enters, 1, "{mode}: both batches go in one io_uring_enter");
+            assert!(pending.iter().all(|p| matches!(p, AsyncIo::Ring(_))), "{mode}: {pending:?}");
+            // Synchronous I/O on the same ring meanwhile: its reaping must keep the other
+            // batches' completions for them.
+            let c = s.open(&dir.path().join("c"), OpenMode::CreateNew).unwrap();
+            c.write_all_at(b"sync", 0).unwrap();
+            let mut got = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !pending.is_empty() {
+                assert!(Instant::now() < deadline, "{mode}: async batches never completed");
+                crate::io::poll_async();
+                let mut still = Vec::new();
+                for p in pending {
+                    match complete_async(p, false) {
+                        Ok(done) => got.push(done),
+                        Err(p) => still.push(p),
+                    }
+                }
+                pending = still;
+            }
+            got.sort_by_key(|d| d[0].op.tag);
+            assert_eq!(got.len(), 2);
+            assert_eq!(got[0].len(), 2);
+            assert_eq!(*got[0][0].result.as_ref().unwrap(), ca.len());
+            assert_eq!(*got[0][1].result.as_ref().unwrap(), 0);
+            assert_eq!(*got[1][0].result.as_ref().unwrap(), cb.len());
+            assert_eq!(std::fs::read(dir.path().join("a.log")).unwrap(), ca);
+            assert_eq!(std::fs::read(dir.path().join("b.log")).unwrap(), cb);
+            assert_eq!(std::fs::read(dir.path().join("c")).unwrap(), b"sync");
+        }
+    }
+
+    #[test]
+    fn a_finished_async_write_is_seen_without_a_system_call() {
+        let dir = test_dir();
+        let s = UringStorage::new(IoMode::Direct).unwrap();
+        let f = s.open_log(&dir.path().join("0.log"), OpenMode::CreateNew).unwrap();
+        let data = pattern(16384, 5);
+        for _ in 0..3 {
+            let io = s.submit_async(vec![vec![write_op(&f, &data, 0, 1, false)]]).pop().unwrap();
+            let t = Instant::now();
+            while !super::completions_waiting() && t.elapsed() < Duration::from_secs(2) {
+                std::hint::spin_loop();
+            }
+            assert!(super::completions_waiting(), "the ring never showed the completion waiting");
+            crate::io::poll_async();
+            assert!(crate::io::complete_async(io, false).is_ok(), "the write completed");
+        }
+    }
+
+    #[test]
+    fn async_batch_waited_for_and_failures_reported() {
+        use crate::io::complete_async;
+        let dir = test_dir();
+        let s = UringStorage::new(IoMode::Direct).unwrap();
+        let log = s.open_log(&dir.path().join("0.log"), OpenMode::CreateNew).unwrap();
+        let good = pattern(4096, 7);
+        // A misaligned O_DIRECT write fails before submission; its linked fdatasync is cancelled;
+        // the batch still completes as a whole.
+        let bad = pattern(100, 8);
+        let ops = vec![
+            write_op(&log, &good, 0, 1, false),
+            write_op(&log, &bad, 4096 + 3, 2, true),
+            IoOp { file: log.clone(), kind: IoOpKind::SyncData, tag: 3, link_next: false },
+        ];
+        let io = s.submit_async(vec![ops]).pop().unwrap();
+        let done = complete_async(io, true).expect("waited");
+        assert_eq!(done.len(), 3);
+        assert!(done[0].result.is_ok());
+        assert!(done[1].result.is_err());
+        assert!(done[2].result.is_err(), "the fdatasync linked after a failed write is cancelled");
+        assert_eq!(std::fs::read(dir.path().join("0.log")).unwrap(), good);
+    }
+
+    #[test]
+    fn doorbell_or_io_wakes_on_either() {
+        let bell = crate::io::eventfd::EventFd::new().unwrap();
+        // Times out with nothing happening.
+        let t = Instant::now();
+        assert!(wait_doorbell_or_io(bell.raw(), Duration::from_millis(30)));
+        assert!(t.elapsed() >= Duration::from_millis(20), "{:?}", t.elapsed());
+        // Rung before the wait: returns at once, and the counter is cleared.
+        bell.notify();
+        let t = Instant::now();
+        assert!(wait_doorbell_or_io(bell.raw(), Duration::from_secs(5)));
+        assert!(t.elapsed() < Duration::from_secs(1));
+        // A write completing wakes it too.
+        let dir = test_dir();
+        let s = UringStorage::new(IoMode::Buffered).unwrap();
+        let f = s.open_log(&dir.path().join("0.log"), OpenMode::CreateNew).unwrap();
+        let data = pattern(4096, 3);
+        let io = s.submit_async(vec![vec![write_op(&f, &data, 0, 1, false)]]).pop().unwrap();
+        let t = Instant::now();
+        let mut io = Some(io);
+        while let Some(p) = io.take() {
+            assert!(t.elapsed() < Duration::from_secs(5), "the write completion never woke the wait");
+            assert!(wait_doorbell_or_io(bell.raw(), Duration::from_secs(5)));
+            if let Err(p) = crate::io::complete_async(p, false) {
+                io = Some(p);
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
     }
 
     #[test]

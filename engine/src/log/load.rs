@@ -280,6 +280,8 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
         unflushed_messages: 0,
         last_flush_ms: now,
         failed: None,
+        write_in_flight: None,
+        write_settled: None,
         rng: seed,
         tail_cache_bytes,
         write_through,

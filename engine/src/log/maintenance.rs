@@ -30,6 +30,7 @@ impl Log {
     /// one, the leader-epoch cache is truncated, and the high watermark and recovery point drop
     /// to the new end. Returns false (and changes nothing) when `target >= log end`.
     pub fn truncate_to(&mut self, target: i64) -> Result<bool> {
+        self.settle_writes();
         self.check_not_failed()?;
         if target < 0 {
             return Err(Error::InvalidConfig(format!("cannot truncate to a negative offset {target}")));
@@ -49,6 +50,7 @@ impl Log {
         if active_base > floor_base {
             // Newest first, so that whatever prefix of these renames survives a crash removes a
             // suffix of the log, never a segment in the middle.
+            self.settle_writes();
             let active = self.active.take().expect("active");
             let seg = self.guard(active.into_segment())?;
             self.schedule_delete(seg, now)?;
@@ -88,6 +90,7 @@ impl Log {
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()> {
         self.check_not_failed()?;
         let now = self.clock.now_ms();
+        self.settle_writes();
         let active = self.active.take().expect("active");
         let old = self.guard(active.into_segment())?;
         let sealed: Vec<i64> = self.sealed.keys().copied().collect();

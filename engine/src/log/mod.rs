@@ -128,6 +128,11 @@ pub struct Log {
     recovery_point: i64,
     unflushed_messages: i64,
     last_flush_ms: i64,
+    /// A write started by [`Log::writes_started`] and not yet reported by [`Log::poll_writes`]:
+    /// `Some(synced_up_to)`.
+    write_in_flight: Option<Option<i64>>,
+    /// Its outcome, when an operation that had to wait for it (a roll, a flush) got it first.
+    write_settled: Option<Result<()>>,
     failed: Option<String>,
     rng: u64,
     tail_cache_bytes: u64,
@@ -423,6 +428,7 @@ impl Log {
     /// Seals the active segment and starts a new one at `max(expected_next_offset, log end)`
     /// (Kafka's `roll`). An empty active segment at that offset is replaced (KAFKA-6388).
     pub fn roll(&mut self, expected_next_offset: Option<i64>) -> Result<()> {
+        self.settle_writes();
         self.check_not_failed()?;
         let new_base = expected_next_offset.unwrap_or(0).max(self.log_end_offset);
         let now = self.clock.now_ms();
@@ -478,6 +484,7 @@ impl Log {
     /// Writes pending index entries and fsyncs the active segment; advances the recovery point to
     /// the log end.
     pub fn flush(&mut self) -> Result<()> {
+        self.settle_writes();
         self.check_not_failed()?;
         let r = self.active_mut().flush();
         self.guard(r)?;
@@ -492,6 +499,7 @@ impl Log {
     /// for a caller that submits many logs' I/O at once. Complete them with
     /// [`Log::complete_writes`]; until then no other write of this log may be taken.
     pub fn take_writes(&mut self, tag: u64, sync: bool) -> Result<Vec<crate::io::IoOp>> {
+        self.settle_writes();
         self.check_not_failed()?;
         // Index entries are not written here, not even for a durable turn: the active segment
         // holds the recovery point, so after a crash it is always revalidated and its indexes
@@ -519,6 +527,53 @@ impl Log {
         Ok(())
     }
 
+    /// Hands back the operations of [`Log::take_writes`] as submitted without waiting
+    /// ([`crate::io::Storage::submit_async`]), to be reported by [`Log::poll_writes`]. With
+    /// `synced_up_to` (the batch holds an fsync, or is all RWF_DSYNC writes), a successful batch
+    /// advances the recovery point there. Appends may go on meanwhile; a roll, flush, truncation
+    /// or close waits for the writes first.
+    pub fn writes_started(&mut self, io: crate::io::AsyncIo, synced_up_to: Option<i64>) {
+        self.settle_writes();
+        self.active_mut().writes_started(io);
+        self.write_in_flight = Some(synced_up_to);
+    }
+
+    /// The outcome of the writes of [`Log::writes_started`] once they are done (after `wait`,
+    /// blocking until then): `None` while they are in flight or when none were started. A failed
+    /// write or fsync puts the log in the failed state, as [`Log::complete_writes`] does.
+    pub fn poll_writes(&mut self, wait: bool) -> Option<Result<()>> {
+        if let Some(r) = self.write_settled.take() {
+            return Some(r);
+        }
+        let synced_up_to = self.write_in_flight?;
+        let r = self.active.as_mut()?.poll_writes(wait)?;
+        self.write_in_flight = None;
+        let r = self.guard(r);
+        if r.is_ok() {
+            if let Some(o) = synced_up_to {
+                self.recovery_point = self.recovery_point.max(o);
+                self.unflushed_messages = 0;
+                self.first_unflushed_ms = None;
+                self.last_flush_ms = self.clock.now_ms();
+            }
+        }
+        Some(r)
+    }
+
+    /// True while writes of [`Log::writes_started`] have not been reported by
+    /// [`Log::poll_writes`].
+    pub fn writes_outstanding(&self) -> bool {
+        self.write_in_flight.is_some() || self.write_settled.is_some()
+    }
+
+    /// Waits for the writes in flight, if any, keeping their outcome for the next poll: called
+    /// by everything that changes the active segment other than an append.
+    pub(crate) fn settle_writes(&mut self) {
+        if self.write_in_flight.is_some() && self.write_settled.is_none() {
+            self.write_settled = self.poll_writes(true);
+        }
+    }
+
     /// Bytes appended to the active segment and not yet handed to the kernel.
     pub fn unwritten_bytes(&self) -> u64 {
         self.active_segment().unwritten_bytes()
@@ -526,6 +581,7 @@ impl Log {
 
     /// Clean close: final time-index entry, indexes trimmed, everything fsynced.
     pub fn close(mut self) -> Result<()> {
+        self.settle_writes();
         self.check_not_failed()?;
         let active = self.active.take().expect("active segment");
         active.close()?;

@@ -813,6 +813,10 @@ pub struct ActiveSegment {
     created_ms: i64,
     roll_jitter_ms: i64,
     settings: SegmentSettings,
+    /// Writes submitted without waiting ([`ActiveSegment::start_writes`]), until polled.
+    in_flight: Option<crate::io::AsyncIo>,
+    /// The outcome of writes that another operation had to wait for before they were polled.
+    settled: Option<Result<()>>,
 }
 
 /// A segment that can no longer be written.
@@ -1061,6 +1065,8 @@ impl Segment {
             created_ms: now_ms,
             roll_jitter_ms,
             settings,
+            in_flight: None,
+            settled: None,
         })
     }
 }
@@ -1127,6 +1133,8 @@ impl ActiveSegment {
             created_ms: now_ms,
             roll_jitter_ms,
             settings,
+            in_flight: None,
+            settled: None,
         })
     }
 
@@ -1249,6 +1257,7 @@ impl ActiveSegment {
     /// batch that straddles `offset` goes whole, as in Kafka), from the indexes, the memory tail
     /// and the file. Returns the bytes removed and the offset the segment now ends before.
     pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<(u64, i64)> {
+        self.settle_in_flight();
         let Some(m) = self.seg.translate_offset(offset, 0)? else {
             // Nothing at or past `offset` here.
             self.seg.offset_index.truncate_to(offset)?;
@@ -1302,6 +1311,7 @@ impl ActiveSegment {
     /// runs only after all of them succeeded. Empty when there is nothing to do. Complete them
     /// with [`ActiveSegment::complete_writes`].
     pub fn take_writes(&mut self, tag: u64, sync: bool) -> Vec<IoOp> {
+        self.settle_in_flight();
         let mut ops = self.tail.prepare_write(self.file.clone(), tag);
         if sync {
             for w in &mut ops {
@@ -1352,8 +1362,60 @@ impl ActiveSegment {
         self.tail.written_is_synced()
     }
 
+    /// Takes the writes of [`ActiveSegment::take_writes`] back as submitted without waiting
+    /// ([`crate::io::Storage::submit_async`]); poll them with [`ActiveSegment::poll_writes`].
+    /// Appends may continue meanwhile (the tail copies a chunk a write still holds before
+    /// changing it); anything else that writes this segment waits for them first.
+    pub fn writes_started(&mut self, io: crate::io::AsyncIo) {
+        debug_assert!(self.in_flight.is_none(), "one write in flight per segment");
+        self.settle_in_flight();
+        self.in_flight = Some(io);
+    }
+
+    /// True while writes handed to [`ActiveSegment::writes_started`] have not been reported.
+    pub fn writes_outstanding(&self) -> bool {
+        self.in_flight.is_some() || self.settled.is_some()
+    }
+
+    /// The outcome of the writes in flight once they are done (blocking until then with
+    /// `wait`), applied to the tail as [`ActiveSegment::complete_writes`] does; `None` while they
+    /// are in flight or when there are none.
+    pub fn poll_writes(&mut self, wait: bool) -> Option<Result<()>> {
+        if let Some(r) = self.settled.take() {
+            return Some(r);
+        }
+        let io = self.in_flight.take()?;
+        match crate::io::complete_async(io, wait) {
+            Ok(done) if done.is_empty() => {
+                // The ring lost the batch (it cannot: tickets live on the ring that made them).
+                self.tail.complete_write(false);
+                Some(Err(Error::io(
+                    "write",
+                    self.file.path(),
+                    std::io::Error::other("asynchronous write batch lost by the ring"),
+                )))
+            }
+            Ok(done) => Some(self.complete_writes(done)),
+            Err(io) => {
+                self.in_flight = Some(io);
+                None
+            }
+        }
+    }
+
+    /// Waits for the writes in flight, if any, keeping their outcome for the next poll.
+    fn settle_in_flight(&mut self) {
+        if self.in_flight.is_some() {
+            self.settled = self.poll_writes(true);
+        }
+    }
+
     /// Writes every appended byte to the file (one submission), with an fdatasync when `sync`.
     pub fn write_pending(&mut self, sync: bool) -> Result<()> {
+        self.settle_in_flight();
+        if let Some(Err(e)) = &self.settled {
+            return Err(Error::io("write", self.file.path(), std::io::Error::other(e.to_string())));
+        }
         let ops = self.take_writes(0, sync);
         if ops.is_empty() {
             return Ok(());
