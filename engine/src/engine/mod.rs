@@ -151,6 +151,12 @@ pub struct EngineConfig {
     /// Behave as if io_uring were refused (as under a container's seccomp profile): the engine
     /// falls back to sync mode and says why. For tests and for comparing modes.
     pub simulate_uring_refusal: bool,
+    /// Permission bits of every file the engine creates (segments, indexes, checkpoints), before
+    /// the process umask. Default 0o600: owner-only, as log data is users' data.
+    pub file_mode: u32,
+    /// Permission bits of the directories it creates (the data directory if missing, partition
+    /// directories). Default 0o700.
+    pub dir_mode: u32,
     /// Pages behind each shard's index arena; [`Engine::index_memory`] says what it got.
     /// Default `Auto`: explicit huge pages if reserved, else transparent, else normal.
     pub huge_pages: crate::io::HugePages,
@@ -181,6 +187,8 @@ impl EngineConfig {
             log_config: LogConfig::default(),
             tail_cache_bytes: 1024 * 1024,
             simulate_uring_refusal: false,
+            file_mode: 0o600,
+            dir_mode: 0o700,
             idle_spin_us: 50,
             io_spin_us: 200,
             checkpoint_interval_ms: 60_000,
@@ -383,7 +391,11 @@ impl Engine {
             CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_OFFSET_CHECKPOINT_FILE,
         };
         config.log_config.validate()?;
-        let selected = crate::io::select::open_storage_with(config.io_mode, config.simulate_uring_refusal);
+        let selected = crate::io::select::open_storage_with_permissions(
+            config.io_mode,
+            config.simulate_uring_refusal,
+            crate::io::select::Permissions { file_mode: config.file_mode, dir_mode: config.dir_mode },
+        );
         let storage = selected.storage;
         if !storage.exists(&config.data_dir) {
             storage.create_dir_all(&config.data_dir)?;

@@ -28,7 +28,7 @@ pub use arena::{ArenaConfig, ArenaReport, ArenaSlice, HugePages, IndexArena, Pag
 pub use file_cache::{FileCache, LazyFile, Reopen};
 pub use pool::{Chunk, Pool, PoolStats, WriteBuf};
 pub use probe::{dio_alignment, dio_alignment_fd};
-pub use select::{open_storage, open_storage_with, OpenedStorage};
+pub use select::{open_storage, open_storage_with, open_storage_with_permissions, OpenedStorage, Permissions};
 pub use sendfile::send_file_range;
 pub use uring::{wait_eventfd, wait_eventfd_plain, with_thread_ring, Ring, UringFile, UringStorage};
 

@@ -22,6 +22,20 @@ pub struct OpenedStorage {
     pub fallback: Option<String>,
 }
 
+/// Permission bits of the files and directories a storage creates (before the umask). Owner-only
+/// by default: log directories hold users' data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Permissions {
+    pub file_mode: u32,
+    pub dir_mode: u32,
+}
+
+impl Default for Permissions {
+    fn default() -> Self {
+        Permissions { file_mode: 0o600, dir_mode: 0o700 }
+    }
+}
+
 /// Opens storage in `requested` mode, falling back to sync mode if io_uring is refused. Honours
 /// [`FORCE_REFUSAL_ENV`].
 pub fn open_storage(requested: IoMode) -> OpenedStorage {
@@ -31,8 +45,14 @@ pub fn open_storage(requested: IoMode) -> OpenedStorage {
 
 /// Like [`open_storage`], with the refusal forced by the caller instead of the environment.
 pub fn open_storage_with(requested: IoMode, force_refusal: bool) -> OpenedStorage {
+    open_storage_with_permissions(requested, force_refusal, Permissions::default())
+}
+
+/// Like [`open_storage_with`], creating files and directories with `perms`.
+pub fn open_storage_with_permissions(requested: IoMode, force_refusal: bool, perms: Permissions) -> OpenedStorage {
+    let std = || Arc::new(StdStorage { file_mode: perms.file_mode, dir_mode: perms.dir_mode });
     if requested == IoMode::Sync {
-        return OpenedStorage { storage: Arc::new(StdStorage::default()), mode: IoMode::Sync, fallback: None };
+        return OpenedStorage { storage: std(), mode: IoMode::Sync, fallback: None };
     }
     let probed = if force_refusal {
         Err(format!("io_uring refused on purpose ({FORCE_REFUSAL_ENV}=1 or a test)"))
@@ -40,7 +60,11 @@ pub fn open_storage_with(requested: IoMode, force_refusal: bool) -> OpenedStorag
         super::probe::uring_available()
     };
     match probed.and_then(|()| UringStorage::new(requested).map_err(|e| e.to_string())) {
-        Ok(s) => OpenedStorage { storage: Arc::new(s), mode: requested, fallback: None },
+        Ok(mut s) => {
+            s.file_mode = perms.file_mode;
+            s.dir_mode = perms.dir_mode;
+            OpenedStorage { storage: Arc::new(s), mode: requested, fallback: None }
+        }
         Err(reason) => {
             static LOGGED: Once = Once::new();
             LOGGED.call_once(|| {
@@ -48,7 +72,7 @@ pub fn open_storage_with(requested: IoMode, force_refusal: bool) -> OpenedStorag
                     "seglog: {requested} I/O mode unavailable, using sync I/O (plain pread/pwrite) instead: {reason}"
                 );
             });
-            OpenedStorage { storage: Arc::new(StdStorage::default()), mode: IoMode::Sync, fallback: Some(reason) }
+            OpenedStorage { storage: std(), mode: IoMode::Sync, fallback: Some(reason) }
         }
     }
 }
