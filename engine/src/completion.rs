@@ -63,7 +63,8 @@ impl<T> Completion<T> {
         self.wait_spinning(DEFAULT_SPIN)
     }
 
-    /// Blocks until the result is there, spinning up to `spin` before sleeping. A caller that
+    /// Blocks until the result is there, polling (and yielding the core) up to `spin` before
+    /// sleeping. A caller that
     /// waits for a device write (tens to hundreds of microseconds) and has a core to spare can
     /// spin through it: waking a sleeping thread on another core costs a cross-CPU interrupt, and
     /// on a virtual machine the wake-up of an idle vCPU (tens of microseconds), on every append.
@@ -75,7 +76,9 @@ impl<T> Completion<T> {
                     return v;
                 }
             }
-            std::hint::spin_loop();
+            // Yield rather than spin: when the shard that owes the answer shares this core (more
+            // threads than cores), spinning would keep it from running until the spin ends.
+            std::thread::yield_now();
         }
         let mut st = self.slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {

@@ -4,10 +4,11 @@
 //! [`Completion`] to wait on or await.
 //!
 //! A shard's loop turn drains every queued request, runs them against its logs (appends go to the
-//! active segments' in-memory tails), then hands all partitions' new bytes to the kernel in one
-//! submission (with linked fdatasyncs when the durability policy says so), and only then completes
-//! the appends. With nothing queued it sleeps on an eventfd doorbell (in io_uring_enter in the
-//! io_uring modes).
+//! active segments' in-memory tails), then hands the new bytes of every partition without a write
+//! in flight to the kernel in one submission (with linked fdatasyncs when the durability policy
+//! says so) and goes on without waiting; a partition's appends are completed when its write
+//! completes. With nothing queued it sleeps in one io_uring_enter that a request (a POLL_ADD on
+//! its eventfd doorbell) or a write completion ends (poll(2) on the doorbell in sync mode).
 
 mod shard;
 mod topology;
@@ -136,7 +137,7 @@ pub struct EngineConfig {
     /// How long a shard with writes in flight and no requests polls its queue and its ring
     /// before sleeping (microseconds). A write completing within it is acknowledged without a
     /// wake-up of the shard (on a virtual machine, waking an idle vCPU costs tens of
-    /// microseconds). Default 200, about one 16-64 KiB NVMe write; 0 uses `idle_spin_us`.
+    /// microseconds). Default 200, about one 16-64 KiB NVMe write; 0 sleeps at once.
     pub io_spin_us: u64,
     /// How often the recovery-point and log-start-offset checkpoints are written (Kafka's
     /// log.flush.offset.checkpoint.interval.ms). Default 60,000.

@@ -1,6 +1,6 @@
 //! An eventfd: the doorbell producers ring to wake a sleeping shard. A shard in io_uring mode
-//! sleeps in io_uring_enter on a read of this fd, so one wait covers new requests and I/O
-//! completions; in sync mode it sleeps in poll(2).
+//! sleeps in io_uring_enter with a POLL_ADD on this fd armed in its ring, so one wait covers new
+//! requests and its writes' completions; in sync mode it sleeps in poll(2).
 #![allow(unsafe_code)]
 
 use std::os::unix::io::{AsRawFd, FromRawFd, OwnedFd, RawFd};

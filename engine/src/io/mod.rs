@@ -331,7 +331,31 @@ pub enum AsyncIo {
     /// Done already, with every operation and its result.
     Ready(Vec<IoCompletion>),
     /// In flight on this thread's io_uring: only this thread can complete it.
-    Ring(u32),
+    Ring(RingTicket),
+}
+
+/// The claim on a batch in flight on the submitting thread's ring. Dropping it unclaimed (on
+/// that thread) lets the ring forget the batch once it completes; its memory is held until then
+/// either way.
+#[derive(Debug)]
+pub struct RingTicket {
+    id: u32,
+    thread: std::thread::ThreadId,
+}
+
+impl RingTicket {
+    pub(crate) fn new(id: u32) -> RingTicket {
+        RingTicket { id, thread: std::thread::current().id() }
+    }
+}
+
+impl Drop for RingTicket {
+    fn drop(&mut self) {
+        // On another thread the id means nothing (that thread's ring keeps the batch).
+        if std::thread::current().id() == self.thread {
+            uring::abandon_async(self.id);
+        }
+    }
 }
 
 /// The operations of `io` with their results, or `io` back while it is in flight. With `wait`,
@@ -339,7 +363,19 @@ pub enum AsyncIo {
 pub fn complete_async(io: AsyncIo, wait: bool) -> std::result::Result<Vec<IoCompletion>, AsyncIo> {
     match io {
         AsyncIo::Ready(v) => Ok(v),
-        AsyncIo::Ring(id) => uring::complete_async(id, wait).ok_or(AsyncIo::Ring(id)),
+        AsyncIo::Ring(t) => {
+            if std::thread::current().id() != t.thread {
+                return Err(AsyncIo::Ring(t));
+            }
+            match uring::complete_async(t.id, wait) {
+                Some(done) => {
+                    // Claimed: the batch is gone from the ring; nothing to abandon.
+                    std::mem::forget(t);
+                    Ok(done)
+                }
+                None => Err(AsyncIo::Ring(t)),
+            }
+        }
     }
 }
 
@@ -362,7 +398,9 @@ pub fn wait_doorbell_or_io(bell: &eventfd::EventFd, mode: IoMode, timeout: std::
     if mode != IoMode::Sync && uring::wait_doorbell_or_io(bell.raw(), timeout) {
         return;
     }
-    bell.wait_plain(Some(timeout));
+    // No asynchronous batches on this thread (sync mode, or a kernel without timed waits):
+    // the doorbell alone.
+    wait_doorbell(bell, mode, Some(timeout));
 }
 
 /// Sleeps until the doorbell rings or `timeout` passes: in io_uring_enter (a read of the eventfd

@@ -97,6 +97,9 @@ pub struct Ring {
     next_async: u32,
     /// The pending POLL_ADD on the shard's doorbell, if one is armed.
     doorbell: Option<u32>,
+    /// The kernel takes a timeout with io_uring_enter (IORING_FEAT_EXT_ARG, 5.11+). Without it
+    /// nothing is submitted asynchronously (writes wait as before, the doorbell is a READ).
+    ext_arg: bool,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -106,6 +109,8 @@ struct AsyncBatch {
     raw: Vec<Option<i32>>,
     left: usize,
     keep: AsyncKeep,
+    /// Its ticket was dropped unclaimed: the batch goes as soon as it has completed.
+    abandoned: bool,
 }
 
 enum AsyncKeep {
@@ -163,12 +168,14 @@ impl Ring {
                 Some(libc::EINVAL) => IoUring::new(entries),
                 _ => Err(e),
             })?;
+        let ext_arg = ring.params().is_feature_ext_arg();
         Ok(Ring {
             ring,
             dead: None,
             generation: 0,
             fixed: None,
             thread_ring: false,
+            ext_arg,
             async_batches: HashMap::new(),
             next_async: 0,
             doorbell: None,
@@ -308,6 +315,21 @@ impl Ring {
                     b.left -= 1;
                 }
             }
+            if b.left == 0 && b.abandoned {
+                self.async_batches.remove(&id);
+            }
+        }
+    }
+
+    /// Forgets batch `id` (its ticket was dropped): at once if it has completed, else when it
+    /// does; its operations (buffers, files) are kept until then.
+    fn abandon_async(&mut self, id: u32) {
+        if let Some(b) = self.async_batches.get_mut(&id) {
+            if b.left == 0 {
+                self.async_batches.remove(&id);
+            } else {
+                b.abandoned = true;
+            }
         }
     }
 
@@ -317,10 +339,27 @@ impl Ring {
         self.reap(u64::MAX, &mut []);
     }
 
+    /// Waits for at least one completion and reaps, submitting nothing: entries still queued
+    /// (the leftovers of a failed submission, which the ring is about to be retired for) are
+    /// never handed to the kernel here.
+    fn wait_reaping(&mut self) -> io::Result<()> {
+        let r = self.wait_only(1);
+        self.reap_async();
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// True when completions are waiting to be reaped, or deferred completion work is waiting
-    /// for an io_uring_enter (IORING_SQ_TASKRUN), without a system call.
+    /// for an io_uring_enter (IORING_SQ_TASKRUN, or completions overflowed the CQ), without a
+    /// system call.
     fn completions_waiting(&mut self) -> bool {
-        self.ring.submission().taskrun() || !self.ring.completion().is_empty()
+        let sq = self.ring.submission();
+        let waiting = sq.taskrun() || sq.cq_overflow();
+        drop(sq);
+        waiting || !self.ring.completion().is_empty()
     }
 
     /// One io_uring_enter that submits what is queued and waits for at least `want` completions
@@ -394,7 +433,7 @@ impl Ring {
         if unsafe { self.ring.submission().push_multiple(&tagged) }.is_err() {
             return Err(keep);
         }
-        self.async_batches.insert(id, AsyncBatch { raw: vec![None; n], left: n, keep });
+        self.async_batches.insert(id, AsyncBatch { raw: vec![None; n], left: n, keep, abandoned: false });
         Ok(id)
     }
 
@@ -415,7 +454,11 @@ impl Ring {
                         && tries < MAX_RETRIES =>
                 {
                     tries += 1;
-                    let _ = self.get_events(1, Some(Duration::from_micros(100)));
+                    if self.async_batches.values().any(|b| b.left > 0 && matches!(b.keep, AsyncKeep::Ops { .. })) {
+                        let _ = self.wait_reaping();
+                    } else {
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
                 }
                 Err(e) => {
                     let errno = e.raw_os_error().unwrap_or(libc::EIO);
@@ -458,7 +501,7 @@ impl Ring {
     fn drain_async(&mut self) {
         let mut failures = 0;
         while self.async_batches.values().any(AsyncBatch::holds_memory) {
-            if let Err(e) = self.get_events(1, Some(Duration::from_millis(100))) {
+            if let Err(e) = self.wait_reaping() {
                 failures += 1;
                 if failures > MAX_RETRIES {
                     eprintln!(
@@ -490,7 +533,7 @@ impl Ring {
                     }
                 }
                 Some(_) => {
-                    if let Err(e) = self.get_events(1, Some(Duration::from_millis(100))) {
+                    if let Err(e) = self.wait_reaping() {
                         failures += 1;
                         if failures > MAX_RETRIES {
                             eprintln!(
@@ -671,6 +714,12 @@ pub fn with_thread_ring<R>(f: impl FnOnce(&mut Ring) -> R) -> io::Result<R> {
             match Ring::new(RING_ENTRIES) {
                 Ok(mut r) => {
                     r.thread_ring = true;
+                    // A dead ring's asynchronous batches (all drained when it died) keep their
+                    // results and ids for whoever still holds their tickets.
+                    if let Some(old) = slot.as_mut() {
+                        r.async_batches = std::mem::take(&mut old.async_batches);
+                        r.next_async = old.next_async;
+                    }
                     *slot = Some(r)
                 }
                 Err(e) => return Some(Err(e)),
@@ -1146,15 +1195,15 @@ fn rw_flags(dsync: bool) -> i32 {
 /// Entries for `ops[start..]`, at most one SQ's worth: ops whose result is known beforehand (a
 /// misaligned write, a successor of a failed link) are settled in `results` and never submitted.
 /// Returns the op index of each entry, the entries (linked only to the very next op when it is in
-/// the same round) and where the next round starts. Writes from registered pool memory go out as
-/// WRITE_FIXED.
+/// the same round), where the next round starts, and how many of the writes are from the pool
+/// (WRITE_FIXED from registered chunks, plain otherwise), to count once the round is submitted.
 fn build_round(
     ring: &Ring,
     ops: &[IoOp],
     fds: &[RawFd],
     start: usize,
     results: &mut [Option<Result<usize>>],
-) -> (Vec<usize>, Vec<squeue::Entry>, usize) {
+) -> (Vec<usize>, Vec<squeue::Entry>, usize, (u64, u64)) {
     let (mut fixed_writes, mut plain_pool_writes) = (0u64, 0u64);
     let n = ops.len();
     let cap = ring.sq_entries().max(1);
@@ -1208,8 +1257,7 @@ fn build_round(
             sqes[k] = sqes[k].clone().flags(squeue::Flags::IO_LINK);
         }
     }
-    pool::count_pool_writes(fixed_writes, plain_pool_writes);
-    (idx, sqes, j)
+    (idx, sqes, j, (fixed_writes, plain_pool_writes))
 }
 
 /// The batch on the ring: rounds of at most one SQ's worth of entries, each with one
@@ -1223,7 +1271,8 @@ fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<us
     let mut next = 0;
     let (mut written, mut fsyncs) = (0u64, 0u64);
     while next < n {
-        let (idx, sqes, j) = build_round(ring, ops, fds, next, &mut results);
+        let (idx, sqes, j, (fixed, plain)) = build_round(ring, ops, fds, next, &mut results);
+        pool::count_pool_writes(fixed, plain);
         // SAFETY: every buffer pointed to is owned by `ops` (an AlignedBuf, or a pool chunk the
         // op holds a reference to, so neither freed nor handed to anyone else), borrowed for this
         // whole call; run returns only after every submitted entry completed. A WRITE_FIXED
@@ -1261,8 +1310,8 @@ fn start_async_on_ring(ring: &mut Ring, batches: Vec<(Vec<IoOp>, Vec<RawFd>)>) -
             continue;
         }
         let mut results: Vec<Option<Result<usize>>> = (0..ops.len()).map(|_| None).collect();
-        let (idx, sqes, next) = build_round(ring, &ops, &fds, 0, &mut results);
-        if next < ops.len() || sqes.is_empty() || !ring.thread_ring {
+        let (idx, sqes, next, pool_writes) = build_round(ring, &ops, &fds, 0, &mut results);
+        if next < ops.len() || sqes.is_empty() || !ring.thread_ring || !ring.ext_arg {
             // Too long for one round, or nothing to submit: the synchronous path settles it.
             let r = submit_on_ring(ring, &ops, &fds);
             out.push(AsyncIo::Ready(ops.into_iter().zip(r).map(|(op, result)| IoCompletion { op, result }).collect()));
@@ -1273,7 +1322,10 @@ fn start_async_on_ring(ring: &mut Ring, batches: Vec<(Vec<IoOp>, Vec<RawFd>)>) -
         // chunk the op holds a reference to: heap memory that does not move with the Vec), or
         // names a registered chunk whose pool the ring holds; each produces one completion.
         match unsafe { ring.queue_async(&sqes, keep) } {
-            Ok(id) => out.push(AsyncIo::Ring(id)),
+            Ok(id) => {
+                pool::count_pool_writes(pool_writes.0, pool_writes.1);
+                out.push(AsyncIo::Ring(super::RingTicket::new(id)))
+            }
             Err(AsyncKeep::Ops { ops, fds, .. }) => {
                 let r = submit_on_ring(ring, &ops, &fds);
                 out.push(AsyncIo::Ready(
@@ -1294,6 +1346,17 @@ pub(crate) fn complete_async(id: u32, wait: bool) -> Option<Vec<IoCompletion>> {
         Ok(r) => r,
         Err(_) => Some(Vec::new()),
     }
+}
+
+/// Drops the claim on asynchronous batch `id` of this thread's ring (see [`super::RingTicket`]).
+pub(crate) fn abandon_async(id: u32) {
+    let _ = THREAD_RING.try_with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            if let Some(ring) = slot.as_mut() {
+                ring.abandon_async(id);
+            }
+        }
+    });
 }
 
 /// Runs the deferred completion work of this thread's ring, if it has one and work is waiting
@@ -1327,7 +1390,7 @@ pub(crate) fn completions_waiting() -> bool {
 /// doorbell when it rang. False when this thread has no usable ring (the caller waits plainly).
 pub(crate) fn wait_doorbell_or_io(fd: RawFd, timeout: Duration) -> bool {
     let r = with_thread_ring(|ring| {
-        if !ring.thread_ring || ring.dead.is_some() {
+        if !ring.thread_ring || ring.dead.is_some() || !ring.ext_arg {
             return false;
         }
         if ring.doorbell.is_none() {
@@ -1339,7 +1402,7 @@ pub(crate) fn wait_doorbell_or_io(fd: RawFd, timeout: Duration) -> bool {
             }
         }
         let done_waiting = |ring: &Ring| {
-            ring.async_batches.values().any(|b| b.left == 0 && matches!(b.keep, AsyncKeep::Ops { .. }))
+            ring.async_batches.values().any(|b| b.left == 0 && !b.abandoned && matches!(b.keep, AsyncKeep::Ops { .. }))
                 || ring.doorbell.and_then(|id| ring.async_batches.get(&id)).is_none_or(|b| b.left == 0)
         };
         if !done_waiting(ring) {

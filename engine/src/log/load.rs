@@ -282,6 +282,7 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
         failed: None,
         write_in_flight: None,
         write_settled: None,
+        sync_in_flight: None,
         rng: seed,
         tail_cache_bytes,
         write_through,

@@ -88,9 +88,9 @@ impl Log {
     /// Deletes every segment and starts an empty log at `offset` (Kafka's
     /// `truncateFullyAndStartAt`).
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()> {
+        self.settle_writes();
         self.check_not_failed()?;
         let now = self.clock.now_ms();
-        self.settle_writes();
         let active = self.active.take().expect("active");
         let old = self.guard(active.into_segment())?;
         let sealed: Vec<i64> = self.sealed.keys().copied().collect();

@@ -133,6 +133,11 @@ pub struct Log {
     write_in_flight: Option<Option<i64>>,
     /// Its outcome, when an operation that had to wait for it (a roll, a flush) got it first.
     write_settled: Option<Result<()>>,
+    /// For a write in flight that holds an fsync: the flush counters it will satisfy
+    /// (`unflushed_messages`, `first_unflushed_ms` when it started). The counters restart at its
+    /// start, so appends made while it is in flight stay due for the next flush; a failed write
+    /// gives its share back.
+    sync_in_flight: Option<(i64, Option<i64>)>,
     failed: Option<String>,
     rng: u64,
     tail_cache_bytes: u64,
@@ -536,6 +541,11 @@ impl Log {
         self.settle_writes();
         self.active_mut().writes_started(io);
         self.write_in_flight = Some(synced_up_to);
+        if synced_up_to.is_some() {
+            self.sync_in_flight = Some((self.unflushed_messages, self.first_unflushed_ms));
+            self.unflushed_messages = 0;
+            self.first_unflushed_ms = None;
+        }
     }
 
     /// The outcome of the writes of [`Log::writes_started`] once they are done (after `wait`,
@@ -549,13 +559,24 @@ impl Log {
         let r = self.active.as_mut()?.poll_writes(wait)?;
         self.write_in_flight = None;
         let r = self.guard(r);
-        if r.is_ok() {
-            if let Some(o) = synced_up_to {
+        let counted = self.sync_in_flight.take();
+        match (&r, synced_up_to) {
+            (Ok(()), Some(o)) => {
+                // The counters already restarted when the write started: what was appended
+                // since is still due.
                 self.recovery_point = self.recovery_point.max(o);
-                self.unflushed_messages = 0;
-                self.first_unflushed_ms = None;
                 self.last_flush_ms = self.clock.now_ms();
             }
+            (Err(_), Some(_)) => {
+                if let Some((n, first)) = counted {
+                    self.unflushed_messages += n;
+                    self.first_unflushed_ms = match (first, self.first_unflushed_ms) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+            }
+            _ => {}
         }
         Some(r)
     }

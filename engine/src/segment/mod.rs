@@ -813,7 +813,7 @@ pub struct ActiveSegment {
     created_ms: i64,
     roll_jitter_ms: i64,
     settings: SegmentSettings,
-    /// Writes submitted without waiting ([`ActiveSegment::start_writes`]), until polled.
+    /// Writes submitted without waiting ([`ActiveSegment::writes_started`]), until polled.
     in_flight: Option<crate::io::AsyncIo>,
     /// The outcome of writes that another operation had to wait for before they were polled.
     settled: Option<Result<()>>,
@@ -1387,7 +1387,8 @@ impl ActiveSegment {
         let io = self.in_flight.take()?;
         match crate::io::complete_async(io, wait) {
             Ok(done) if done.is_empty() => {
-                // The ring lost the batch (it cannot: tickets live on the ring that made them).
+                // The ring no longer knows the batch (its results were lost with a ring that died):
+                // the bytes are not known to be written; fail rather than guess.
                 self.tail.complete_write(false);
                 Some(Err(Error::io(
                     "write",

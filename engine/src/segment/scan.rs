@@ -128,6 +128,36 @@ pub struct BatchScanner {
     pub hops: u64,
 }
 
+thread_local! {
+    /// Window buffers of finished walks, reused by the next walk on this thread: a lookup then
+    /// costs no allocation and no zero fill (most walks need one 512-byte window).
+    static SCRATCH: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Largest window buffer kept for reuse, and how many are kept per thread.
+const SCRATCH_KEEP_BYTES: usize = SCAN_WINDOW_BYTES;
+const SCRATCH_KEEP: usize = 4;
+
+fn take_scratch() -> Vec<u8> {
+    SCRATCH.try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop())).ok().flatten().unwrap_or_default()
+}
+
+impl Drop for BatchScanner {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.buf);
+        if buf.capacity() == 0 || buf.capacity() > SCRATCH_KEEP_BYTES {
+            return;
+        }
+        let _ = SCRATCH.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                if s.len() < SCRATCH_KEEP {
+                    s.push(buf);
+                }
+            }
+        });
+    }
+}
+
 impl BatchScanner {
     pub fn new(file: Arc<dyn IoFile>, start: u32, end: u32) -> Self {
         BatchScanner::with_window(file, start, end, SCAN_WINDOW_BYTES)
@@ -138,7 +168,7 @@ impl BatchScanner {
             file,
             pos: start as u64,
             end: end as u64,
-            buf: Vec::new(),
+            buf: take_scratch(),
             buf_start: 0,
             buf_len: 0,
             max_window: window.max(BATCH_HEADER_SIZE),
