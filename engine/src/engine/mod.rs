@@ -87,13 +87,16 @@ pub enum Durability {
 pub enum SyncMethod {
     /// Each partition's write (or writes) linked to an fdatasync (IORING_OP_FSYNC with
     /// IORING_FSYNC_DATASYNC; `fdatasync(2)` in sync mode): two operations, the second starting
-    /// once the first completed. The default.
-    #[default]
+    /// once the first completed (io_uring runs the fdatasync on an io-wq worker).
     Fdatasync,
     /// Each write carries RWF_DSYNC (io_uring's rw_flags; `pwritev2` in sync mode): durable when
     /// it completes, as with O_DSYNC, and no separate fdatasync. On devices with a volatile write
     /// cache the kernel issues the write with FUA or follows it with a cache flush. The first
     /// flush after a reopen, or after bytes were written without a sync, still uses fdatasync.
+    /// The default: one operation and one completion per durable write instead of two (on this
+    /// machine kind a durable append's p50 fell from 271 to 194-211 us and its throughput rose
+    /// from 76 % to 94-100 % of fio's write + fdatasync).
+    #[default]
     DsyncWrites,
 }
 
@@ -124,7 +127,7 @@ pub struct EngineConfig {
     pub queue_capacity: usize,
     pub backpressure: Backpressure,
     pub durability: Durability,
-    /// How `Durability::EveryBatch` syncs: write + linked fdatasync, or RWF_DSYNC writes.
+    /// How durable writes sync: RWF_DSYNC writes (the default) or write + linked fdatasync.
     pub sync_method: SyncMethod,
     /// The configuration of partitions opened without one.
     pub log_config: LogConfig,
@@ -184,7 +187,7 @@ impl EngineConfig {
             queue_capacity: 4096,
             backpressure: Backpressure::Block,
             durability: Durability::None,
-            sync_method: SyncMethod::Fdatasync,
+            sync_method: SyncMethod::DsyncWrites,
             log_config: LogConfig::default(),
             tail_cache_bytes: 1024 * 1024,
             simulate_uring_refusal: false,
