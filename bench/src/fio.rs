@@ -106,25 +106,6 @@ pub fn seq_write_as(
     r
 }
 
-/// Sequential or random reads of an existing layout: `rw` is "read" or "randread".
-pub fn read(dir: &Path, rw: &str, bs: u64, iodepth: u32, size: u64) -> Result<FioResult, String> {
-    let file = dir.join("fio-read.dat");
-    let args = vec![
-        format!("--name={rw}"),
-        format!("--filename={}", file.display()),
-        format!("--rw={rw}"),
-        format!("--bs={bs}"),
-        format!("--size={size}"),
-        format!("--iodepth={iodepth}"),
-        "--direct=1".into(),
-        "--ioengine=io_uring".into(),
-        "--output-format=json".into(),
-    ];
-    let r = run(&args);
-    let _ = std::fs::remove_file(&file);
-    r
-}
-
 pub fn run(args: &[String]) -> Result<FioResult, String> {
     let out = Command::new("fio").args(args).output().map_err(|e| format!("fio: {e}"))?;
     if !out.status.success() {

@@ -171,3 +171,22 @@ fn interval_durability_syncs_every_append_within_flush_ms() {
          point, log end) {stuck:?}"
     );
 }
+
+#[test]
+fn completing_writes_synchronously_keeps_the_log_usable() {
+    // `Log::complete_writes` (the synchronous API for a broker with its own runtime) goes through
+    // the same bookkeeping as an asynchronous write: with nothing to write it is a no-op, and a
+    // completed synced write advances the recovery point.
+    let (_tmp, _clock, storage, mut log) = shard_like_log(small_config());
+    let ops = log.take_writes(0, false).expect("take_writes");
+    assert!(ops.is_empty(), "nothing appended, nothing to write");
+    log.complete_writes(storage.submit(ops), None).expect("completing nothing is fine");
+    log.append_as_leader(&mut batch_n(3, T0, 10), 0).expect("append");
+    let leo = log.log_end_offset();
+    let ops = log.take_writes(0, true).expect("take_writes");
+    assert!(!ops.is_empty());
+    log.complete_writes(storage.submit(ops), Some(leo)).expect("complete");
+    assert_eq!(log.recovery_point(), leo);
+    assert_eq!(log.unwritten_bytes(), 0);
+    log.append_as_leader(&mut batch_n(1, T0, 10), 0).expect("the log is not failed");
+}

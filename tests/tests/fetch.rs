@@ -11,16 +11,6 @@ use seglog::config::LogConfig;
 use seglog::log::Log;
 use seglog::Error;
 
-/// One stored batch, as the test appended it.
-#[derive(Clone, Debug)]
-struct Stored {
-    segment: i64,
-    position: u32,
-    base: i64,
-    last: i64,
-    bytes: Vec<u8>,
-}
-
 /// A log of several segments with batches of varied sizes, one of them larger than the others.
 fn fixture() -> (TestLog, Vec<Stored>) {
     let mut t = new_log(LogConfig { segment_bytes: 1_500, index_interval_bytes: 200, ..small_config() });
@@ -29,15 +19,8 @@ fn fixture() -> (TestLog, Vec<Stored>) {
     for i in 0..40 {
         let n = if i == 17 { 1 } else { rng.range(1, 5) as usize };
         let value_len = if i == 17 { 900 } else { rng.range(0, 120) as usize };
-        let mut b = batch_n(n, T0 + i, value_len);
-        let info = t.log.append_as_leader(&mut b, 1).unwrap();
-        stored.push(Stored {
-            segment: info.segment_base_offset,
-            position: info.position,
-            base: info.first_offset,
-            last: info.last_offset,
-            bytes: b,
-        });
+        let b = batch_n(n, T0 + i, value_len);
+        stored.push(append_stored(&mut t.log, b, 1));
     }
     assert!(segment_bases(&t.log).len() >= 4);
     (t, stored)

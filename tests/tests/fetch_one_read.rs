@@ -12,16 +12,6 @@ use seglog::io::{storage_for_mode, thread_stats};
 use seglog::log::{Log, LogOptions, Recovery};
 use seglog::IoMode;
 
-/// One stored batch, as appended.
-#[derive(Clone, Debug)]
-struct Stored {
-    segment: i64,
-    position: u32,
-    base: i64,
-    last: i64,
-    bytes: Vec<u8>,
-}
-
 const LARGE: usize = 200 * 1024;
 
 fn config(index_interval_bytes: u32) -> LogConfig {
@@ -50,15 +40,8 @@ fn fill(log: &mut Log) -> Vec<Stored> {
     for i in 0..160i64 {
         let (n, value_len) =
             if i == 37 { (1, LARGE - 100) } else { (rng.range(1, 6) as usize, rng.range(10, 8000) as usize) };
-        let mut b = batch_n(n, T0 + i, value_len);
-        let info = log.append_as_leader(&mut b, 3).unwrap();
-        stored.push(Stored {
-            segment: info.segment_base_offset,
-            position: info.position,
-            base: info.first_offset,
-            last: info.last_offset,
-            bytes: b,
-        });
+        let b = batch_n(n, T0 + i, value_len);
+        stored.push(append_stored(log, b, 3));
     }
     stored
 }
@@ -212,15 +195,8 @@ fn read_ahead_serves_a_sequential_consumer() {
     let mut stored = Vec::new();
     let mut rng = Rng::new(11);
     while stored.len() < 900 {
-        let mut b = batch_n(rng.range(1, 8) as usize, T0, rng.range(500, 3000) as usize);
-        let info = log.append_as_leader(&mut b, 0).unwrap();
-        stored.push(Stored {
-            segment: info.segment_base_offset,
-            position: info.position,
-            base: info.first_offset,
-            last: info.last_offset,
-            bytes: b,
-        });
+        let b = batch_n(rng.range(1, 8) as usize, T0, rng.range(500, 3000) as usize);
+        stored.push(append_stored(&mut log, b, 0));
     }
     let active = log.active_segment().base_offset();
     let sealed = log.segments().filter(|s| s.base_offset() < active).count() as u64;

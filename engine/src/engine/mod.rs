@@ -140,7 +140,8 @@ pub struct EngineConfig {
     /// How long a shard with writes in flight and no requests polls its queue and its ring
     /// before sleeping (microseconds). A write completing within it is acknowledged without a
     /// wake-up of the shard (on a virtual machine, waking an idle vCPU costs tens of
-    /// microseconds). Default 200, about one 16-64 KiB NVMe write; 0 sleeps at once.
+    /// microseconds). Default 200: longer than one 16-128 KiB O_DIRECT write took on the machine
+    /// measured (fio p50 59-181 us, docs/benchmarks.md); 0 sleeps at once.
     pub io_spin_us: u64,
     /// How often the recovery-point and log-start-offset checkpoints are written (Kafka's
     /// log.flush.offset.checkpoint.interval.ms). Default 60,000.

@@ -270,7 +270,10 @@ impl Shard {
                         Ok(info) => {
                             self.stats.appended_batches += info.batches as u64;
                             self.stats.appended_bytes += info.bytes;
-                            dirty.insert(tp.clone());
+                            // One clone of the name per partition and turn, not per append.
+                            if !dirty.contains(&tp) {
+                                dirty.insert(tp.clone());
+                            }
                             self.waiting.entry(tp).or_default().push((done, info));
                         }
                         Err(e) => done.complete(Err(e)),
@@ -402,11 +405,10 @@ impl Shard {
             return false;
         }
         crate::io::poll_async();
-        let mut any = false;
-        let mut next = BTreeSet::new();
-        let tps: Vec<TopicPartition> = self.in_flight.keys().cloned().collect();
-        for tp in tps {
-            let outcome = match self.logs.get_mut(&tp) {
+        // Only partitions whose write is done are cloned out: this runs on every loop turn.
+        let mut done = Vec::new();
+        for tp in self.in_flight.keys() {
+            let outcome = match self.logs.get_mut(tp) {
                 None => Some(Err("the partition is not open".to_string())),
                 Some(log) => match log.poll_writes(false) {
                     Some(r) => Some(r.map_err(|e| e.to_string())),
@@ -415,23 +417,33 @@ impl Shard {
                     None => None,
                 },
             };
-            let Some(outcome) = outcome else { continue };
-            any = true;
-            let acks = self.in_flight.remove(&tp).unwrap_or_default();
-            match outcome {
-                Ok(()) => {
-                    for (done, info) in acks {
-                        done.complete(Ok(info));
-                    }
-                }
-                Err(reason) => fail_acks(acks, &self.data_dir, &tp, reason),
+            if let Some(outcome) = outcome {
+                done.push((tp.clone(), outcome));
             }
+        }
+        let any = !done.is_empty();
+        let mut next = BTreeSet::new();
+        for (tp, outcome) in done {
+            self.acknowledge(&tp, outcome);
             if self.waiting.contains_key(&tp) || self.logs.get(&tp).is_some_and(|l| l.unwritten_bytes() > 0) {
                 next.insert(tp);
             }
         }
         self.start_writes(next);
         any
+    }
+
+    /// Completes the appends carried by `tp`'s finished write with its outcome.
+    fn acknowledge(&mut self, tp: &TopicPartition, outcome: std::result::Result<(), String>) {
+        let acks = self.in_flight.remove(tp).unwrap_or_default();
+        match outcome {
+            Ok(()) => {
+                for (done, info) in acks {
+                    done.complete(Ok(info));
+                }
+            }
+            Err(reason) => fail_acks(acks, &self.data_dir, tp, reason),
+        }
     }
 
     /// Writes (and acknowledges) everything appended: before a close.
@@ -449,15 +461,7 @@ impl Shard {
                     None => Err("the partition is not open".to_string()),
                     Some(log) => log.poll_writes(true).unwrap_or(Ok(())).map_err(|e| e.to_string()),
                 };
-                let acks = self.in_flight.remove(&tp).unwrap_or_default();
-                match outcome {
-                    Ok(()) => {
-                        for (done, info) in acks {
-                            done.complete(Ok(info));
-                        }
-                    }
-                    Err(reason) => fail_acks(acks, &self.data_dir, &tp, reason),
-                }
+                self.acknowledge(&tp, outcome);
             }
         }
     }

@@ -247,24 +247,7 @@ pub trait Storage: Send + Sync + Debug {
     /// backends submit the whole batch with one system call; the default runs them one by one.
     /// A failed operation with `link_next` cancels the next one (ECANCELED), as io_uring does.
     fn submit(&self, ops: Vec<IoOp>) -> Vec<IoCompletion> {
-        let mut out = Vec::with_capacity(ops.len());
-        let mut cancel = false;
-        for op in ops {
-            let result = if cancel {
-                Err(crate::Error::io("submit", op.file.path(), std::io::Error::from_raw_os_error(libc::ECANCELED)))
-            } else {
-                match &op.kind {
-                    IoOpKind::Write { buf, pos, dsync: false } => op.file.write_all_at(buf, *pos).map(|_| buf.len()),
-                    IoOpKind::Write { buf, pos, dsync: true } => {
-                        op.file.write_all_at_dsync(buf, *pos).map(|_| buf.len())
-                    }
-                    IoOpKind::SyncData => op.file.sync_data().map(|_| 0),
-                }
-            };
-            cancel = op.link_next && result.is_err();
-            out.push(IoCompletion { op, result });
-        }
-        out
+        submit_one_by_one(ops)
     }
     /// Submits batches of operations without waiting for them (the shard's write path: one
     /// io_uring_enter for all of them); finish each with [`complete_async`]. Within a batch the
@@ -323,6 +306,29 @@ pub trait Storage: Send + Sync + Debug {
 /// io_uring is refused. See [`select::open_storage`].
 pub fn storage_for_mode(requested: IoMode) -> select::OpenedStorage {
     select::open_storage(requested)
+}
+
+/// Runs a batch one operation at a time through each file's own methods, with io_uring's link
+/// rule: a failed operation with `link_next` cancels the next one (ECANCELED). The default of
+/// [`Storage::submit`], and the io_uring backends' fallback when a file has no descriptor or the
+/// thread has no ring.
+pub fn submit_one_by_one(ops: Vec<IoOp>) -> Vec<IoCompletion> {
+    let mut out = Vec::with_capacity(ops.len());
+    let mut cancel = false;
+    for op in ops {
+        let result = if cancel {
+            Err(crate::Error::io("submit", op.file.path(), std::io::Error::from_raw_os_error(libc::ECANCELED)))
+        } else {
+            match &op.kind {
+                IoOpKind::Write { buf, pos, dsync: false } => op.file.write_all_at(buf, *pos).map(|_| buf.len()),
+                IoOpKind::Write { buf, pos, dsync: true } => op.file.write_all_at_dsync(buf, *pos).map(|_| buf.len()),
+                IoOpKind::SyncData => op.file.sync_data().map(|_| 0),
+            }
+        };
+        cancel = op.link_next && result.is_err();
+        out.push(IoCompletion { op, result });
+    }
+    out
 }
 
 /// A batch from [`Storage::submit_async`].

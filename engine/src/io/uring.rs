@@ -549,18 +549,9 @@ impl Ring {
         let b = self.async_batches.remove(&id)?;
         let AsyncKeep::Ops { ops, fds, idx, mut results } = b.keep else { return Some(Vec::new()) };
         let raw: Vec<i32> = b.raw.into_iter().map(|r| r.unwrap_or(-libc::EIO)).collect();
-        let (written, fsyncs) = settle_round(self, &ops, &fds, &idx, &raw, &mut results);
-        record_io(0, 0, 0, written, fsyncs);
-        super::record_writes(ops.iter().filter(|o| matches!(o.kind, IoOpKind::Write { .. })).count() as u64);
-        Some(
-            ops.into_iter()
-                .zip(results)
-                .map(|(op, r)| {
-                    let result = r.unwrap_or_else(|| Err(Error::io("submit", op.file.path(), errno_err(libc::EIO))));
-                    IoCompletion { op, result }
-                })
-                .collect(),
-        )
+        let counts = settle_round(self, &ops, &fds, &idx, &raw, &mut results);
+        let results = finish_batch(&ops, results, counts);
+        Some(completions(ops, results))
     }
 
     /// Runs `entries` on this ring and waits until every submitted one has completed. Returns
@@ -1152,26 +1143,6 @@ fn canceled(path: &Path) -> Error {
     Error::io("submit", path, errno_err(libc::ECANCELED))
 }
 
-/// The trait's default behaviour: each operation through the file's own methods.
-fn submit_sequential(ops: Vec<IoOp>) -> Vec<IoCompletion> {
-    let mut out = Vec::with_capacity(ops.len());
-    let mut cancel = false;
-    for op in ops {
-        let result = if cancel {
-            Err(canceled(op.file.path()))
-        } else {
-            match &op.kind {
-                IoOpKind::Write { buf, pos, dsync: false } => op.file.write_all_at(buf, *pos).map(|_| buf.len()),
-                IoOpKind::Write { buf, pos, dsync: true } => op.file.write_all_at_dsync(buf, *pos).map(|_| buf.len()),
-                IoOpKind::SyncData => op.file.sync_data().map(|_| 0),
-            }
-        };
-        cancel = op.link_next && result.is_err();
-        out.push(IoCompletion { op, result });
-    }
-    out
-}
-
 /// Runs one operation of a batch on its own (after a short write fixed up its predecessor).
 fn run_op_alone(ring: &mut Ring, op: &IoOp, fd: RawFd) -> Result<usize> {
     match &op.kind {
@@ -1263,7 +1234,7 @@ fn build_round(
 /// The batch on the ring: rounds of at most one SQ's worth of entries, each with one
 /// `submit_and_wait`; short writes finished by follow-up submissions.
 fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<usize>> {
-    if ops.iter().any(|o| matches!(&o.kind, IoOpKind::Write { buf, .. } if buf.pool_slot().is_some())) {
+    if uses_pool(ops) {
         ring.refresh_fixed();
     }
     let n = ops.len();
@@ -1283,6 +1254,16 @@ fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<us
         fsyncs += f;
         next = j;
     }
+    finish_batch(ops, results, (written, fsyncs))
+}
+
+/// The end of a batch, synchronous or not: counts the bytes written, fsyncs and writes, and gives
+/// each op its result (one with none, which cannot happen, fails with EIO).
+fn finish_batch(
+    ops: &[IoOp],
+    results: Vec<Option<Result<usize>>>,
+    (written, fsyncs): (u64, u64),
+) -> Vec<Result<usize>> {
     record_io(0, 0, 0, written, fsyncs);
     super::record_writes(ops.iter().filter(|o| matches!(o.kind, IoOpKind::Write { .. })).count() as u64);
     results
@@ -1292,15 +1273,21 @@ fn submit_on_ring(ring: &mut Ring, ops: &[IoOp], fds: &[RawFd]) -> Vec<Result<us
         .collect()
 }
 
+/// Each op paired with its result.
+fn completions(ops: Vec<IoOp>, results: Vec<Result<usize>>) -> Vec<IoCompletion> {
+    ops.into_iter().zip(results).map(|(op, result)| IoCompletion { op, result }).collect()
+}
+
+/// Whether any op writes from the thread's pool (whose chunks may need registering first).
+fn uses_pool(ops: &[IoOp]) -> bool {
+    ops.iter().any(|o| matches!(&o.kind, IoOpKind::Write { buf, .. } if buf.pool_slot().is_some()))
+}
+
 /// Queues each batch on the ring without waiting and submits them all with one io_uring_enter.
 /// A batch that does not fit one round, or that the ring cannot take, runs synchronously
 /// instead (and comes back [`AsyncIo::Ready`]).
 fn start_async_on_ring(ring: &mut Ring, batches: Vec<(Vec<IoOp>, Vec<RawFd>)>) -> Vec<AsyncIo> {
-    if batches
-        .iter()
-        .flat_map(|(ops, _)| ops)
-        .any(|o| matches!(&o.kind, IoOpKind::Write { buf, .. } if buf.pool_slot().is_some()))
-    {
+    if batches.iter().any(|(ops, _)| uses_pool(ops)) {
         ring.refresh_fixed();
     }
     let mut out = Vec::with_capacity(batches.len());
@@ -1314,7 +1301,7 @@ fn start_async_on_ring(ring: &mut Ring, batches: Vec<(Vec<IoOp>, Vec<RawFd>)>) -
         if next < ops.len() || sqes.is_empty() || !ring.thread_ring || !ring.ext_arg {
             // Too long for one round, or nothing to submit: the synchronous path settles it.
             let r = submit_on_ring(ring, &ops, &fds);
-            out.push(AsyncIo::Ready(ops.into_iter().zip(r).map(|(op, result)| IoCompletion { op, result }).collect()));
+            out.push(AsyncIo::Ready(completions(ops, r)));
             continue;
         }
         let keep = AsyncKeep::Ops { ops, fds, idx, results };
@@ -1328,9 +1315,7 @@ fn start_async_on_ring(ring: &mut Ring, batches: Vec<(Vec<IoOp>, Vec<RawFd>)>) -
             }
             Err(AsyncKeep::Ops { ops, fds, .. }) => {
                 let r = submit_on_ring(ring, &ops, &fds);
-                out.push(AsyncIo::Ready(
-                    ops.into_iter().zip(r).map(|(op, result)| IoCompletion { op, result }).collect(),
-                ));
+                out.push(AsyncIo::Ready(completions(ops, r)));
             }
             Err(AsyncKeep::Doorbell) => unreachable!("queued an Ops batch"),
         }
@@ -1499,12 +1484,12 @@ impl Storage for UringStorage {
         }
         let fds: Option<Vec<RawFd>> = ops.iter().map(|o| o.file.raw_fd()).collect();
         let Some(fds) = fds else {
-            return submit_sequential(ops);
+            return super::submit_one_by_one(ops);
         };
         // `ops` (and so every buffer) stays owned here until the ring has reaped everything.
         match with_thread_ring(|ring| submit_on_ring(ring, &ops, &fds)) {
-            Ok(results) => ops.into_iter().zip(results).map(|(op, result)| IoCompletion { op, result }).collect(),
-            Err(_) => submit_sequential(ops),
+            Ok(results) => completions(ops, results),
+            Err(_) => super::submit_one_by_one(ops),
         }
     }
 
@@ -1525,7 +1510,7 @@ impl Storage for UringStorage {
             Ok(Some(r)) => r,
             _ => {
                 let batches = cell.borrow_mut().take().unwrap_or_default();
-                batches.into_iter().map(|(ops, _)| AsyncIo::Ready(submit_sequential(ops))).collect()
+                batches.into_iter().map(|(ops, _)| AsyncIo::Ready(super::submit_one_by_one(ops))).collect()
             }
         }
     }
@@ -1998,11 +1983,13 @@ pub(crate) mod tests {
         let data = pattern(16384, 5);
         for _ in 0..3 {
             let io = s.submit_async(vec![vec![write_op(&f, &data, 0, 1, false)]]).pop().unwrap();
+            let before = thread_stats();
             let t = Instant::now();
             while !super::completions_waiting() && t.elapsed() < Duration::from_secs(2) {
                 std::hint::spin_loop();
             }
             assert!(super::completions_waiting(), "the ring never showed the completion waiting");
+            assert_eq!(delta(before).enters, 0, "seeing the completion took no io_uring_enter");
             crate::io::poll_async();
             assert!(crate::io::complete_async(io, false).is_ok(), "the write completed");
         }

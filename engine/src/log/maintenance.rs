@@ -50,7 +50,6 @@ impl Log {
         if active_base > floor_base {
             // Newest first, so that whatever prefix of these renames survives a crash removes a
             // suffix of the log, never a segment in the middle.
-            self.settle_writes();
             let active = self.active.take().expect("active");
             let seg = self.guard(active.into_segment())?;
             self.schedule_delete(seg, now)?;

@@ -521,15 +521,9 @@ impl Log {
         completions: Vec<crate::io::IoCompletion>,
         synced_up_to: Option<i64>,
     ) -> Result<()> {
-        let r = self.active_mut().complete_writes(completions);
-        self.guard(r)?;
-        if let Some(o) = synced_up_to {
-            self.recovery_point = self.recovery_point.max(o);
-            self.unflushed_messages = 0;
-            self.first_unflushed_ms = None;
-            self.last_flush_ms = self.clock.now_ms();
-        }
-        Ok(())
+        // The same bookkeeping as a write submitted without waiting that is already done.
+        self.writes_started(crate::io::AsyncIo::Ready(completions), synced_up_to);
+        self.poll_writes(true).unwrap_or(Ok(()))
     }
 
     /// Hands back the operations of [`Log::take_writes`] as submitted without waiting

@@ -881,6 +881,15 @@ impl Segment {
         Ok(())
     }
 
+    /// The segment's `.log`, opened read-write, and its length (checked to fit a segment).
+    fn open_log_file(storage: &dyn Storage, dir: &Path, base_offset: i64) -> Result<(Arc<dyn IoFile>, u64)> {
+        let log_path = dir.join(filename::log_file_name(base_offset));
+        let log = storage.open_log(&log_path, OpenMode::ReadWrite)?;
+        let len = log.len()?;
+        Segment::check_log_len(&log_path, len)?;
+        Ok((log, len))
+    }
+
     /// Opens the files of an existing segment and reads both indexes into the current arena
     /// ([`SegmentResources::current`]); the files stay open. A missing `.timeindex` is created
     /// empty (as Kafka does); a missing `.index` is created empty and reported through the return
@@ -893,10 +902,7 @@ impl Segment {
         settings: SegmentSettings,
     ) -> Result<(Segment, bool)> {
         let res = SegmentResources::current();
-        let log_path = dir.join(filename::log_file_name(base_offset));
-        let log = storage.open_log(&log_path, OpenMode::ReadWrite)?;
-        let len = log.len()?;
-        Segment::check_log_len(&log_path, len)?;
+        let (log, len) = Segment::open_log_file(storage, dir, base_offset)?;
         let limit = index_file_limit(settings.segment_index_bytes);
         let idx_path = dir.join(filename::index_file_name(base_offset));
         let tidx_path = dir.join(filename::time_index_file_name(base_offset));
@@ -949,10 +955,7 @@ impl Segment {
         settings: SegmentSettings,
     ) -> Result<(Segment, bool)> {
         let res = SegmentResources::current();
-        let log_path = dir.join(filename::log_file_name(base_offset));
-        let log = storage.open_log(&log_path, OpenMode::ReadWrite)?;
-        let len = log.len()?;
-        Segment::check_log_len(&log_path, len)?;
+        let (log, len) = Segment::open_log_file(&*storage, dir, base_offset)?;
         let lazy_log = LazyFile::adopt(storage.clone(), log, Reopen::Log, &res.files);
         let limit = index_file_limit(settings.segment_index_bytes);
         let open_index = |path: &Path| -> Result<(Arc<LazyFile>, u64, bool)> {
@@ -1385,8 +1388,10 @@ impl ActiveSegment {
             return Some(r);
         }
         let io = self.in_flight.take()?;
+        // A batch on the ring always has operations: none back means the ring lost it.
+        let on_ring = matches!(io, crate::io::AsyncIo::Ring(_));
         match crate::io::complete_async(io, wait) {
-            Ok(done) if done.is_empty() => {
+            Ok(done) if done.is_empty() && on_ring => {
                 // The ring no longer knows the batch (its results were lost with a ring that died):
                 // the bytes are not known to be written; fail rather than guess.
                 self.tail.complete_write(false);

@@ -155,6 +155,28 @@ pub fn decode(buf: &[u8]) -> Vec<Decoded> {
     out
 }
 
+/// One stored batch, as a test appended it: where it went, its offsets and its bytes.
+#[derive(Clone, Debug)]
+pub struct Stored {
+    pub segment: i64,
+    pub position: u32,
+    pub base: i64,
+    pub last: i64,
+    pub bytes: Vec<u8>,
+}
+
+/// Appends `b` as leader at `epoch` and records where it went.
+pub fn append_stored(log: &mut Log, mut b: Vec<u8>, epoch: i32) -> Stored {
+    let info = log.append_as_leader(&mut b, epoch).unwrap();
+    Stored {
+        segment: info.segment_base_offset,
+        position: info.position,
+        base: info.first_offset,
+        last: info.last_offset,
+        bytes: b,
+    }
+}
+
 /// Every byte of the log, segment by segment, read through the public fetch path.
 pub fn read_all(log: &Log) -> Vec<u8> {
     let mut out = Vec::new();
