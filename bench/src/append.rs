@@ -33,10 +33,12 @@ pub struct AppendParams {
     /// Pin each shard thread to a core (the engine's default).
     pub pin_threads: bool,
     /// How long a producer spins on its completion before it sleeps (see
-    /// `Completion::wait_spinning`).
-    pub wait_spin_us: u64,
+    /// `Completion::wait_spinning`); `None`: `Completion::wait`, which adapts its spin.
+    pub wait_spin_us: Option<u64>,
     /// The engine's `io_spin_us` (its default when `None`).
     pub io_spin_us: Option<u64>,
+    /// The engine's zero fill.
+    pub zero_fill: seglog::ZeroFill,
 }
 
 /// What it measured.
@@ -93,6 +95,7 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
     cfg.shards = Some(p.shards);
     cfg.durability = p.durability;
     cfg.sync_method = p.sync_method;
+    cfg.zero_fill = p.zero_fill;
     cfg.pin_threads = p.pin_threads;
     if let Some(us) = p.io_spin_us {
         cfg.io_spin_us = us;
@@ -119,7 +122,7 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
                         &batch,
                         per_producer,
                         p.window,
-                        std::time::Duration::from_micros(p.wait_spin_us),
+                        p.wait_spin_us.map(std::time::Duration::from_micros),
                     )
                 })
             })
@@ -173,8 +176,12 @@ fn produce(
     batch: &[u8],
     appends: u64,
     window: usize,
-    spin: std::time::Duration,
+    spin: Option<std::time::Duration>,
 ) -> seglog::Result<Vec<u64>> {
+    let wait = |c: seglog::Completion<seglog::log::AppendInfo>| match spin {
+        Some(d) => c.wait_spinning(d),
+        None => c.wait(),
+    };
     let mut inflight: VecDeque<(seglog::Completion<seglog::log::AppendInfo>, Instant)> = VecDeque::new();
     let mut lat = Vec::with_capacity(appends as usize);
     for i in 0..appends {
@@ -182,12 +189,12 @@ fn produce(
         inflight.push_back((engine.append(tp, batch.to_vec(), 0), Instant::now()));
         if inflight.len() >= window.max(1) * tps.len() {
             let (c, t) = inflight.pop_front().expect("non-empty");
-            c.wait_spinning(spin)?;
+            wait(c)?;
             lat.push(t.elapsed().as_nanos() as u64);
         }
     }
     while let Some((c, t)) = inflight.pop_front() {
-        c.wait_spinning(spin)?;
+        wait(c)?;
         lat.push(t.elapsed().as_nanos() as u64);
     }
     Ok(lat)

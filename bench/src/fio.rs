@@ -54,7 +54,58 @@ pub fn seq_write(
     fdatasync_every: u32,
 ) -> Result<FioResult, String> {
     let sync = if fdatasync_every > 0 { FioSync::Fdatasync(fdatasync_every) } else { FioSync::None };
-    seq_write_as(dir, bs, iodepth, size, direct, sync, true)
+    seq_write_as(dir, bs, iodepth, size, direct, sync, FioLayout::Fallocate)
+}
+
+/// Where a write job's writes land.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FioLayout {
+    /// Past the end of the file: every write extends it (`--fallocate=none` on a new file).
+    Extend,
+    /// Inside a file laid out with fallocate first (fio's default): unwritten extents, which
+    /// each write converts.
+    Fallocate,
+    /// Over a file written in full beforehand (zeros): no allocation and no metadata change,
+    /// what seglog's zero fill gives its appends.
+    Written,
+}
+
+impl FioLayout {
+    pub fn name(self) -> &'static str {
+        match self {
+            FioLayout::Extend => "extend",
+            FioLayout::Fallocate => "fallocate",
+            FioLayout::Written => "written",
+        }
+    }
+}
+
+impl std::str::FromStr for FioLayout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<FioLayout, String> {
+        match s {
+            "extend" | "none" => Ok(FioLayout::Extend),
+            "fallocate" | "native" => Ok(FioLayout::Fallocate),
+            "written" => Ok(FioLayout::Written),
+            other => Err(format!("fio layout {other:?}: extend, fallocate or written")),
+        }
+    }
+}
+
+/// Writes `size` bytes of zeros to `file` and makes them durable (the [`FioLayout::Written`]
+/// layout).
+fn write_zeros(file: &Path, size: u64) -> Result<(), String> {
+    use std::io::Write;
+    let err = |e: std::io::Error| format!("laying out {}: {e}", file.display());
+    let mut f = std::fs::File::create(file).map_err(err)?;
+    let zeros = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(zeros.len() as u64) as usize;
+        f.write_all(&zeros[..n]).map_err(err)?;
+        left -= n as u64;
+    }
+    f.sync_all().map_err(err)
 }
 
 /// How a write job makes its writes durable.
@@ -67,10 +118,9 @@ pub enum FioSync {
     Dsync,
 }
 
-/// [`seq_write`] with the sync method and the file's allocation chosen: `preallocate` lays the
-/// file out with fallocate first (fio's default: the writes then land inside the file's size,
-/// as seglog's `preallocate` makes them), otherwise every write extends the file
-/// (`--fallocate=none`), as seglog's appends do without `preallocate`.
+/// [`seq_write`] with the sync method and the file's layout chosen ([`FioLayout`]): seglog's
+/// appends extend the file without `preallocate`, land in fallocated space with it, and in
+/// written blocks with zero fill.
 pub fn seq_write_as(
     dir: &Path,
     bs: u64,
@@ -78,10 +128,13 @@ pub fn seq_write_as(
     size: u64,
     direct: bool,
     sync: FioSync,
-    preallocate: bool,
+    layout: FioLayout,
 ) -> Result<FioResult, String> {
     let file = dir.join("fio-seq-write.dat");
     let _ = std::fs::remove_file(&file);
+    if layout == FioLayout::Written {
+        write_zeros(&file, size)?;
+    }
     let mut args = vec![
         "--name=seq-write".to_string(),
         format!("--filename={}", file.display()),
@@ -93,7 +146,9 @@ pub fn seq_write_as(
         "--ioengine=io_uring".into(),
         "--output-format=json".into(),
     ];
-    if !preallocate {
+    if layout != FioLayout::Fallocate {
+        // Extend: a new file, nothing reserved. Written: the file exists at full size already
+        // (fio keeps an existing file of the job's size as it is).
         args.push("--fallocate=none".into());
     }
     match sync {

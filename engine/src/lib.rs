@@ -23,7 +23,7 @@ pub mod types;
 
 pub use completion::Completion;
 pub use config::{LogConfig, TimestampType};
-pub use engine::{Backpressure, Durability, Engine, EngineConfig, TopicPartition};
+pub use engine::{Backpressure, Durability, Engine, EngineConfig, SyncMethod, TopicPartition, ZeroFill};
 pub use error::{Error, Result};
 pub use io::IoMode;
 pub use types::{FilePos, Offset, RelOffset, TimestampMs};

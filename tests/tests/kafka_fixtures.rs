@@ -38,6 +38,8 @@ fn settings() -> SegmentSettings {
         segment_index_bytes: SEGMENT_INDEX_BYTES,
         preallocate_bytes: 0,
         tail_cache_bytes: 0,
+        zero_fill_bytes: 0,
+        segment_bytes: i32::MAX as u32,
     }
 }
 

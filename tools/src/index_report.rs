@@ -192,6 +192,8 @@ fn replay(p: &PartitionDir, segs: &[SegData], every: u64, points: &mut Vec<(i64,
         segment_index_bytes: 10 * 1024 * 1024,
         preallocate_bytes: 0,
         tail_cache_bytes: 0,
+        zero_fill_bytes: 0,
+        segment_bytes: i32::MAX as u32,
     };
     let total: u64 = segs.iter().map(|s| (s.next_offset() - s.base).max(0) as u64 / every).sum();
     let progress = Progress::new(total, "lookups", false);

@@ -243,6 +243,8 @@ fn rebuild_segment(
         segment_index_bytes: i32::MAX as u32,
         preallocate_bytes: 0,
         tail_cache_bytes: 0,
+        zero_fill_bytes: 0,
+        segment_bytes: i32::MAX as u32,
     };
     let io = |e: std::io::Error| format!("{}: {e}", log_path.display());
     let disk_idx = read_opt(&s.index).map_err(io)?;

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use seglog::engine::SyncMethod;
-use seglog::{Durability, IoMode};
+use seglog::{Durability, IoMode, ZeroFill};
 use seglog_bench::append::{run, AppendParams, AppendResult};
 use seglog_bench::fio;
+use seglog_bench::fio::FioLayout;
 use seglog_bench::pct::median;
 
 #[derive(Parser, Debug)]
@@ -49,19 +50,23 @@ struct Args {
     producers: usize,
     #[arg(long, default_value_t = 1)]
     shards: usize,
-    /// Microseconds a producer spins on each completion before sleeping (the engine's default
-    /// wait spins 20).
-    #[arg(long, default_value_t = 20)]
-    wait_spin_us: u64,
+    /// Microseconds a producer spins on each completion before sleeping (default: the engine's
+    /// `Completion::wait`, which spins as long as the thread's recent waits took, up to 500).
+    #[arg(long)]
+    wait_spin_us: Option<u64>,
     /// The engine's `io_spin_us`: how long the shard polls for write completions before
     /// sleeping (default: the engine's).
     #[arg(long)]
     io_spin_us: Option<u64>,
-    /// fio's file layout: `match` (preallocated exactly when --preallocate is given, so fio's
-    /// writes extend the file when seglog's do), `native` (fio's default: fallocate first) or
-    /// `none` (extend).
+    /// fio's file layout: `match` (what seglog's appends see: written when zero fill is on,
+    /// fallocated with --preallocate, extended otherwise), `fallocate` (fio's default),
+    /// `extend` or `written` (a file of zeros written beforehand).
     #[arg(long, default_value = "match")]
-    fio_fallocate: String,
+    fio_layout: String,
+    /// The engine's zero fill: auto (on with --durable in the io_uring modes), off, or a lead
+    /// in bytes (8MiB).
+    #[arg(long, default_value = "auto")]
+    zero_fill: ZeroFill,
     /// Run seglog only.
     #[arg(long)]
     skip_fio: bool,
@@ -85,11 +90,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !a.skip_fio {
         fio::ensure_fio()?;
     }
-    let fio_prealloc = match a.fio_fallocate.as_str() {
-        "match" => a.preallocate,
-        "native" => true,
-        "none" => false,
-        other => return Err(format!("--fio-fallocate {other:?}: match, native or none").into()),
+    let fio_layout = |mode: IoMode| -> Result<FioLayout, String> {
+        if a.fio_layout != "match" {
+            return a.fio_layout.parse();
+        }
+        let durability = if a.durable { Durability::EveryBatch } else { Durability::None };
+        Ok(if a.zero_fill.lead_bytes(durability, mode) > 0 {
+            FioLayout::Written
+        } else if a.preallocate {
+            FioLayout::Fallocate
+        } else {
+            FioLayout::Extend
+        })
     };
     std::fs::create_dir_all(&a.dir)?;
     let mut rows: Vec<(IoMode, Vec<AppendResult>, Vec<fio::FioResult>)> =
@@ -111,6 +123,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 pin_threads: !a.no_pin,
                 wait_spin_us: a.wait_spin_us,
                 io_spin_us: a.io_spin_us,
+                zero_fill: a.zero_fill,
             };
             let r = run(d.path(), &p)?;
             drop(d);
@@ -125,16 +138,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 (true, SyncMethod::Fdatasync) => fio::FioSync::Fdatasync(1),
                 (true, SyncMethod::DsyncWrites) => fio::FioSync::Dsync,
             };
+            let layout = fio_layout(row.0)?;
             let f = if a.skip_fio {
                 fio::FioResult::default()
             } else {
-                fio::seq_write_as(&a.dir, bs, 1, a.total_bytes, direct, sync, fio_prealloc)?
+                fio::seq_write_as(&a.dir, bs, 1, a.total_bytes, direct, sync, layout)?
             };
             eprintln!(
-                "rep {rep} {:<8} seglog {:>8.1} MB/s  fio(bs={bs},qd=1,direct={direct},prealloc={fio_prealloc}) {:>8.1} MB/s  \
+                "rep {rep} {:<8} seglog {:>8.1} MB/s  fio(bs={bs},qd=1,direct={direct},{}) {:>8.1} MB/s  \
                  ratio {:>4.0}%  p50 {:.0}/{:.0} us  enters/batch {:.2}  buffers {} ({:.0}% fixed)",
                 r.mode,
                 r.mb_per_s,
+                layout.name(),
                 f.mb_per_s,
                 100.0 * r.mb_per_s / f.mb_per_s,
                 r.latency.p50_us,

@@ -20,7 +20,7 @@ use std::time::Instant;
 use seglog::engine::ShardStats;
 use seglog::format::batch;
 use seglog::format::builder::BatchBuilder;
-use seglog::{Durability, Engine, EngineConfig, IoMode, LogConfig, TopicPartition};
+use seglog::{Durability, Engine, EngineConfig, IoMode, LogConfig, TopicPartition, ZeroFill};
 
 use crate::pct::{Hist, Latency};
 use crate::rusage::Usage;
@@ -40,6 +40,13 @@ pub struct Setup {
     pub segment_bytes: u32,
     pub index_interval_bytes: u32,
     pub preallocate: bool,
+    /// The engine's zero fill (`auto` turns it on for the durable runs).
+    #[serde(serialize_with = "ser_display")]
+    pub zero_fill: ZeroFill,
+}
+
+fn ser_display<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&v.to_string())
 }
 
 fn ser_mode<S: serde::Serializer>(m: &IoMode, s: S) -> Result<S::Ok, S::Error> {
@@ -96,6 +103,7 @@ impl Setup {
         cfg.io_mode = self.mode;
         cfg.shards = Some(self.shards);
         cfg.durability = self.durability;
+        cfg.zero_fill = self.zero_fill;
         cfg.log_config = self.log_config();
         let engine = Engine::open(cfg)?;
         let tps = partitions(self.partitions);
@@ -251,6 +259,10 @@ pub struct RunReport {
     /// Process CPU (user + system, all threads) per GB moved.
     pub cpu_s_per_gb: f64,
     pub disk: Option<DiskRef>,
+    /// A second disk reference: for durable runs, fio's write + fdatasync over a file written
+    /// in full beforehand (the layout zero fill gives seglog's appends; `disk` keeps fio's
+    /// default, a fallocated file).
+    pub alt_disk: Option<DiskRef>,
     /// Throughput over time, (seconds since start, MB/s) per 100 ms.
     pub timeline: Vec<(f64, f64)>,
     pub note: String,

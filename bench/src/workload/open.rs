@@ -189,6 +189,7 @@ mod tests {
             segment_bytes: 1024,
             index_interval_bytes: 4096,
             preallocate: false,
+            zero_fill: seglog::ZeroFill::Auto,
         };
         let w = write(dir.path(), &p, &setup).unwrap();
         assert_eq!(w.segments, 30, "{:?}", all_files(dir.path()));

@@ -42,6 +42,9 @@ pub struct ShardStats {
     /// Partition flushes started: one per partition write (plus fsync) batch, however many
     /// write operations it took (a flush crossing a tail chunk boundary takes two).
     pub flushes: u64,
+    /// Zero-fill batches started (each a few large writes of zeros ahead of a partition's data
+    /// and an fdatasync; see [`crate::ZeroFill`]).
+    pub zero_fills: u64,
     /// The shard's write buffers: registered with its ring (fixed buffers) or not, and why.
     pub write_buffers: crate::io::PoolStats,
 }
@@ -56,6 +59,8 @@ pub(crate) struct Shard {
     durability: Durability,
     sync_method: SyncMethod,
     tail_cache_bytes: u64,
+    /// The zero-fill lead of every log opened here (0 for none).
+    zero_fill_bytes: u32,
     idle_spin: Duration,
     io_spin: Duration,
     recovery_threads: usize,
@@ -91,6 +96,7 @@ impl Shard {
             durability: config.durability,
             sync_method: config.sync_method,
             tail_cache_bytes: config.tail_cache_bytes,
+            zero_fill_bytes: config.zero_fill.lead_bytes(config.durability, storage.mode()),
             idle_spin: Duration::from_micros(config.idle_spin_us),
             io_spin: Duration::from_micros(config.io_spin_us),
             recovery_threads: config.recovery_threads_per_partition.max(1),
@@ -354,6 +360,8 @@ impl Shard {
         let now = crate::config::Clock::now_ms(&crate::config::SystemClock);
         let mut started: Vec<(TopicPartition, Option<i64>)> = Vec::new();
         let mut batches = Vec::new();
+        // Zero-fill batches go after the data batches, each apart: no acknowledgement waits on them.
+        let mut zero_fills: Vec<(TopicPartition, Vec<crate::io::IoOp>)> = Vec::new();
         for tp in dirty {
             if self.in_flight.contains_key(&tp) {
                 continue;
@@ -377,6 +385,10 @@ impl Shard {
                 }
                 Ok(ops) => {
                     let ops = if dsync { dsync_writes(ops) } else { ops };
+                    let zeros = log.take_zero_fill(0);
+                    if !zeros.is_empty() {
+                        zero_fills.push((tp.clone(), zeros));
+                    }
                     started.push((tp, sync.then_some(log.log_end_offset())));
                     batches.push(ops);
                 }
@@ -390,11 +402,19 @@ impl Shard {
             return;
         }
         self.stats.flushes += batches.len() as u64;
-        for ((tp, synced_up_to), io) in started.into_iter().zip(self.storage.submit_async(batches)) {
+        self.stats.zero_fills += zero_fills.len() as u64;
+        let data = batches.len();
+        let zero_tps: Vec<TopicPartition> = zero_fills.iter().map(|(tp, _)| tp.clone()).collect();
+        batches.extend(zero_fills.into_iter().map(|(_, ops)| ops));
+        let mut ios = self.storage.submit_async(batches).into_iter();
+        for ((tp, synced_up_to), io) in started.into_iter().zip(ios.by_ref().take(data)) {
             let log = self.logs.get_mut(&tp).expect("checked above");
             log.writes_started(io, synced_up_to);
             let acks = self.waiting.remove(&tp).unwrap_or_default();
             self.in_flight.insert(tp, acks);
+        }
+        for (tp, io) in zero_tps.into_iter().zip(ios) {
+            self.logs.get_mut(&tp).expect("checked above").zero_fill_started(io);
         }
     }
 
@@ -480,6 +500,7 @@ impl Shard {
             config: config.unwrap_or_else(|| self.default_config.clone()),
             storage: self.storage.clone(),
             tail_cache_bytes: self.tail_cache_bytes,
+            zero_fill_bytes: self.zero_fill_bytes,
             write_through: false,
             recovery,
             log_start_offset,

@@ -296,7 +296,27 @@ pub struct WriteBuf {
 
 enum Repr {
     Owned(AlignedBuf),
-    Pooled { chunk: Arc<Chunk>, off: usize, len: usize },
+    Pooled {
+        chunk: Arc<Chunk>,
+        off: usize,
+        len: usize,
+    },
+    /// `len` bytes of the process's shared zero buffer.
+    Zeros(usize),
+}
+
+/// The largest [`WriteBuf::zeros`].
+pub const ZERO_BUF_BYTES: usize = 1 << 20;
+
+/// One aligned buffer of zeros for the whole process, never written after it is made.
+fn zero_buf() -> &'static AlignedBuf {
+    static ZEROS: std::sync::OnceLock<AlignedBuf> = std::sync::OnceLock::new();
+    ZEROS.get_or_init(|| {
+        // 4096 covers every O_DIRECT memory alignment seen (statx reports 512 or 4096).
+        let mut b = AlignedBuf::new(ZERO_BUF_BYTES, 4096);
+        b.set_len(ZERO_BUF_BYTES);
+        b
+    })
 }
 
 impl WriteBuf {
@@ -306,10 +326,17 @@ impl WriteBuf {
         WriteBuf { repr: Repr::Pooled { chunk, off, len } }
     }
 
+    /// `len` zero bytes (at most [`ZERO_BUF_BYTES`]), aligned for O_DIRECT, shared by every
+    /// such buffer: writing zeros costs no allocation and no fill.
+    pub fn zeros(len: usize) -> WriteBuf {
+        assert!(len <= ZERO_BUF_BYTES, "{len} zero bytes asked, at most {ZERO_BUF_BYTES}");
+        WriteBuf { repr: Repr::Zeros(len) }
+    }
+
     /// For pool memory: the pool and the chunk (registered-buffer index) holding every byte.
     pub fn pool_slot(&self) -> Option<(u64, u32)> {
         match &self.repr {
-            Repr::Owned(_) => None,
+            Repr::Owned(_) | Repr::Zeros(_) => None,
             Repr::Pooled { chunk, .. } => Some((chunk.pool_id(), chunk.index())),
         }
     }
@@ -318,7 +345,7 @@ impl WriteBuf {
     pub fn as_aligned(&self) -> Option<&AlignedBuf> {
         match &self.repr {
             Repr::Owned(b) => Some(b),
-            Repr::Pooled { .. } => None,
+            Repr::Pooled { .. } | Repr::Zeros(_) => None,
         }
     }
 }
@@ -335,6 +362,7 @@ impl Deref for WriteBuf {
         match &self.repr {
             Repr::Owned(b) => b,
             Repr::Pooled { chunk, off, len } => &chunk.bytes()[*off..*off + *len],
+            Repr::Zeros(len) => &zero_buf()[..*len],
         }
     }
 }
@@ -346,6 +374,7 @@ impl std::fmt::Debug for WriteBuf {
             Repr::Pooled { chunk, off, len } => {
                 f.debug_struct("WriteBuf").field("chunk", chunk).field("off", off).field("len", len).finish()
             }
+            Repr::Zeros(len) => f.debug_struct("WriteBuf").field("zeros", len).finish(),
         }
     }
 }

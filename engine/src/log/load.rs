@@ -56,6 +56,7 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
         write_through,
         recovery_threads,
         progress,
+        zero_fill_bytes,
     } = options;
     let mut report = LoadReport::default();
     let mut recovered_epochs: Vec<(i32, i64)> = Vec::new();
@@ -125,6 +126,8 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
         segment_index_bytes: config.segment_index_bytes,
         preallocate_bytes: if config.preallocate { config.segment_bytes } else { 0 },
         tail_cache_bytes,
+        zero_fill_bytes,
+        segment_bytes: config.segment_bytes,
     };
 
     // Each segment's offsets must stay below the next segment's base offset.
@@ -285,6 +288,7 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
         sync_in_flight: None,
         rng: seed,
         tail_cache_bytes,
+        zero_fill_bytes,
         write_through,
         epochs,
         pending_deletes: Vec::new(),

@@ -49,6 +49,9 @@ pub struct LogOptions {
     pub recovery_threads: usize,
     /// Called after each recovered segment.
     pub progress: Option<ProgressFn>,
+    /// Zero fill ([`crate::segment::SegmentSettings::zero_fill_bytes`]): keep this many bytes past
+    /// the active segment's data written with zeros. 0 (the default) for none.
+    pub zero_fill_bytes: u32,
 }
 
 /// A recovery progress callback.
@@ -73,6 +76,7 @@ impl Default for LogOptions {
             write_through: true,
             recovery_threads: 1,
             progress: None,
+            zero_fill_bytes: 0,
         }
     }
 }
@@ -141,6 +145,7 @@ pub struct Log {
     failed: Option<String>,
     rng: u64,
     tail_cache_bytes: u64,
+    zero_fill_bytes: u32,
     write_through: bool,
     epochs: epoch::LeaderEpochCache,
     pending_deletes: Vec<maintenance::PendingDelete>,
@@ -254,6 +259,8 @@ impl Log {
             segment_index_bytes: self.config.segment_index_bytes,
             preallocate_bytes: if self.config.preallocate { self.config.segment_bytes } else { 0 },
             tail_cache_bytes: self.tail_cache_bytes,
+            zero_fill_bytes: self.zero_fill_bytes,
+            segment_bytes: self.config.segment_bytes,
         }
     }
 
@@ -354,6 +361,7 @@ impl Log {
         if self.write_through {
             let r = self.active_mut().write_pending(false);
             self.guard(r)?;
+            self.active_mut().zero_fill_now();
         }
         self.log_end_offset = last.next_offset();
         self.unflushed_messages += count as i64;
@@ -511,6 +519,21 @@ impl Log {
         // rebuilt; they reach the files at seal, close and explicit flush. Writing them each turn
         // doubled the I/Os of Durability::EveryBatch (and drove its fdatasync latency).
         Ok(self.active_mut().take_writes(tag, sync))
+    }
+
+    /// The zero writes that keep the active segment's zeroed lead
+    /// ([`LogOptions::zero_fill_bytes`]), to submit after the turn's data writes as a batch of
+    /// their own; hand the result to [`Log::zero_fill_started`]. Empty when none are due.
+    pub fn take_zero_fill(&mut self, tag: u64) -> Vec<crate::io::IoOp> {
+        if self.failed.is_some() {
+            return Vec::new();
+        }
+        self.active_mut().take_zero_fill(tag)
+    }
+
+    /// See [`crate::segment::ActiveSegment::zero_fill_started`].
+    pub fn zero_fill_started(&mut self, io: crate::io::AsyncIo) {
+        self.active_mut().zero_fill_started(io);
     }
 
     /// Applies completions of [`Log::take_writes`]. A failed write or fsync puts the log in the

@@ -798,6 +798,27 @@ pub struct SegmentSettings {
     pub preallocate_bytes: u32,
     /// Bytes of the log's tail kept in memory after they are written (the tail cache).
     pub tail_cache_bytes: u64,
+    /// Zero fill: keep about this many bytes past the active segment's data written with zeros
+    /// (refilled once less than half is left), so that appends overwrite initialized blocks
+    /// inside the file instead of extending it or converting unwritten extents. 0 for none.
+    pub zero_fill_bytes: u32,
+    /// `segment.bytes`: zero fill stops there.
+    pub segment_bytes: u32,
+}
+
+/// Zero fill starts and ends on this boundary (at least; the file's own write alignment when
+/// larger), so that it never touches the block a data write ends in.
+const ZERO_FILL_ALIGN: u64 = 4096;
+
+/// The zero-fill lead of a new segment, doubled at each refill up to the setting.
+const ZERO_FILL_FIRST_LEAD: u64 = 8 << 20;
+
+/// Zero writes in flight for a segment: the range they cover and their batch.
+#[derive(Debug)]
+struct ZeroFill {
+    io: crate::io::AsyncIo,
+    start: u64,
+    end: u64,
 }
 
 /// The segment that takes appends.
@@ -817,6 +838,18 @@ pub struct ActiveSegment {
     in_flight: Option<crate::io::AsyncIo>,
     /// The outcome of writes that another operation had to wait for before they were polled.
     settled: Option<Result<()>>,
+    /// Every byte of the file from the data's end up to here is written (zeros past the data),
+    /// with `zero_fill_bytes` set; the file is at least this long.
+    zeroed_to: u64,
+    /// The zero writes taken by [`ActiveSegment::take_zero_fill`]: the range, until submitted;
+    /// then in flight until they complete.
+    zero_pending: Option<(u64, u64)>,
+    zeroing: Option<ZeroFill>,
+    /// The current zero-fill lead (see [`ActiveSegment::take_zero_fill`]).
+    zero_lead: u64,
+    /// Zero fill failed once (a full disk, say): it stays off for this segment, appends extend
+    /// the file as without it.
+    zero_fill_failed: bool,
 }
 
 /// A segment that can no longer be written.
@@ -1070,6 +1103,11 @@ impl Segment {
             settings,
             in_flight: None,
             settled: None,
+            zeroed_to: 0,
+            zero_pending: None,
+            zeroing: None,
+            zero_lead: 0,
+            zero_fill_failed: false,
         })
     }
 }
@@ -1138,6 +1176,11 @@ impl ActiveSegment {
             settings,
             in_flight: None,
             settled: None,
+            zeroed_to: 0,
+            zero_pending: None,
+            zeroing: None,
+            zero_lead: 0,
+            zero_fill_failed: false,
         })
     }
 
@@ -1261,6 +1304,7 @@ impl ActiveSegment {
     /// and the file. Returns the bytes removed and the offset the segment now ends before.
     pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<(u64, i64)> {
         self.settle_in_flight();
+        self.settle_zero_fill();
         let Some(m) = self.seg.translate_offset(offset, 0)? else {
             // Nothing at or past `offset` here.
             self.seg.offset_index.truncate_to(offset)?;
@@ -1278,6 +1322,8 @@ impl ActiveSegment {
         let removed = (self.seg.size - m.position) as u64;
         self.tail.truncate(m.position as u64)?;
         self.seg.size = m.position;
+        // The file now ends at the cut: nothing past it is known to be zeros.
+        self.zeroed_to = 0;
         if self.seg.size == 0 {
             self.created_ms = now_ms;
             self.rolling_based_timestamp = None;
@@ -1316,6 +1362,19 @@ impl ActiveSegment {
     pub fn take_writes(&mut self, tag: u64, sync: bool) -> Vec<IoOp> {
         self.settle_in_flight();
         let mut ops = self.tail.prepare_write(self.file.clone(), tag);
+        // A data write must never race a zero write over the same bytes: when the data has
+        // caught up with zero writes still in flight (a lead too short for the rate), wait.
+        let data_end = ops
+            .iter()
+            .map(|o| match &o.kind {
+                IoOpKind::Write { buf, pos, .. } => pos + buf.len() as u64,
+                IoOpKind::SyncData => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        if self.zeroing.as_ref().is_some_and(|z| z.start < data_end) {
+            self.settle_zero_fill();
+        }
         if sync {
             for w in &mut ops {
                 w.link_next = true;
@@ -1323,6 +1382,117 @@ impl ActiveSegment {
             ops.push(IoOp { file: self.file.clone(), kind: IoOpKind::SyncData, tag, link_next: false });
         }
         ops
+    }
+
+    /// The zero writes that extend the zeroed lead past the data once less than half of
+    /// [`SegmentSettings::zero_fill_bytes`] is left; empty when zero fill is off, not due, or
+    /// already in flight. Take them after the turn's data writes ([`ActiveSegment::take_writes`]:
+    /// they start past the block those end in) and submit them as a batch of their own, so that
+    /// no acknowledgement waits for them; hand the result to [`ActiveSegment::zero_fill_started`].
+    ///
+    /// On an O_DIRECT file the writes are independent (the device takes them in parallel and
+    /// the burst is over sooner: fewer appends queue behind it) and carry no fdatasync: the
+    /// next durable append commits their allocation along with its own data, once per refill.
+    /// Through the page cache the zeros would only reach the disk (and their blocks be
+    /// allocated) at writeback, after the appends that overwrite them; there the writes are
+    /// chained to an fdatasync that puts them on disk at once.
+    pub fn take_zero_fill(&mut self, tag: u64) -> Vec<IoOp> {
+        let max_lead = self.settings.zero_fill_bytes as u64;
+        if max_lead == 0 || self.zero_fill_failed || self.zero_pending.is_some() {
+            return Vec::new();
+        }
+        self.poll_zero_fill(false);
+        if self.zeroing.is_some() {
+            return Vec::new();
+        }
+        // The lead starts small and doubles with each refill up to the setting: a partition
+        // that takes little data holds (and writes) few zeros, a busy one refills rarely.
+        let lead = self.zero_lead.clamp(ZERO_FILL_FIRST_LEAD.min(max_lead), max_lead);
+        let size = self.seg.size as u64;
+        if self.zeroed_to >= size + lead / 2 {
+            return Vec::new();
+        }
+        self.zero_lead = lead.saturating_mul(2).min(max_lead);
+        let file_align = self.tail.align();
+        let align = ZERO_FILL_ALIGN.max(file_align);
+        let start = self.zeroed_to.max(tail::align_up(size, align));
+        let end = tail::align_up(size + lead, align).min(tail::align_up(self.settings.segment_bytes as u64, align));
+        if end <= start {
+            return Vec::new();
+        }
+        let chained = file_align <= 1;
+        let chunk = crate::io::pool::ZERO_BUF_BYTES as u64;
+        let writes = (end - start).div_ceil(chunk);
+        let mut ops = Vec::with_capacity(writes as usize + 1);
+        for i in 0..writes {
+            let pos = start + i * chunk;
+            let n = (end - pos).min(chunk);
+            ops.push(IoOp {
+                file: self.file.clone(),
+                kind: IoOpKind::Write { buf: crate::io::WriteBuf::zeros(n as usize), pos, dsync: false },
+                tag,
+                link_next: chained,
+            });
+        }
+        if chained {
+            ops.push(IoOp { file: self.file.clone(), kind: IoOpKind::SyncData, tag, link_next: false });
+        }
+        self.zero_pending = Some((start, end));
+        ops
+    }
+
+    /// Takes the operations of [`ActiveSegment::take_zero_fill`] back as submitted without
+    /// waiting; they are polled by the next [`ActiveSegment::take_zero_fill`] and waited for by
+    /// anything that writes where they do.
+    pub fn zero_fill_started(&mut self, io: crate::io::AsyncIo) {
+        let Some((start, end)) = self.zero_pending.take() else {
+            debug_assert!(false, "zero fill started without take_zero_fill");
+            return;
+        };
+        self.zeroing = Some(ZeroFill { io, start, end });
+        // A batch that is already done (sync mode, or a ring that ran it inline) is applied now.
+        self.poll_zero_fill(false);
+    }
+
+    /// Runs zero fill to completion without the engine: the synchronous path (a log that writes
+    /// each append through itself).
+    pub fn zero_fill_now(&mut self) {
+        let ops = self.take_zero_fill(0);
+        if !ops.is_empty() {
+            let done = self.storage.submit(ops);
+            self.zero_fill_started(crate::io::AsyncIo::Ready(done));
+        }
+    }
+
+    /// Applies the outcome of the zero writes in flight once done (waiting for them with `wait`).
+    fn poll_zero_fill(&mut self, wait: bool) {
+        let Some(z) = self.zeroing.take() else { return };
+        match crate::io::complete_async(z.io, wait) {
+            Ok(done) => {
+                let ok = !done.is_empty() && done.iter().all(|c| c.result.is_ok());
+                if ok {
+                    self.zeroed_to = self.zeroed_to.max(z.end);
+                } else {
+                    // Whatever part was written is zeros past the data, which the cut at seal
+                    // and close, or recovery after a crash, removes like any zero tail.
+                    self.zero_fill_failed = true;
+                }
+            }
+            Err(io) => self.zeroing = Some(ZeroFill { io, ..z }),
+        }
+    }
+
+    /// Waits for zero writes in flight: before anything that changes the file's length or
+    /// writes where they do.
+    fn settle_zero_fill(&mut self) {
+        while self.zeroing.is_some() {
+            self.poll_zero_fill(true);
+            if self.zeroing.is_some() {
+                // Only the thread that submitted a ring batch can complete it; an active segment
+                // is written from one thread, so this is not expected.
+                std::thread::yield_now();
+            }
+        }
     }
 
     /// Applies the completions of [`ActiveSegment::take_writes`] (possibly turned into RWF_DSYNC
@@ -1467,6 +1637,7 @@ impl ActiveSegment {
     }
 
     fn finish(&mut self) -> Result<()> {
+        self.settle_zero_fill();
         self.write_pending(false)?;
         let m = self.seg.max_timestamp_so_far;
         self.seg.time_index.maybe_append(m.timestamp, m.offset, true)?;
@@ -1498,6 +1669,7 @@ impl ActiveSegment {
     /// Turns this segment into a plain [`Segment`] after writing what is buffered (for
     /// truncation paths and reopening).
     pub fn into_segment(mut self) -> Result<Segment> {
+        self.settle_zero_fill();
         self.write_pending(false)?;
         self.seg.log = self.file;
         Ok(self.seg)

@@ -67,10 +67,10 @@ pub struct TailStats {
     pub unwritten_bytes: u64,
 }
 
-fn align_down(x: u64, a: u64) -> u64 {
+pub(crate) fn align_down(x: u64, a: u64) -> u64 {
     x - x % a
 }
-fn align_up(x: u64, a: u64) -> u64 {
+pub(crate) fn align_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
 }
 
@@ -265,6 +265,11 @@ impl TailFile {
     }
 
     /// Forgets everything past `len` (truncation), in memory and in the file.
+    /// The block size writes are aligned to (1 for a file without O_DIRECT).
+    pub fn align(&self) -> u64 {
+        self.lock().align
+    }
+
     pub fn truncate(&self, len: u64) -> Result<()> {
         let mut s = self.lock();
         if len >= s.end {
