@@ -148,6 +148,8 @@ pub struct WriterArgs {
     /// acknowledgements (0: never), as a broker does once followers caught up; retention never
     /// deletes past the high watermark.
     pub hw_every: u64,
+    /// The engine's zero fill (`auto`: on under every-batch durability in direct mode).
+    pub zero_fill: seglog::ZeroFill,
 }
 
 impl WriterArgs {
@@ -168,6 +170,7 @@ impl WriterArgs {
             retention_bytes: -1,
             delete_delay_ms: 60_000,
             hw_every: 0,
+            zero_fill: seglog::ZeroFill::Auto,
         }
     }
 
@@ -209,6 +212,7 @@ impl WriterArgs {
             format!("retention-bytes={}", self.retention_bytes),
             format!("delete-delay-ms={}", self.delete_delay_ms),
             format!("hw-every={}", self.hw_every),
+            format!("zero-fill={}", self.zero_fill),
         ]
     }
 
@@ -244,6 +248,7 @@ impl WriterArgs {
                 "retention-bytes" => w.retention_bytes = v.parse().map_err(|e| format!("{k}={v}: {e}"))?,
                 "delete-delay-ms" => w.delete_delay_ms = num(v)? as i64,
                 "hw-every" => w.hw_every = num(v)?,
+                "zero-fill" => w.zero_fill = v.parse()?,
                 _ => return Err(format!("unknown argument {k}")),
             }
         }
@@ -918,6 +923,7 @@ pub fn writer_main() -> ! {
     cfg.pin_threads = false;
     cfg.log_config = args.log_config();
     cfg.checkpoint_interval_ms = args.checkpoint_ms;
+    cfg.zero_fill = args.zero_fill;
     cfg.retention_check_interval_ms = args.retention_check_ms;
     let engine = match Engine::open(cfg) {
         Ok(e) => e,

@@ -50,7 +50,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use seglog::io::shutdown::FS_GOING_DOWN_NOLOGFLUSH;
-use seglog::{Durability, IoMode};
+use seglog::{Durability, IoMode, ZeroFill};
 use seglog_tests::crash::{
     base_seed, copy_tree, mix, verify_engine_reopen, verify_partition, Rng, WriterArgs, WriterProcess,
 };
@@ -134,6 +134,9 @@ fn draw_args(dir: &Path, seed: u64) -> WriterArgs {
     a.index_interval_bytes = [256, 1024, 4096][r.range(0, 2) as usize];
     a.preallocate = r.range(0, 3) == 0;
     a.inflight = r.range(1, 8) as usize;
+    // Zero fill: the default (on in direct mode under every-batch), off, or a small lead in any
+    // mode (so that refills, and appends catching up with them, happen within a run).
+    a.zero_fill = [ZeroFill::Auto, ZeroFill::Auto, ZeroFill::Off, ZeroFill::Lead(64 * 1024)][r.range(0, 3) as usize];
     // Half the iterations write the engine's checkpoints every few milliseconds, so that cuts
     // land in them (and the restart check below trusts their recovery points); a third run
     // retention against a moving high watermark, so that cuts land in two-phase deletions.
@@ -297,11 +300,12 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
         if negative {
             println!(
                 "  nc iteration {i} seed {seed:#x} {mode} {} partitions, segment.bytes {}, preallocate {}, \
-                 inflight {}, cut after {run_ms} ms: {acked_before_cut} acks before the cut, {lost} lost{} \
+                 zero fill {}, inflight {}, cut after {run_ms} ms: {acked_before_cut} acks before the cut, {lost} lost{} \
                  (log end / acknowledged end: {})",
                 args.partitions,
                 args.segment_bytes,
                 args.preallocate,
+                args.zero_fill,
                 args.inflight,
                 if lost == 0 { " (NOT CAUGHT)" } else { "" },
                 ends.join(", ")
@@ -311,11 +315,12 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
             if !negative {
                 println!(
                     "iteration {i} seed {seed:#x} {mode} {} partitions, segment.bytes {}, preallocate {}, \
-                     inflight {}, checkpoint.ms {}, retention.bytes {}, cut after {run_ms} ms ({acked_before_cut} \
+                     zero fill {}, inflight {}, checkpoint.ms {}, retention.bytes {}, cut after {run_ms} ms ({acked_before_cut} \
                  acks before it, {} in all): {} violations",
                     args.partitions,
                     args.segment_bytes,
                     args.preallocate,
+                    args.zero_fill,
                     args.inflight,
                     args.checkpoint_ms,
                     args.retention_bytes,

@@ -112,6 +112,8 @@ fn sigkill_mid_append_roll_checkpoint_and_delete_loses_no_acknowledged_batch() {
         template.segment_bytes = r.range(40, 64) as u32 * 1024;
         template.index_interval_bytes = [256, 1024, 4096][r.range(0, 2) as usize];
         template.preallocate = r.range(0, 2) == 0;
+        template.zero_fill =
+            [seglog::ZeroFill::Auto, seglog::ZeroFill::Off, seglog::ZeroFill::Lead(16 * 1024)][r.range(0, 2) as usize];
         template.checkpoint_ms = r.range(3, 30);
         if g % 2 == 0 {
             template.retention_bytes = template.segment_bytes as i64 * r.range(2, 4) as i64;

@@ -531,6 +531,11 @@ impl Log {
         self.active_mut().take_zero_fill(tag)
     }
 
+    /// What zero fill did in the active segment so far.
+    pub fn zero_fill_stats(&self) -> crate::segment::ZeroFillStats {
+        self.active_segment().zero_fill_stats()
+    }
+
     /// See [`crate::segment::ActiveSegment::zero_fill_started`].
     pub fn zero_fill_started(&mut self, io: crate::io::AsyncIo) {
         self.active_mut().zero_fill_started(io);

@@ -813,6 +813,23 @@ const ZERO_FILL_ALIGN: u64 = 4096;
 /// The zero-fill lead of a new segment, doubled at each refill up to the setting.
 const ZERO_FILL_FIRST_LEAD: u64 = 8 << 20;
 
+/// What zero fill did in one active segment ([`ActiveSegment::zero_fill_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZeroFillStats {
+    /// Refills taken (each one batch of zero writes).
+    pub fills: u64,
+    /// Zero bytes those covered.
+    pub bytes: u64,
+    /// Times something waited for zero writes not yet reported: a data write that reached
+    /// them, or a seal, close or truncation.
+    pub waits: u64,
+    /// Refills that failed (zero fill is then off for the segment).
+    pub failures: u64,
+}
+
+/// The most a refill without zeros ahead leaves between the data and its start.
+const ZERO_FILL_MAX_SKIP: u64 = 1 << 20;
+
 /// Zero writes in flight for a segment: the range they cover and their batch.
 #[derive(Debug)]
 struct ZeroFill {
@@ -838,8 +855,9 @@ pub struct ActiveSegment {
     in_flight: Option<crate::io::AsyncIo>,
     /// The outcome of writes that another operation had to wait for before they were polled.
     settled: Option<Result<()>>,
-    /// Every byte of the file from the data's end up to here is written (zeros past the data),
-    /// with `zero_fill_bytes` set; the file is at least this long.
+    /// Where the zeros written ahead of the data end (the file is at least this long). Between
+    /// the data and the first refill's start there may be a hole, which appends fill as
+    /// without zero fill.
     zeroed_to: u64,
     /// The zero writes taken by [`ActiveSegment::take_zero_fill`]: the range, until submitted;
     /// then in flight until they complete.
@@ -847,6 +865,7 @@ pub struct ActiveSegment {
     zeroing: Option<ZeroFill>,
     /// The current zero-fill lead (see [`ActiveSegment::take_zero_fill`]).
     zero_lead: u64,
+    zero_stats: ZeroFillStats,
     /// Zero fill failed once (a full disk, say): it stays off for this segment, appends extend
     /// the file as without it.
     zero_fill_failed: bool,
@@ -1107,6 +1126,7 @@ impl Segment {
             zero_pending: None,
             zeroing: None,
             zero_lead: 0,
+            zero_stats: ZeroFillStats::default(),
             zero_fill_failed: false,
         })
     }
@@ -1180,6 +1200,7 @@ impl ActiveSegment {
             zero_pending: None,
             zeroing: None,
             zero_lead: 0,
+            zero_stats: ZeroFillStats::default(),
             zero_fill_failed: false,
         })
     }
@@ -1415,7 +1436,16 @@ impl ActiveSegment {
         self.zero_lead = lead.saturating_mul(2).min(max_lead);
         let file_align = self.tail.align();
         let align = ZERO_FILL_ALIGN.max(file_align);
-        let start = self.zeroed_to.max(tail::align_up(size, align));
+        // With zeros still ahead, the refill starts where they end. Without (the segment's first
+        // fill, or data that outran the zeros), it starts an eighth of the lead past the data:
+        // the next appends' writes (which rewrite the block the data ends in) then do not reach
+        // it before it is done, where starting at the data would make the very next write wait
+        // for the whole refill.
+        let start = if self.zeroed_to > size {
+            self.zeroed_to
+        } else {
+            tail::align_up(size + (lead / 8).min(ZERO_FILL_MAX_SKIP), align)
+        };
         let end = tail::align_up(size + lead, align).min(tail::align_up(self.settings.segment_bytes as u64, align));
         if end <= start {
             return Vec::new();
@@ -1438,7 +1468,14 @@ impl ActiveSegment {
             ops.push(IoOp { file: self.file.clone(), kind: IoOpKind::SyncData, tag, link_next: false });
         }
         self.zero_pending = Some((start, end));
+        self.zero_stats.fills += 1;
+        self.zero_stats.bytes += end - start;
         ops
+    }
+
+    /// What zero fill did in this segment so far.
+    pub fn zero_fill_stats(&self) -> ZeroFillStats {
+        self.zero_stats
     }
 
     /// Takes the operations of [`ActiveSegment::take_zero_fill`] back as submitted without
@@ -1476,6 +1513,7 @@ impl ActiveSegment {
                     // Whatever part was written is zeros past the data, which the cut at seal
                     // and close, or recovery after a crash, removes like any zero tail.
                     self.zero_fill_failed = true;
+                    self.zero_stats.failures += 1;
                 }
             }
             Err(io) => self.zeroing = Some(ZeroFill { io, ..z }),
@@ -1485,6 +1523,9 @@ impl ActiveSegment {
     /// Waits for zero writes in flight: before anything that changes the file's length or
     /// writes where they do.
     fn settle_zero_fill(&mut self) {
+        if self.zeroing.is_some() {
+            self.zero_stats.waits += 1;
+        }
         while self.zeroing.is_some() {
             self.poll_zero_fill(true);
             if self.zeroing.is_some() {

@@ -1,0 +1,367 @@
+//! Zero fill (`LogOptions::zero_fill_bytes`, `EngineConfig::zero_fill`): the active segment keeps
+//! zeros written past its data, so that appends overwrite initialized blocks. What must hold:
+//! the zeros are never data (reads, recovery), a data write never races a zero write (appends
+//! that catch up with a refill stay intact), and everything that changes the file's length
+//! (seal, close, truncation) waits for zero writes and leaves the file exactly its batches,
+//! as Kafka's tools expect. Runs on a real disk (`/var/tmp`, or `SEGLOG_TEST_DIR`): O_DIRECT
+//! alignment is not checked by tmpfs. Every I/O mode (`SEGLOG_IO_MODE`).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::{batch, log_path, read_all, small_config, T0};
+use seglog::config::{LogConfig, ManualClock};
+use seglog::io::Storage;
+use seglog::log::{Log, LogOptions, Recovery};
+use seglog::{Durability, Engine, EngineConfig, IoMode, TopicPartition, ZeroFill};
+
+fn disk_tempdir() -> tempfile::TempDir {
+    let base = std::env::var_os("SEGLOG_TEST_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/tmp"));
+    tempfile::tempdir_in(base).expect("tempdir on disk")
+}
+
+struct ShardLike {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    clock: Arc<ManualClock>,
+    storage: Arc<dyn Storage>,
+    log: Log,
+}
+
+fn options(config: LogConfig, clock: &Arc<ManualClock>, storage: &Arc<dyn Storage>, zero_fill: u32) -> LogOptions {
+    LogOptions {
+        config,
+        clock: clock.clone(),
+        storage: storage.clone(),
+        recovery: Recovery::default(),
+        // As the shard opens its logs: appends stay in the tail until the shard writes them.
+        write_through: false,
+        zero_fill_bytes: zero_fill,
+        ..LogOptions::default()
+    }
+}
+
+/// The I/O mode under test: `SEGLOG_IO_MODE`, else direct (asynchronous io_uring writes, where
+/// zero writes are really in flight while the next data write is taken).
+fn test_mode() -> IoMode {
+    std::env::var("SEGLOG_IO_MODE").ok().and_then(|m| m.parse().ok()).unwrap_or(IoMode::Direct)
+}
+
+fn test_storage() -> Arc<dyn Storage> {
+    seglog::io::select::open_storage(test_mode()).storage
+}
+
+fn shard_like(config: LogConfig, zero_fill: u32) -> ShardLike {
+    let tmp = disk_tempdir();
+    let dir = tmp.path().join("topic-0");
+    let clock = Arc::new(ManualClock::new(T0));
+    let storage = test_storage();
+    let log = Log::open(&dir, options(config, &clock, &storage, zero_fill)).expect("open log");
+    ShardLike { _tmp: tmp, dir, clock, storage, log }
+}
+
+impl ShardLike {
+    /// One shard turn: the data write (with its fdatasync when `sync`) and then the zero fill,
+    /// each its own batch, submitted together without waiting, as `Shard::start_writes` does.
+    /// Returns how many zero writes were submitted.
+    fn start_turn(&mut self, sync: bool) -> usize {
+        let ops = self.log.take_writes(0, sync).expect("take_writes");
+        if ops.is_empty() {
+            return 0;
+        }
+        let zeros = self.log.take_zero_fill(0);
+        let n_zero = zeros.len();
+        let synced_up_to = sync.then_some(self.log.log_end_offset());
+        let mut batches = vec![ops];
+        if !zeros.is_empty() {
+            batches.push(zeros);
+        }
+        let mut ios = self.storage.submit_async(batches).into_iter();
+        self.log.writes_started(ios.next().expect("data batch"), synced_up_to);
+        if let Some(z) = ios.next() {
+            self.log.zero_fill_started(z);
+        }
+        n_zero
+    }
+
+    fn finish_turn(&mut self) {
+        if let Some(r) = self.log.poll_writes(true) {
+            r.expect("write");
+        }
+    }
+
+    fn append(&mut self, size: usize) -> Vec<u8> {
+        let mut b = batch(&[T0], size);
+        self.log.append_as_leader(&mut b, 0).expect("append");
+        b
+    }
+}
+
+fn file(path: &Path) -> Vec<u8> {
+    std::fs::read(path).expect("read file")
+}
+
+/// Equal byte strings, or a panic naming the lengths and the first difference (not the bytes).
+#[track_caller]
+fn assert_same(got: &[u8], want: &[u8], what: &str) {
+    if got != want {
+        let at = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+        panic!("{what}: {} bytes, expected {}; first difference at byte {at}", got.len(), want.len());
+    }
+}
+
+/// While active, the `.log` runs ahead of the data with zeros; a clean close cuts it back to
+/// exactly the batches, and a clean reopen serves the same bytes.
+#[test]
+fn the_zeros_run_ahead_of_the_data_and_close_cuts_them() {
+    let mut t = shard_like(small_config(), 1 << 20);
+    let mut appended = Vec::new();
+    let mut zero_writes = 0;
+    for i in 0..20 {
+        appended.extend(t.append(1000 + 37 * i));
+        zero_writes += t.start_turn(false);
+        t.finish_turn();
+    }
+    assert!(zero_writes > 0, "no zero fill was taken");
+    // One more turn lets the ring report the zero writes (they are polled lazily).
+    appended.extend(t.append(512));
+    t.start_turn(false);
+    t.finish_turn();
+    let size = t.log.active_segment().size() as usize;
+    assert_eq!(size, appended.len());
+    let on_disk = file(&log_path(&t.dir, 0));
+    assert!(on_disk.len() > size, "the file ({}) should run ahead of the data ({size})", on_disk.len());
+    assert_same(&on_disk[..size], &appended, "the data in the file");
+    assert!(on_disk[size..].iter().all(|&b| b == 0), "past the data: zeros only");
+    assert_same(&read_all(&t.log), &appended, "reads see the data and nothing past it");
+
+    let ShardLike { _tmp, dir, clock, storage, log } = t;
+    log.close().expect("close");
+    assert_same(&file(&log_path(&dir, 0)), &appended, "a closed segment is exactly its batches");
+    let log = Log::open(&dir, LogOptions { recovery: Recovery::Clean, ..options(small_config(), &clock, &storage, 0) })
+        .expect("reopen");
+    assert_same(&read_all(&log), &appended, "read back");
+}
+
+/// Rolled segments are cut to their batches too (zero fill is capped at segment.bytes, and the
+/// next segment starts its own).
+#[test]
+fn rolled_segments_are_exactly_their_batches() {
+    let config = LogConfig { segment_bytes: 64 * 1024, ..small_config() };
+    let mut t = shard_like(config.clone(), 1 << 20);
+    let mut appended = Vec::new();
+    for i in 0..60 {
+        appended.extend(t.append(3000 + 101 * (i % 7)));
+        t.start_turn(i % 3 == 0);
+        t.finish_turn();
+    }
+    let bases: Vec<i64> = t.log.segments().map(|s| s.base_offset()).collect();
+    assert!(bases.len() >= 3, "expected rolls, got segments {bases:?}");
+    let sealed: Vec<(i64, u32)> = t
+        .log
+        .segments()
+        .filter(|s| s.base_offset() != bases[bases.len() - 1])
+        .map(|s| (s.base_offset(), s.size()))
+        .collect();
+    for (base, size) in sealed {
+        let len = std::fs::metadata(log_path(&t.dir, base)).expect("segment").len();
+        assert_eq!(len, size as u64, "sealed segment {base}: file length vs data");
+    }
+    assert_same(&read_all(&t.log), &appended, "read back");
+    let ShardLike { _tmp, dir, clock, storage, log } = t;
+    log.close().expect("close");
+    let mut on_disk = Vec::new();
+    for base in &bases {
+        on_disk.extend(file(&log_path(&dir, *base)));
+    }
+    assert_same(&on_disk, &appended, "the segments' files hold exactly the batches");
+    let log = Log::open(&dir, LogOptions { recovery: Recovery::Clean, ..options(config, &clock, &storage, 0) })
+        .expect("reopen");
+    assert_same(&read_all(&log), &appended, "read back");
+}
+
+/// A lead of a few kilobytes: nearly every turn's data reaches zero writes still in flight, and
+/// must wait for them rather than race them. Every byte must be intact, in the file and after a
+/// reopen with full recovery.
+#[test]
+fn appends_that_catch_up_with_zero_writes_stay_intact() {
+    for (lead, turns, size) in [(8 * 1024, 300, 9000), (8 << 20, 120, 200 * 1024)] {
+        appends_catch_up(lead, turns, size);
+    }
+}
+
+fn appends_catch_up(lead: u32, turns: usize, max_size: usize) {
+    let mut t = shard_like(small_config(), lead);
+    let mut appended = Vec::new();
+    let mut zero_writes = 0;
+    for i in 0..turns {
+        appended.extend(t.append(700 + (i * 38_923) % max_size));
+        zero_writes += t.start_turn(i % 5 == 0);
+        // Half the turns append again while the write is in flight (the next turn writes it).
+        if i % 2 == 0 {
+            appended.extend(t.append(300 + (i * 97) % 2000));
+        }
+        t.finish_turn();
+    }
+    t.start_turn(false);
+    t.finish_turn();
+    assert!(zero_writes >= 10, "lead {lead}: only {zero_writes} zero writes");
+    if lead <= 64 * 1024 && test_mode() != IoMode::Sync {
+        // A lead this short: data writes reach refills still in flight and wait for them.
+        let waits = t.log.zero_fill_stats().waits;
+        assert!(waits > 0, "lead {lead}: no data write waited for a refill ({:?})", t.log.zero_fill_stats());
+    }
+    assert_same(&read_all(&t.log), &appended, "read back");
+    let ShardLike { _tmp, dir, clock, storage, log } = t;
+    log.close().expect("close");
+    assert_same(&file(&log_path(&dir, 0)), &appended, "the file");
+    // Full recovery revalidates every batch.
+    let log = Log::open(&dir, options(small_config(), &clock, &storage, 0)).expect("reopen");
+    assert_same(&read_all(&log), &appended, "read back");
+}
+
+/// Truncation waits for zero writes in flight and leaves the file at the cut: a zero write
+/// landing after it would extend the file again.
+#[test]
+fn truncation_waits_for_zero_writes_and_leaves_the_file_at_the_cut() {
+    let mut t = shard_like(small_config(), 4 << 20);
+    let mut kept = Vec::new();
+    for _ in 0..5 {
+        kept.extend(t.append(2000));
+    }
+    let cut = t.log.log_end_offset();
+    t.append(3000);
+    // The data write and the first refill (the lead is 4 MiB) in flight, not waited for.
+    assert!(t.start_turn(false) > 0, "a refill was taken");
+    let waits = t.log.zero_fill_stats().waits;
+    t.log.truncate_to(cut).expect("truncate");
+    if test_mode() != IoMode::Sync {
+        // (In sync mode a refill is done when it is handed back: nothing to wait for.)
+        assert_eq!(t.log.zero_fill_stats().waits, waits + 1, "the truncation waited for the refill");
+    }
+    assert_eq!(t.log.log_end_offset(), cut);
+    assert_same(&file(&log_path(&t.dir, 0)), &kept, "after the truncation the file is exactly the kept batches");
+    // Appends go on after the cut, with zero fill again.
+    kept.extend(t.append(1500));
+    t.start_turn(true);
+    t.finish_turn();
+    assert_same(&read_all(&t.log), &kept, "read back");
+    let ShardLike { _tmp, dir, clock, storage, log } = t;
+    log.close().expect("close");
+    assert_same(&file(&log_path(&dir, 0)), &kept, "the file");
+    let log = Log::open(&dir, options(small_config(), &clock, &storage, 0)).expect("reopen");
+    assert_same(&read_all(&log), &kept, "read back");
+}
+
+/// A crash (the log dropped without a close) leaves the zeros past the data in the file:
+/// recovery reads them as a torn tail, cuts them and keeps every batch.
+#[test]
+fn recovery_cuts_the_zero_tail_a_crash_leaves() {
+    let mut t = shard_like(small_config(), 1 << 20);
+    let mut appended = Vec::new();
+    for i in 0..10 {
+        appended.extend(t.append(1500 + 10 * i));
+        t.start_turn(true);
+        t.finish_turn();
+    }
+    // Let the refill be reported, then "crash".
+    appended.extend(t.append(900));
+    t.start_turn(true);
+    t.finish_turn();
+    let ShardLike { _tmp, dir, clock, storage, log } = t;
+    drop(log);
+    let before = std::fs::metadata(log_path(&dir, 0)).expect("log").len();
+    assert!(before > appended.len() as u64, "the crash should leave zeros past the data");
+    let (log, report) =
+        Log::open_with_report(&dir, options(small_config(), &clock, &storage, 0)).expect("reopen after the crash");
+    assert_same(&read_all(&log), &appended, "read back");
+    assert_eq!(std::fs::metadata(log_path(&dir, 0)).expect("log").len(), appended.len() as u64);
+    let cut: u64 = report.truncations.iter().map(|t| t.2).sum();
+    assert_eq!(cut, before - appended.len() as u64, "recovery cut the zero tail: {:?}", report.truncations);
+}
+
+/// The write-through path (a log used without the engine) zero-fills synchronously.
+#[test]
+fn write_through_logs_zero_fill_too() {
+    let tmp = disk_tempdir();
+    let dir = tmp.path().join("topic-0");
+    let clock = Arc::new(ManualClock::new(T0));
+    let storage = test_storage();
+    let opts = LogOptions { write_through: true, ..options(small_config(), &clock, &storage, 256 * 1024) };
+    let mut log = Log::open(&dir, opts).expect("open");
+    let mut appended = Vec::new();
+    for _ in 0..10 {
+        let mut b = batch(&[T0], 4000);
+        log.append_as_leader(&mut b, 0).expect("append");
+        appended.extend(b);
+    }
+    let on_disk = file(&log_path(&dir, 0));
+    assert!(on_disk.len() > appended.len());
+    assert_same(&on_disk[..appended.len()], &appended, "the data in the file");
+    assert!(on_disk[appended.len()..].iter().all(|&b| b == 0));
+    log.close().expect("close");
+    assert_same(&file(&log_path(&dir, 0)), &appended, "the file");
+}
+
+/// The engine: `Auto` zero-fills under every-batch durability in direct mode only; `Off` never;
+/// a `Lead` in any mode. What it wrote is exactly the batches after shutdown.
+#[test]
+fn the_engine_zero_fills_as_configured() {
+    let mode = test_mode();
+    for (zero_fill, durability) in [
+        (ZeroFill::Auto, Durability::EveryBatch),
+        (ZeroFill::Auto, Durability::None),
+        (ZeroFill::Off, Durability::EveryBatch),
+        (ZeroFill::Lead(512 * 1024), Durability::None),
+    ] {
+        let tmp = disk_tempdir();
+        let mut cfg = EngineConfig::new(tmp.path());
+        cfg.io_mode = mode;
+        cfg.shards = Some(1);
+        cfg.pin_threads = false;
+        cfg.durability = durability;
+        cfg.zero_fill = zero_fill;
+        let engine = Engine::open(cfg).expect("engine");
+        let tp = TopicPartition::new("z", 0);
+        engine.open_partition(&tp, None).wait().expect("open partition");
+        let mut appended = Vec::new();
+        for _ in 0..20 {
+            let b = batch(&[T0], 8000);
+            let info = engine.append(&tp, b.clone(), 0).wait().expect("append");
+            let mut stored = b;
+            // The engine stamps the base offset and epoch (outside the CRC) as the log does.
+            stored[0..8].copy_from_slice(&info.first_offset.to_be_bytes());
+            stored[12..16].copy_from_slice(&0i32.to_be_bytes());
+            appended.extend(stored);
+        }
+        let used = engine.io_mode();
+        let fills: u64 = engine.stats().expect("stats").iter().map(|s| s.zero_fills).sum();
+        let expected = zero_fill.lead_bytes(durability, used) > 0;
+        assert_eq!(fills > 0, expected, "{zero_fill} {durability:?} in {used}: {fills} zero fills");
+        engine.shutdown().expect("shutdown");
+        let on_disk = file(&log_path(&tmp.path().join(tp.dir_name()), 0));
+        assert_same(&on_disk, &appended, &format!("{zero_fill} {durability:?}: the segment after shutdown"));
+    }
+}
+
+#[test]
+fn zero_fill_settings_parse() {
+    assert_eq!("auto".parse::<ZeroFill>(), Ok(ZeroFill::Auto));
+    assert_eq!("off".parse::<ZeroFill>(), Ok(ZeroFill::Off));
+    assert_eq!("0".parse::<ZeroFill>(), Ok(ZeroFill::Off));
+    assert_eq!("65536".parse::<ZeroFill>(), Ok(ZeroFill::Lead(65536)));
+    assert_eq!("8MiB".parse::<ZeroFill>(), Ok(ZeroFill::Lead(8 << 20)));
+    assert_eq!("512k".parse::<ZeroFill>(), Ok(ZeroFill::Lead(512 << 10)));
+    assert!("8XB".parse::<ZeroFill>().is_err());
+    assert!("5GiB".parse::<ZeroFill>().is_err(), "more than u32");
+    assert!("lots".parse::<ZeroFill>().is_err());
+    for z in [ZeroFill::Auto, ZeroFill::Off, ZeroFill::Lead(123_456)] {
+        assert_eq!(z.to_string().parse::<ZeroFill>(), Ok(z), "round trip of {z}");
+    }
+    assert_eq!(ZeroFill::Auto.lead_bytes(Durability::EveryBatch, IoMode::Direct), ZeroFill::DEFAULT_LEAD_BYTES);
+    assert_eq!(ZeroFill::Auto.lead_bytes(Durability::EveryBatch, IoMode::Buffered), 0);
+    assert_eq!(ZeroFill::Auto.lead_bytes(Durability::None, IoMode::Direct), 0);
+    assert_eq!(ZeroFill::Lead(4096).lead_bytes(Durability::None, IoMode::Sync), 4096);
+}
