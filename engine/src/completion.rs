@@ -41,6 +41,10 @@ pub struct Completer<T> {
 /// How long [`Completion::wait`] spins before it sleeps, at least.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(20);
 
+/// A yield that took longer than this gave the core to another thread: the spin ends there
+/// (on an idle core `sched_yield` returns within a microsecond or two).
+const CONTENDED_YIELD: Duration = Duration::from_micros(30);
+
 /// The longest spin [`Completion::wait`] adapts to: a thread whose waits take longer than this
 /// (typically) spins [`DEFAULT_SPIN`] only and sleeps.
 pub const MAX_ADAPTIVE_SPIN: Duration = Duration::from_micros(500);
@@ -109,8 +113,9 @@ impl<T> Completion<T> {
     /// spin through it: waking a sleeping thread on another core costs a cross-CPU interrupt, and
     /// on a virtual machine the wake-up of an idle vCPU (tens of microseconds), on every append.
     pub fn wait_spinning(self, spin: Duration) -> Result<T> {
-        let until = std::time::Instant::now() + spin;
-        while std::time::Instant::now() < until {
+        let mut now = std::time::Instant::now();
+        let until = now + spin;
+        while now < until {
             if let Ok(mut st) = self.slot.state.try_lock() {
                 if let Some(v) = st.value.take() {
                     return v;
@@ -119,6 +124,13 @@ impl<T> Completion<T> {
             // Yield rather than spin: when the shard that owes the answer shares this core (more
             // threads than cores), spinning would keep it from running until the spin ends.
             std::thread::yield_now();
+            let after = std::time::Instant::now();
+            if after.duration_since(now) > CONTENDED_YIELD {
+                // The yield ran someone else: this core is wanted (other threads, perhaps the
+                // shard itself), and a spinning waiter would take turns from them. Sleep.
+                break;
+            }
+            now = after;
         }
         let mut st = self.slot.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {

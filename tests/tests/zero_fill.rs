@@ -43,21 +43,32 @@ fn options(config: LogConfig, clock: &Arc<ManualClock>, storage: &Arc<dyn Storag
     }
 }
 
-/// The I/O mode under test: `SEGLOG_IO_MODE`, else direct (asynchronous io_uring writes, where
-/// zero writes are really in flight while the next data write is taken).
+/// The I/O mode of the engine test: `SEGLOG_IO_MODE`, else direct.
 fn test_mode() -> IoMode {
     std::env::var("SEGLOG_IO_MODE").ok().and_then(|m| m.parse().ok()).unwrap_or(IoMode::Direct)
 }
 
-fn test_storage() -> Arc<dyn Storage> {
-    seglog::io::select::open_storage(test_mode()).storage
+/// Zero fill applies to O_DIRECT files only: the log-level tests run in direct mode whatever
+/// `SEGLOG_IO_MODE` says (asynchronous io_uring writes, where zero writes are really in flight
+/// while the next data write is taken). `None` (the test skips) where direct mode is refused.
+fn direct_storage() -> Option<Arc<dyn Storage>> {
+    let opened = seglog::io::select::open_storage(IoMode::Direct);
+    if opened.mode != IoMode::Direct {
+        eprintln!("skipped: direct mode unavailable ({:?})", opened.fallback);
+        return None;
+    }
+    Some(opened.storage)
 }
 
-fn shard_like(config: LogConfig, zero_fill: u32) -> ShardLike {
+fn shard_like(config: LogConfig, zero_fill: u32) -> Option<ShardLike> {
+    let storage = direct_storage()?;
+    Some(shard_like_on(config, zero_fill, storage))
+}
+
+fn shard_like_on(config: LogConfig, zero_fill: u32, storage: Arc<dyn Storage>) -> ShardLike {
     let tmp = disk_tempdir();
     let dir = tmp.path().join("topic-0");
     let clock = Arc::new(ManualClock::new(T0));
-    let storage = test_storage();
     let log = Log::open(&dir, options(config, &clock, &storage, zero_fill)).expect("open log");
     ShardLike { _tmp: tmp, dir, clock, storage, log }
 }
@@ -116,7 +127,7 @@ fn assert_same(got: &[u8], want: &[u8], what: &str) {
 /// exactly the batches, and a clean reopen serves the same bytes.
 #[test]
 fn the_zeros_run_ahead_of_the_data_and_close_cuts_them() {
-    let mut t = shard_like(small_config(), 1 << 20);
+    let Some(mut t) = shard_like(small_config(), 1 << 20) else { return };
     let mut appended = Vec::new();
     let mut zero_writes = 0;
     for i in 0..20 {
@@ -150,7 +161,7 @@ fn the_zeros_run_ahead_of_the_data_and_close_cuts_them() {
 #[test]
 fn rolled_segments_are_exactly_their_batches() {
     let config = LogConfig { segment_bytes: 64 * 1024, ..small_config() };
-    let mut t = shard_like(config.clone(), 1 << 20);
+    let Some(mut t) = shard_like(config.clone(), 1 << 20) else { return };
     let mut appended = Vec::new();
     for i in 0..60 {
         appended.extend(t.append(3000 + 101 * (i % 7)));
@@ -193,7 +204,7 @@ fn appends_that_catch_up_with_zero_writes_stay_intact() {
 }
 
 fn appends_catch_up(lead: u32, turns: usize, max_size: usize) {
-    let mut t = shard_like(small_config(), lead);
+    let Some(mut t) = shard_like(small_config(), lead) else { return };
     let mut appended = Vec::new();
     let mut zero_writes = 0;
     for i in 0..turns {
@@ -208,7 +219,7 @@ fn appends_catch_up(lead: u32, turns: usize, max_size: usize) {
     t.start_turn(false);
     t.finish_turn();
     assert!(zero_writes >= 10, "lead {lead}: only {zero_writes} zero writes");
-    if lead <= 64 * 1024 && test_mode() != IoMode::Sync {
+    if lead <= 64 * 1024 {
         // A lead this short: data writes reach refills still in flight and wait for them.
         let waits = t.log.zero_fill_stats().waits;
         assert!(waits > 0, "lead {lead}: no data write waited for a refill ({:?})", t.log.zero_fill_stats());
@@ -226,7 +237,7 @@ fn appends_catch_up(lead: u32, turns: usize, max_size: usize) {
 /// landing after it would extend the file again.
 #[test]
 fn truncation_waits_for_zero_writes_and_leaves_the_file_at_the_cut() {
-    let mut t = shard_like(small_config(), 4 << 20);
+    let Some(mut t) = shard_like(small_config(), 4 << 20) else { return };
     let mut kept = Vec::new();
     for _ in 0..5 {
         kept.extend(t.append(2000));
@@ -237,10 +248,7 @@ fn truncation_waits_for_zero_writes_and_leaves_the_file_at_the_cut() {
     assert!(t.start_turn(false) > 0, "a refill was taken");
     let waits = t.log.zero_fill_stats().waits;
     t.log.truncate_to(cut).expect("truncate");
-    if test_mode() != IoMode::Sync {
-        // (In sync mode a refill is done when it is handed back: nothing to wait for.)
-        assert_eq!(t.log.zero_fill_stats().waits, waits + 1, "the truncation waited for the refill");
-    }
+    assert_eq!(t.log.zero_fill_stats().waits, waits + 1, "the truncation waited for the refill");
     assert_eq!(t.log.log_end_offset(), cut);
     assert_same(&file(&log_path(&t.dir, 0)), &kept, "after the truncation the file is exactly the kept batches");
     // Appends go on after the cut, with zero fill again.
@@ -259,7 +267,7 @@ fn truncation_waits_for_zero_writes_and_leaves_the_file_at_the_cut() {
 /// recovery reads them as a torn tail, cuts them and keeps every batch.
 #[test]
 fn recovery_cuts_the_zero_tail_a_crash_leaves() {
-    let mut t = shard_like(small_config(), 1 << 20);
+    let Some(mut t) = shard_like(small_config(), 1 << 20) else { return };
     let mut appended = Vec::new();
     for i in 0..10 {
         appended.extend(t.append(1500 + 10 * i));
@@ -288,7 +296,7 @@ fn write_through_logs_zero_fill_too() {
     let tmp = disk_tempdir();
     let dir = tmp.path().join("topic-0");
     let clock = Arc::new(ManualClock::new(T0));
-    let storage = test_storage();
+    let Some(storage) = direct_storage() else { return };
     let opts = LogOptions { write_through: true, ..options(small_config(), &clock, &storage, 256 * 1024) };
     let mut log = Log::open(&dir, opts).expect("open");
     let mut appended = Vec::new();
@@ -307,6 +315,21 @@ fn write_through_logs_zero_fill_too() {
 
 /// The engine: `Auto` zero-fills under every-batch durability in direct mode only; `Off` never;
 /// a `Lead` in any mode. What it wrote is exactly the batches after shutdown.
+/// Through the page cache there is no zero fill, whatever the setting.
+#[test]
+fn no_zero_fill_through_the_page_cache() {
+    let storage = seglog::io::select::open_storage(IoMode::Buffered).storage;
+    let mut t = shard_like_on(small_config(), 1 << 20, storage);
+    let mut appended = Vec::new();
+    for _ in 0..10 {
+        appended.extend(t.append(5000));
+        assert_eq!(t.start_turn(true), 0, "no zero writes in {}", t.storage.mode());
+        t.finish_turn();
+    }
+    assert_eq!(t.log.zero_fill_stats().fills, 0);
+    assert_same(&file(&log_path(&t.dir, 0)), &appended, "the file");
+}
+
 #[test]
 fn the_engine_zero_fills_as_configured() {
     let mode = test_mode();
@@ -363,5 +386,7 @@ fn zero_fill_settings_parse() {
     assert_eq!(ZeroFill::Auto.lead_bytes(Durability::EveryBatch, IoMode::Direct), ZeroFill::DEFAULT_LEAD_BYTES);
     assert_eq!(ZeroFill::Auto.lead_bytes(Durability::EveryBatch, IoMode::Buffered), 0);
     assert_eq!(ZeroFill::Auto.lead_bytes(Durability::None, IoMode::Direct), 0);
-    assert_eq!(ZeroFill::Lead(4096).lead_bytes(Durability::None, IoMode::Sync), 4096);
+    assert_eq!(ZeroFill::Lead(4096).lead_bytes(Durability::None, IoMode::Direct), 4096);
+    assert_eq!(ZeroFill::Lead(4096).lead_bytes(Durability::EveryBatch, IoMode::Buffered), 0, "direct mode only");
+    assert_eq!(ZeroFill::Lead(4096).lead_bytes(Durability::EveryBatch, IoMode::Sync), 0, "direct mode only");
 }

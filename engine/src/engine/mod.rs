@@ -109,17 +109,19 @@ pub enum SyncMethod {
 /// off the acknowledgement path.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ZeroFill {
-    /// A lead of [`ZeroFill::DEFAULT_LEAD_BYTES`] under [`Durability::EveryBatch`] in the
-    /// io_uring modes (where it took a durable append's p50 from 248 to 119 us and its p99 from
-    /// 417 to 206 us on the machine measured, docs/benchmarks.md), off otherwise: without an
-    /// fsync per append the doubled writes buy less than they cost, and in sync mode the zero
-    /// writes would block the shard.
+    /// A lead of up to [`ZeroFill::DEFAULT_LEAD_BYTES`] under [`Durability::EveryBatch`] in
+    /// direct mode (where, with `Completion::wait`'s adaptive spin, a durable append's p50 fell
+    /// from 170-190 to 93 us and its p99 from 238-332 to 154 us on the machine measured,
+    /// docs/benchmarks.md), off otherwise: without an fsync per append the doubled writes buy
+    /// less than they cost.
     #[default]
     Auto,
     /// No zero fill (Kafka's behaviour).
     Off,
-    /// Keep this many bytes zeroed past the data, refilled (in one batch of writes plus an
-    /// fdatasync) once less than half is left.
+    /// Keep up to this many bytes zeroed past the data (the lead starts at 8 MiB, or this if
+    /// smaller, and doubles at each refill), refilled in one batch of parallel writes once less
+    /// than half is left. Direct mode only: through the page cache the zeros reach the disk
+    /// only at writeback, after the appends that overwrite them, and buy nothing.
     Lead(u32),
 }
 
@@ -134,7 +136,8 @@ impl ZeroFill {
                 ZeroFill::DEFAULT_LEAD_BYTES
             }
             ZeroFill::Auto | ZeroFill::Off => 0,
-            ZeroFill::Lead(n) => n,
+            ZeroFill::Lead(n) if mode == IoMode::Direct => n,
+            ZeroFill::Lead(_) => 0,
         }
     }
 }

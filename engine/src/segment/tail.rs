@@ -264,12 +264,12 @@ impl TailFile {
         s.synced >= s.written
     }
 
-    /// Forgets everything past `len` (truncation), in memory and in the file.
     /// The block size writes are aligned to (1 for a file without O_DIRECT).
     pub fn align(&self) -> u64 {
         self.lock().align
     }
 
+    /// Forgets everything past `len` (truncation), in memory and in the file.
     pub fn truncate(&self, len: u64) -> Result<()> {
         let mut s = self.lock();
         if len >= s.end {
