@@ -106,6 +106,11 @@ pub struct Args {
     /// io_uring modes), off, or a lead in bytes (8MiB).
     #[arg(long, default_value = "auto")]
     pub zero_fill: ZeroFill,
+    /// Pin the producing thread of the produce and durable workloads to a core no shard is
+    /// pinned to (when there is one), as a broker keeps its request threads off the shards'
+    /// cores; by default it runs wherever the scheduler puts it.
+    #[arg(long)]
+    pub pin_client: bool,
     /// Skip fio (no ratios to the disk).
     #[arg(long)]
     pub no_fio: bool,
@@ -147,6 +152,8 @@ pub struct Plan {
     pub open: OpenParams,
     pub open_reps: usize,
     pub fio: bool,
+    /// See `Args::pin_client`.
+    pub pin_client: bool,
     pub setup: Setup,
 }
 
@@ -191,6 +198,7 @@ impl Plan {
             open: OpenParams::for_segments(a.open_segments.unwrap_or(pick(1000, 10_000) as usize), 1024),
             open_reps: a.open_reps.unwrap_or(pick(3, 2) as usize).max(1),
             fio: !a.no_fio,
+            pin_client: a.pin_client,
             setup: Setup {
                 mode: IoMode::Direct,
                 shards: a.shards.unwrap_or(1).max(1),
@@ -819,6 +827,7 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
                     window: plan.window,
                     rate: plan.rate,
                     max_seconds: 0.0,
+                    pin_client: plan.pin_client,
                 };
                 let (mut r, p) = produce::run(&engine, &tps, &setup, &pp, "produce", &|n| {
                     bars.bytes(&format!("{tag}: produce"), n)
@@ -933,6 +942,7 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
                     window: 1,
                     rate: 0.0,
                     max_seconds: 0.0,
+                    pin_client: plan.pin_client,
                 };
                 let (mut r, _) = produce::run(&engine, &tps[..1], &setup, &pp, "durable", &|_| {})?;
                 r.note = format!("every-batch, one append in flight; {}", r.note);
@@ -975,8 +985,13 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
                 bars.step(format!("{tag}: produce, window {w}"));
                 let dir = tempfile::tempdir_in(&a.dir)?;
                 let (engine, tps) = setup.open(dir.path())?;
-                let pp =
-                    ProduceParams { total_bytes: plan.produce_bytes / 2, window: w, rate: plan.rate, max_seconds: 0.0 };
+                let pp = ProduceParams {
+                    total_bytes: plan.produce_bytes / 2,
+                    window: w,
+                    rate: plan.rate,
+                    max_seconds: 0.0,
+                    pin_client: plan.pin_client,
+                };
                 let (mut r, _) = produce::run(&engine, &tps, &setup, &pp, &format!("produce-w{w}"), &|_| {})?;
                 engine.shutdown()?;
                 drop(dir);
@@ -1093,7 +1108,7 @@ pub fn render(r: &Results) -> String {
     let p = &r.plan;
     let _ = writeln!(
         s,
-        "profile {}: {} rep(s), {} B batches x {} records, {} partition(s), {} shard(s), window {} (sweep {:?}), {} MB produced, segment.bytes {}, preallocate {}, {:.0} s",
+        "profile {}: {} rep(s), {} B batches x {} records, {} partition(s), {} shard(s), window {} (sweep {:?}), {} MB produced, segment.bytes {}, preallocate {}, zero fill {}, client pinned {}, {:.0} s",
         p.profile,
         p.reps,
         p.setup.batch_bytes,
@@ -1105,6 +1120,8 @@ pub fn render(r: &Results) -> String {
         p.produce_bytes / 1_000_000,
         p.setup.segment_bytes,
         p.setup.preallocate,
+        p.setup.zero_fill,
+        p.pin_client,
         r.seconds
     );
     let _ = writeln!(s);

@@ -97,7 +97,13 @@ pub fn run(engine: &Engine, tps: &[TopicPartition], setup: &Setup, p: &MixedPara
             }
             Ok(role)
         });
-        let pp = ProduceParams { total_bytes: u64::MAX / 2, window: p.window, rate: p.rate, max_seconds: p.seconds };
+        let pp = ProduceParams {
+            total_bytes: u64::MAX / 2,
+            window: p.window,
+            rate: p.rate,
+            max_seconds: p.seconds,
+            pin_client: false,
+        };
         let prod = produce::run(engine, tps, setup, &pp, "mixed/produce", &|_| {});
         stop.store(true, Ordering::Relaxed);
         let join = |h: std::thread::ScopedJoinHandle<'_, seglog::Result<Role>>| {

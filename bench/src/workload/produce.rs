@@ -22,6 +22,43 @@ pub struct ProduceParams {
     pub rate: f64,
     /// Stop after this long even if `total_bytes` is not reached (0 = no limit).
     pub max_seconds: f64,
+    /// Pin the producing thread to a core no shard is pinned to (when there is one), as an
+    /// embedding broker would keep its request threads off the shards' cores.
+    pub pin_client: bool,
+}
+
+/// Pins the calling thread to the first allowed core that no shard of `engine` is pinned to,
+/// until the returned guard drops; `None` when there is no such core (or pinning failed).
+pub fn pin_off_shards(engine: &Engine) -> seglog::Result<Option<AffinityGuard>> {
+    let shard_cores: Vec<usize> = engine.stats()?.iter().filter_map(|s| s.core).collect();
+    let Some(core) = seglog::engine::allowed_cores().into_iter().find(|c| !shard_cores.contains(c)) else {
+        return Ok(None);
+    };
+    let saved = AffinityGuard::current();
+    Ok(core_affinity::set_for_current(core_affinity::CoreId { id: core }).then_some(saved))
+}
+
+/// The calling thread's CPU affinity, put back on drop.
+pub struct AffinityGuard {
+    mask: libc::cpu_set_t,
+}
+
+impl AffinityGuard {
+    fn current() -> AffinityGuard {
+        // SAFETY: cpu_set_t is plain data (a bit array); zeroed is a valid empty set, and
+        // sched_getaffinity writes at most size_of::<cpu_set_t>() bytes into it.
+        let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; pid 0 is the calling thread.
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut mask) };
+        AffinityGuard { mask }
+    }
+}
+
+impl Drop for AffinityGuard {
+    fn drop(&mut self) {
+        // SAFETY: `mask` is a valid cpu_set_t read by sched_getaffinity; pid 0 is this thread.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.mask) };
+    }
 }
 
 /// What a produce run left behind, for the read workloads that follow it.
@@ -41,6 +78,8 @@ pub fn run(
     workload: &str,
     progress: &dyn Fn(u64),
 ) -> seglog::Result<(RunReport, Produced)> {
+    // Restores the thread's affinity when the run ends (the caller's later workloads run free).
+    let _pinned = if p.pin_client { pin_off_shards(engine)? } else { None };
     let template = make_batch(setup.batch_bytes, setup.records_per_batch, 0);
     let batch_len = template.len() as u64;
     let total = (p.total_bytes / batch_len).max(1);

@@ -111,7 +111,7 @@ pub enum SyncMethod {
 pub enum ZeroFill {
     /// A lead of up to [`ZeroFill::DEFAULT_LEAD_BYTES`] under [`Durability::EveryBatch`] in
     /// direct mode (where, with `Completion::wait`'s adaptive spin, a durable append's p50 fell
-    /// from 170-190 to 93 us and its p99 from 238-332 to 154 us on the machine measured,
+    /// from 170-250 to 85-133 us and its p99 from 238-441 to 154-357 us on the machine measured,
     /// docs/benchmarks.md), off otherwise: without an fsync per append the doubled writes buy
     /// less than they cost.
     #[default]
