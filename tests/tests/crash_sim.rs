@@ -1235,6 +1235,20 @@ fn zero_fill_workload(direct: bool, write_through: bool) -> Workload {
     wl
 }
 
+/// `variants` crash states of `sim` (the first keeps only what was made durable, the others are
+/// drawn from `seed`), each recovered and checked against `model`.
+fn survives_crashes(wl: &Workload, sim: &SimStorage, model: &Model, seed: u64, variants: usize, what: &str) {
+    let mut rng = SimRng::new(seed);
+    for variant in 0..variants {
+        let crashed =
+            if variant == 0 { sim.crash_with(&mut rng, &CrashConfig::DURABLE_ONLY) } else { sim.crash(&mut rng) };
+        let r = catch(|| recover_and_check(wl, &crashed, model, Recovery::FromRecoveryPoint(model.recovery_point)));
+        if let Err(e) = r {
+            panic!("{what}, crash variant {variant}: {e}");
+        }
+    }
+}
+
 /// Every write of a zero-fill workload failing in turn: a failed data write fails the workload
 /// (as without zero fill), a failed zero write fails nothing (zero fill is off for the rest of
 /// that segment, every step completes, flushes included: the log is not in the failed state);
@@ -1271,20 +1285,7 @@ fn failed_zero_writes_are_never_log_errors() {
                 let (model, completed) = run(&wl, &sim);
                 tolerated += completed as u64;
                 let what = format!("direct={direct} write_through={write_through} write {nth} of {writes} failing");
-                let mut rng = SimRng::new(nth);
-                for variant in 0..4 {
-                    let crashed = if variant == 0 {
-                        sim.crash_with(&mut rng, &CrashConfig::DURABLE_ONLY)
-                    } else {
-                        sim.crash(&mut rng)
-                    };
-                    let r = catch(|| {
-                        recover_and_check(&wl, &crashed, &model, Recovery::FromRecoveryPoint(model.recovery_point))
-                    });
-                    if let Err(e) = r {
-                        panic!("{what}, crash variant {variant}: {e}");
-                    }
-                }
+                survives_crashes(&wl, &sim, &model, nth, 4, &what);
                 if completed {
                     // Every batch was flushed by the last step: all of them are durable.
                     assert_eq!(model.durable_next, model.batches.last().expect("appended").next, "{what}");
@@ -1400,20 +1401,7 @@ fn failed_zero_write_is_not_a_log_error() {
             assert_eq!(model.durable_next, model.batches.last().unwrap().next, "{what}");
             check_live(&wl, &sim, &log, &model).unwrap_or_else(|e| panic!("{what}: {e}"));
 
-            let mut rng = SimRng::new(0x2E40);
-            for variant in 0..8 {
-                let crashed = if variant == 0 {
-                    sim.crash_with(&mut rng, &CrashConfig::DURABLE_ONLY)
-                } else {
-                    sim.crash(&mut rng)
-                };
-                let r = catch(|| {
-                    recover_and_check(&wl, &crashed, &model, Recovery::FromRecoveryPoint(model.recovery_point))
-                });
-                if let Err(e) = r {
-                    panic!("{what}, crash variant {variant}: {e}");
-                }
-            }
+            survives_crashes(&wl, &sim, &model, 0x2E40, 8, &what);
         }
     }
 }

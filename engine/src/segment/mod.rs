@@ -856,20 +856,27 @@ pub struct ActiveSegment {
     in_flight: Option<crate::io::AsyncIo>,
     /// The outcome of writes that another operation had to wait for before they were polled.
     settled: Option<Result<()>>,
+    /// Zero fill's state ([`ActiveSegment::take_zero_fill`]).
+    zero: ZeroFillState,
+}
+
+/// An active segment's zero fill.
+#[derive(Debug, Default)]
+struct ZeroFillState {
     /// Where the zeros written ahead of the data end (the file is at least this long). Between
     /// the data and the first refill's start there may be a hole, which appends fill as
     /// without zero fill.
     zeroed_to: u64,
     /// The zero writes taken by [`ActiveSegment::take_zero_fill`]: the range, until submitted;
     /// then in flight until they complete.
-    zero_pending: Option<(u64, u64)>,
-    zeroing: Option<ZeroFill>,
-    /// The current zero-fill lead (see [`ActiveSegment::take_zero_fill`]).
-    zero_lead: u64,
-    zero_stats: ZeroFillStats,
+    pending: Option<(u64, u64)>,
+    in_flight: Option<ZeroFill>,
+    /// The current lead (it doubles at each refill up to the setting).
+    lead: u64,
+    stats: ZeroFillStats,
     /// Zero fill failed once (a full disk, say): it stays off for this segment, appends extend
     /// the file as without it.
-    zero_fill_failed: bool,
+    failed: bool,
 }
 
 /// A segment that can no longer be written.
@@ -1123,12 +1130,7 @@ impl Segment {
             settings,
             in_flight: None,
             settled: None,
-            zeroed_to: 0,
-            zero_pending: None,
-            zeroing: None,
-            zero_lead: 0,
-            zero_stats: ZeroFillStats::default(),
-            zero_fill_failed: false,
+            zero: ZeroFillState::default(),
         })
     }
 }
@@ -1197,12 +1199,7 @@ impl ActiveSegment {
             settings,
             in_flight: None,
             settled: None,
-            zeroed_to: 0,
-            zero_pending: None,
-            zeroing: None,
-            zero_lead: 0,
-            zero_stats: ZeroFillStats::default(),
-            zero_fill_failed: false,
+            zero: ZeroFillState::default(),
         })
     }
 
@@ -1345,7 +1342,7 @@ impl ActiveSegment {
         self.tail.truncate(m.position as u64)?;
         self.seg.size = m.position;
         // The file now ends at the cut: nothing past it is known to be zeros.
-        self.zeroed_to = 0;
+        self.zero.zeroed_to = 0;
         if self.seg.size == 0 {
             self.created_ms = now_ms;
             self.rolling_based_timestamp = None;
@@ -1394,7 +1391,7 @@ impl ActiveSegment {
             })
             .max()
             .unwrap_or(0);
-        if self.zeroing.as_ref().is_some_and(|z| z.start < data_end) {
+        if self.zero.in_flight.as_ref().is_some_and(|z| z.start < data_end) {
             self.settle_zero_fill();
         }
         if sync {
@@ -1424,18 +1421,18 @@ impl ActiveSegment {
     pub fn take_zero_fill(&mut self, tag: u64) -> Vec<IoOp> {
         let max_lead = self.settings.zero_fill_bytes as u64;
         let file_align = self.tail.align();
-        if max_lead == 0 || file_align <= 1 || self.zero_fill_failed || self.zero_pending.is_some() {
+        if max_lead == 0 || file_align <= 1 || self.zero.failed || self.zero.pending.is_some() {
             return Vec::new();
         }
         self.poll_zero_fill(false);
-        if self.zeroing.is_some() {
+        if self.zero.in_flight.is_some() {
             return Vec::new();
         }
         // The lead starts small and doubles with each refill up to the setting: a partition
         // that takes little data holds (and writes) few zeros, a busy one refills rarely.
-        let lead = self.zero_lead.clamp(ZERO_FILL_FIRST_LEAD.min(max_lead), max_lead);
+        let lead = self.zero.lead.clamp(ZERO_FILL_FIRST_LEAD.min(max_lead), max_lead);
         let size = self.seg.size as u64;
-        if self.zeroed_to >= size + lead / 2 {
+        if self.zero.zeroed_to >= size + lead / 2 {
             return Vec::new();
         }
         let align = ZERO_FILL_ALIGN.max(file_align);
@@ -1444,8 +1441,8 @@ impl ActiveSegment {
         // the next appends' writes (which rewrite the block the data ends in) then do not reach
         // it before it is done, where starting at the data would make the very next write wait
         // for the whole refill.
-        let start = if self.zeroed_to > size {
-            self.zeroed_to
+        let start = if self.zero.zeroed_to > size {
+            self.zero.zeroed_to
         } else {
             tail::align_up(size + (lead / 8).min(ZERO_FILL_MAX_SKIP), align)
         };
@@ -1466,27 +1463,27 @@ impl ActiveSegment {
                 link_next: false,
             });
         }
-        self.zero_pending = Some((start, end));
-        self.zero_lead = lead.saturating_mul(2).min(max_lead);
-        self.zero_stats.fills += 1;
-        self.zero_stats.bytes += end - start;
+        self.zero.pending = Some((start, end));
+        self.zero.lead = lead.saturating_mul(2).min(max_lead);
+        self.zero.stats.fills += 1;
+        self.zero.stats.bytes += end - start;
         ops
     }
 
     /// What zero fill did in this segment so far.
     pub fn zero_fill_stats(&self) -> ZeroFillStats {
-        self.zero_stats
+        self.zero.stats
     }
 
     /// Takes the operations of [`ActiveSegment::take_zero_fill`] back as submitted without
     /// waiting; they are polled by the next [`ActiveSegment::take_zero_fill`] and waited for by
     /// anything that writes where they do.
     pub fn zero_fill_started(&mut self, io: crate::io::AsyncIo) {
-        let Some((start, end)) = self.zero_pending.take() else {
+        let Some((start, end)) = self.zero.pending.take() else {
             debug_assert!(false, "zero fill started without take_zero_fill");
             return;
         };
-        self.zeroing = Some(ZeroFill { io, start, end });
+        self.zero.in_flight = Some(ZeroFill { io, start, end });
         // A batch that is already done (sync mode, or a ring that ran it inline) is applied now.
         self.poll_zero_fill(false);
     }
@@ -1503,32 +1500,32 @@ impl ActiveSegment {
 
     /// Applies the outcome of the zero writes in flight once done (waiting for them with `wait`).
     fn poll_zero_fill(&mut self, wait: bool) {
-        let Some(z) = self.zeroing.take() else { return };
+        let Some(z) = self.zero.in_flight.take() else { return };
         match crate::io::complete_async(z.io, wait) {
             Ok(done) => {
                 let ok = !done.is_empty() && done.iter().all(|c| c.result.is_ok());
                 if ok {
-                    self.zeroed_to = self.zeroed_to.max(z.end);
+                    self.zero.zeroed_to = self.zero.zeroed_to.max(z.end);
                 } else {
                     // Whatever part was written is zeros past the data, which the cut at seal
                     // and close, or recovery after a crash, removes like any zero tail.
-                    self.zero_fill_failed = true;
-                    self.zero_stats.failures += 1;
+                    self.zero.failed = true;
+                    self.zero.stats.failures += 1;
                 }
             }
-            Err(io) => self.zeroing = Some(ZeroFill { io, ..z }),
+            Err(io) => self.zero.in_flight = Some(ZeroFill { io, ..z }),
         }
     }
 
     /// Waits for zero writes in flight: before anything that changes the file's length or
     /// writes where they do.
     fn settle_zero_fill(&mut self) {
-        if self.zeroing.is_some() {
-            self.zero_stats.waits += 1;
+        if self.zero.in_flight.is_some() {
+            self.zero.stats.waits += 1;
         }
-        while self.zeroing.is_some() {
+        while self.zero.in_flight.is_some() {
             self.poll_zero_fill(true);
-            if self.zeroing.is_some() {
+            if self.zero.in_flight.is_some() {
                 // Only the thread that submitted a ring batch can complete it; an active segment
                 // is written from one thread, so this is not expected.
                 std::thread::yield_now();
