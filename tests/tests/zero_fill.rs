@@ -156,6 +156,33 @@ fn the_zeros_run_ahead_of_the_data_and_close_cuts_them() {
     assert_same(&read_all(&log), &appended, "read back");
 }
 
+/// The lead starts at 8 MiB and doubles at each refill, and a refill comes when half of the
+/// last lead is left: one refill for the first 4 MiB of data, not a cascade of refills at the
+/// segment's start (each doubling the lead and so making the next one due at once).
+#[test]
+fn refills_come_when_half_the_lead_is_used() {
+    let Some(mut t) = shard_like(small_config(), 64 << 20) else { return };
+    let mut fills_at = Vec::new();
+    let mut appended = 0usize;
+    while appended < 13 << 20 {
+        let b = t.append(64 * 1024);
+        appended += b.len();
+        if t.start_turn(false) > 0 {
+            fills_at.push(t.log.active_segment().size() as u64);
+        }
+        t.finish_turn();
+    }
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let at: Vec<String> = fills_at.iter().map(|&b| format!("{:.1}", mib(b))).collect();
+    // Leads 8, 16, 32 MiB: refills at the first append, then once 4 MiB and then 12 MiB of data
+    // are in (half of the 8 MiB lead left, then half of the 16 MiB one).
+    assert_eq!(fills_at.len(), 3, "refills at {at:?} MiB");
+    assert!(mib(fills_at[0]) < 0.1, "{at:?}");
+    assert!((4.0..4.2).contains(&mib(fills_at[1])), "{at:?}");
+    assert!((12.0..12.2).contains(&mib(fills_at[2])), "{at:?}");
+    assert_eq!(t.log.zero_fill_stats().fills, 3);
+}
+
 /// Rolled segments are cut to their batches too (zero fill is capped at segment.bytes, and the
 /// next segment starts its own).
 #[test]

@@ -1429,12 +1429,15 @@ impl ActiveSegment {
             return Vec::new();
         }
         // The lead starts small and doubles with each refill up to the setting: a partition
-        // that takes little data holds (and writes) few zeros, a busy one refills rarely.
-        let lead = self.zero.lead.clamp(ZERO_FILL_FIRST_LEAD.min(max_lead), max_lead);
+        // that takes little data holds (and writes) few zeros, a busy one refills rarely. A
+        // refill is due when half of the last one's lead is left (judged by the lead just
+        // filled, not the doubled one, or each refill would make the next due at once).
+        let last = self.zero.lead;
         let size = self.seg.size as u64;
-        if self.zero.zeroed_to >= size + lead / 2 {
+        if last > 0 && self.zero.zeroed_to >= size + last / 2 {
             return Vec::new();
         }
+        let lead = if last == 0 { ZERO_FILL_FIRST_LEAD } else { last.saturating_mul(2) }.min(max_lead);
         let align = ZERO_FILL_ALIGN.max(file_align);
         // With zeros still ahead, the refill starts where they end. Without (the segment's first
         // fill, or data that outran the zeros), it starts an eighth of the lead past the data:
@@ -1464,7 +1467,7 @@ impl ActiveSegment {
             });
         }
         self.zero.pending = Some((start, end));
-        self.zero.lead = lead.saturating_mul(2).min(max_lead);
+        self.zero.lead = lead;
         self.zero.stats.fills += 1;
         self.zero.stats.bytes += end - start;
         ops
