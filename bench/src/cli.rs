@@ -402,21 +402,18 @@ fn targets(s: &[Summary], runs: &[RunReport], plan: &Plan) -> Vec<Target> {
         });
     }
     if let Some(p) = find(s, "durable", "seglog", "direct") {
-        // Ratio per repetition: seglog p99 / fio fdatasync p99 of the same repetition.
-        let ratios: Vec<f64> = runs
-            .iter()
-            .filter(|r| r.workload == "durable" && r.system == "seglog" && r.mode == "direct")
-            .filter_map(|r| r.disk.as_ref().filter(|d| d.p99_us > 0.0).map(|d| r.latency.p99_us / d.p99_us))
-            .collect();
+        // Per repetition: seglog p99 / fio fdatasync p99 of the same repetition, against fio's
+        // default layout (`disk`) and against a file written beforehand (`alt_disk`, a cache
+        // flush only), each with fio's p99.
+        let per_rep = |disk: fn(&RunReport) -> Option<&DiskRef>| -> Vec<(f64, f64)> {
+            runs.iter()
+                .filter(|r| r.workload == "durable" && r.system == "seglog" && r.mode == "direct")
+                .filter_map(|r| disk(r).filter(|d| d.p99_us > 0.0).map(|d| (r.latency.p99_us / d.p99_us, d.p99_us)))
+                .collect()
+        };
+        let ratios: Vec<f64> = per_rep(|r| r.disk.as_ref()).iter().map(|a| a.0).collect();
         let ratio = (!ratios.is_empty()).then(|| median(&ratios));
-        // The same against fio over a written file (a cache flush only).
-        let durable_runs =
-            || runs.iter().filter(|r| r.workload == "durable" && r.system == "seglog" && r.mode == "direct");
-        let alt: Vec<(f64, f64)> = durable_runs()
-            .filter_map(|r| {
-                r.alt_disk.as_ref().filter(|d| d.p99_us > 0.0).map(|d| (r.latency.p99_us / d.p99_us, d.p99_us))
-            })
-            .collect();
+        let alt = per_rep(|r| r.alt_disk.as_ref());
         let alt_note = if alt.is_empty() {
             String::new()
         } else {

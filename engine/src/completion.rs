@@ -94,8 +94,9 @@ impl<T> Completion<T> {
     /// most [`MAX_ADAPTIVE_SPIN`], else for [`DEFAULT_SPIN`]. Answers served from memory come
     /// within microseconds; a durable append's within a device write and flush (100-200 us on
     /// the machine measured). Sleeping through such a wait costs a wake-up on top of it (tens
-    /// of microseconds on a virtual machine; in the durable benchmark the p50 fell from 132 to
-    /// 92 us with the spin, docs/benchmarks.md), so a thread that keeps waiting for writes spins
+    /// of microseconds on a virtual machine; in the durable benchmark the p50 was 88-105 us with
+    /// this spin against 137-138 us with a 20 us one, docs/benchmarks.md), so a thread that keeps
+    /// waiting for writes spins
     /// through them, and one whose waits take milliseconds does not burn its core for nothing.
     /// The spin also ends at the first yield that ran another thread (the core is wanted).
     /// [`Completion::wait_spinning`] sets the spin explicitly.

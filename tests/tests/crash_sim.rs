@@ -1254,48 +1254,45 @@ fn survives_crashes(wl: &Workload, sim: &SimStorage, model: &Model, seed: u64, v
 /// that segment, every step completes, flushes included: the log is not in the failed state);
 /// exactly the zero writes are tolerated; and either way every acknowledged batch survives a
 /// crash and recovery.
+/// The writes a zero-fill workload makes, and how many of them are zero writes (the difference
+/// to the same workload without zero fill). Both runs must complete.
+fn writes_and_zero_writes(wl: &Workload) -> (u64, u64) {
+    let full = new_storage(wl);
+    assert!(run(wl, &full).1);
+    let without = Workload { zero_fill_bytes: 0, ..wl.clone() };
+    let plain = new_storage(&without);
+    assert!(run(&without, &plain).1);
+    (full.counters().writes, full.counters().writes - plain.counters().writes)
+}
+
 #[test]
 fn failed_zero_writes_are_never_log_errors() {
-    // Zero fill applies to O_DIRECT files only: through the page cache the setting writes
-    // nothing.
     for write_through in [true, false] {
-        let wl = zero_fill_workload(false, write_through);
-        let full = new_storage(&wl);
-        assert!(run(&wl, &full).1);
-        let without = Workload { zero_fill_bytes: 0, ..wl.clone() };
-        let plain = new_storage(&without);
-        assert!(run(&without, &plain).1);
-        assert_eq!(full.counters().writes, plain.counters().writes, "write_through={write_through}: zero writes");
-    }
-    for direct in [true] {
-        for write_through in [true, false] {
-            let wl = zero_fill_workload(direct, write_through);
-            let full = new_storage(&wl);
-            assert!(run(&wl, &full).1);
-            let without = Workload { zero_fill_bytes: 0, ..wl.clone() };
-            let plain = new_storage(&without);
-            assert!(run(&without, &plain).1);
-            let writes = full.counters().writes;
-            let zero_writes = writes - plain.counters().writes;
-            assert!(zero_writes >= 2, "direct={direct} write_through={write_through}: {zero_writes} zero writes");
-            let mut tolerated = 0;
-            for nth in 1..=writes {
-                let sim = new_storage(&wl);
-                sim.inject(Fault::Write(nth));
-                let (model, completed) = run(&wl, &sim);
-                tolerated += completed as u64;
-                let what = format!("direct={direct} write_through={write_through} write {nth} of {writes} failing");
-                survives_crashes(&wl, &sim, &model, nth, 4, &what);
-                if completed {
-                    // Every batch was flushed by the last step: all of them are durable.
-                    assert_eq!(model.durable_next, model.batches.last().expect("appended").next, "{what}");
-                }
+        // Zero fill applies to O_DIRECT files only: through the page cache the setting writes
+        // nothing.
+        let (_, zero_writes) = writes_and_zero_writes(&zero_fill_workload(false, write_through));
+        assert_eq!(zero_writes, 0, "write_through={write_through}, page cache: zero writes");
+
+        let wl = zero_fill_workload(true, write_through);
+        let (writes, zero_writes) = writes_and_zero_writes(&wl);
+        assert!(zero_writes >= 2, "write_through={write_through}: {zero_writes} zero writes");
+        let mut tolerated = 0;
+        for nth in 1..=writes {
+            let sim = new_storage(&wl);
+            sim.inject(Fault::Write(nth));
+            let (model, completed) = run(&wl, &sim);
+            tolerated += completed as u64;
+            let what = format!("write_through={write_through} write {nth} of {writes} failing");
+            survives_crashes(&wl, &sim, &model, nth, 4, &what);
+            if completed {
+                // Every batch was flushed by the last step: all of them are durable.
+                assert_eq!(model.durable_next, model.batches.last().expect("appended").next, "{what}");
             }
-            assert_eq!(
-                tolerated, zero_writes,
-                "direct={direct} write_through={write_through}: failures tolerated should be the zero writes"
-            );
         }
+        assert_eq!(
+            tolerated, zero_writes,
+            "write_through={write_through}: failures tolerated should be the zero writes"
+        );
     }
 }
 
@@ -1335,74 +1332,69 @@ fn active_file_len(wl: &Workload, sim: &SimStorage, log: &Log) -> (u64, u64) {
 #[test]
 fn failed_zero_write_is_not_a_log_error() {
     // O_DIRECT files only (see failed_zero_writes_are_never_log_errors).
-    for direct in [true] {
-        for write_through in [true, false] {
-            let what = format!("direct={direct} write_through={write_through}");
-            let wl = zero_fill_workload(direct, write_through);
-            let clock = Arc::new(ManualClock::new(T0));
-            let open = |sim: &SimStorage| Log::open(DIR, options(&wl, sim, &clock, Recovery::default(), None)).unwrap();
-            let new_model = || Model { clock_ms: T0, first_kept_base: i64::MIN, ..Model::default() };
+    for write_through in [true, false] {
+        let what = format!("write_through={write_through}");
+        let wl = zero_fill_workload(true, write_through);
+        let clock = Arc::new(ManualClock::new(T0));
+        let open = |sim: &SimStorage| Log::open(DIR, options(&wl, sim, &clock, Recovery::default(), None)).unwrap();
+        let new_model = || Model { clock_ms: T0, first_kept_base: i64::MIN, ..Model::default() };
 
-            // Without a fault, the first append is followed by zeros past its block.
-            let twin = new_storage(&wl);
-            let mut twin_log = open(&twin);
-            let before = twin.counters().writes;
-            append_and_write(&wl, &twin, &mut twin_log, &mut new_model()).unwrap();
-            let (len, data) = active_file_len(&wl, &twin, &twin_log);
-            assert!(
-                len >= 8192 && len > data,
-                "{what}: no zero fill after the first append ({len} bytes, data {data})"
-            );
+        // Without a fault, the first append is followed by zeros past its block.
+        let twin = new_storage(&wl);
+        let mut twin_log = open(&twin);
+        let before = twin.counters().writes;
+        append_and_write(&wl, &twin, &mut twin_log, &mut new_model()).unwrap();
+        let (len, data) = active_file_len(&wl, &twin, &twin_log);
+        assert!(len >= 8192 && len > data, "{what}: no zero fill after the first append ({len} bytes, data {data})");
 
-            // With the write after the data's failing: the first zero write (written through,
-            // the data, then the zeros, then the new leader epoch's checkpoint; by a group
-            // commit, the checkpoint at the append, then the data linked to its fdatasync, then
-            // the zeros).
-            let sim = new_storage(&wl);
-            let mut log = open(&sim);
-            let mut model = new_model();
-            assert_eq!(sim.counters().writes, before);
-            let r = if write_through {
-                sim.inject(Fault::Write(before + 2));
-                append_only(&wl, &mut log, &mut model)
-            } else {
-                append_only(&wl, &mut log, &mut model).unwrap();
-                sim.inject(Fault::Write(sim.counters().writes + 2));
-                group_commit(&mut log, &sim)
-            };
-            r.unwrap_or_else(|e| panic!("{what}: append with a failed zero write: {e}"));
-            assert_eq!(sim.counters().writes, twin.counters().writes, "{what}: not the same writes tried");
+        // With the write after the data's failing: the first zero write (written through,
+        // the data, then the zeros, then the new leader epoch's checkpoint; by a group
+        // commit, the checkpoint at the append, then the data linked to its fdatasync, then
+        // the zeros).
+        let sim = new_storage(&wl);
+        let mut log = open(&sim);
+        let mut model = new_model();
+        assert_eq!(sim.counters().writes, before);
+        let r = if write_through {
+            sim.inject(Fault::Write(before + 2));
+            append_only(&wl, &mut log, &mut model)
+        } else {
+            append_only(&wl, &mut log, &mut model).unwrap();
+            sim.inject(Fault::Write(sim.counters().writes + 2));
+            group_commit(&mut log, &sim)
+        };
+        r.unwrap_or_else(|e| panic!("{what}: append with a failed zero write: {e}"));
+        assert_eq!(sim.counters().writes, twin.counters().writes, "{what}: not the same writes tried");
+        let (len, data) = active_file_len(&wl, &sim, &log);
+        assert_eq!(len, data, "{what}: the failed zero write left something");
+        let f = log.read(0, 1, None, true).unwrap();
+        assert!(f.records.starts_with(&model.batches[0].bytes), "{what}: the append does not read back");
+
+        // Zero fill is off for this segment (with it on, the file would run past the data
+        // again at once); the log is not failed.
+        for _ in 0..8 {
+            append_and_write(&wl, &sim, &mut log, &mut model)
+                .unwrap_or_else(|e| panic!("{what}: append after a failed zero write: {e}"));
             let (len, data) = active_file_len(&wl, &sim, &log);
-            assert_eq!(len, data, "{what}: the failed zero write left something");
-            let f = log.read(0, 1, None, true).unwrap();
-            assert!(f.records.starts_with(&model.batches[0].bytes), "{what}: the append does not read back");
-
-            // Zero fill is off for this segment (with it on, the file would run past the data
-            // again at once); the log is not failed.
-            for _ in 0..8 {
-                append_and_write(&wl, &sim, &mut log, &mut model)
-                    .unwrap_or_else(|e| panic!("{what}: append after a failed zero write: {e}"));
-                let (len, data) = active_file_len(&wl, &sim, &log);
-                assert_eq!(len, data, "{what}: zero fill went on in the segment");
-            }
-            assert!(log.active_segment().size() > 4096, "{what}: the appends stay in the first block");
-            log.flush().unwrap_or_else(|e| panic!("{what}: flush after a failed zero write: {e}"));
-            model.observe(&log);
-            assert_eq!(log.recovery_point(), log.log_end_offset(), "{what}");
-
-            // A new segment zero-fills again.
-            log.roll(None).unwrap();
-            model.observe(&log);
-            append_and_write(&wl, &sim, &mut log, &mut model).unwrap();
-            let (len, data) = active_file_len(&wl, &sim, &log);
-            assert!(len > data, "{what}: no zero fill in the new segment ({len} bytes, data {data})");
-            log.flush().unwrap();
-            model.observe(&log);
-            assert_eq!(model.durable_next, model.batches.last().unwrap().next, "{what}");
-            check_live(&wl, &sim, &log, &model).unwrap_or_else(|e| panic!("{what}: {e}"));
-
-            survives_crashes(&wl, &sim, &model, 0x2E40, 8, &what);
+            assert_eq!(len, data, "{what}: zero fill went on in the segment");
         }
+        assert!(log.active_segment().size() > 4096, "{what}: the appends stay in the first block");
+        log.flush().unwrap_or_else(|e| panic!("{what}: flush after a failed zero write: {e}"));
+        model.observe(&log);
+        assert_eq!(log.recovery_point(), log.log_end_offset(), "{what}");
+
+        // A new segment zero-fills again.
+        log.roll(None).unwrap();
+        model.observe(&log);
+        append_and_write(&wl, &sim, &mut log, &mut model).unwrap();
+        let (len, data) = active_file_len(&wl, &sim, &log);
+        assert!(len > data, "{what}: no zero fill in the new segment ({len} bytes, data {data})");
+        log.flush().unwrap();
+        model.observe(&log);
+        assert_eq!(model.durable_next, model.batches.last().unwrap().next, "{what}");
+        check_live(&wl, &sim, &log, &model).unwrap_or_else(|e| panic!("{what}: {e}"));
+
+        survives_crashes(&wl, &sim, &model, 0x2E40, 8, &what);
     }
 }
 

@@ -134,8 +134,8 @@ fn draw_args(dir: &Path, seed: u64) -> WriterArgs {
     a.index_interval_bytes = [256, 1024, 4096][r.range(0, 2) as usize];
     a.preallocate = r.range(0, 3) == 0;
     a.inflight = r.range(1, 8) as usize;
-    // Zero fill: the default (on in direct mode under every-batch), off, or a small lead in any
-    // mode (so that refills, and appends catching up with them, happen within a run).
+    // Zero fill: the default (on in direct mode under every-batch), off, or a small lead (direct
+    // mode only; so that refills, and appends catching up with them, happen within a run).
     a.zero_fill = [ZeroFill::Auto, ZeroFill::Auto, ZeroFill::Off, ZeroFill::Lead(64 * 1024)][r.range(0, 3) as usize];
     // Half the iterations write the engine's checkpoints every few milliseconds, so that cuts
     // land in them (and the restart check below trusts their recovery points); a third run

@@ -90,12 +90,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !a.skip_fio {
         fio::ensure_fio()?;
     }
-    let fio_layout = |mode: IoMode| -> Result<FioLayout, String> {
-        if a.fio_layout != "match" {
-            return a.fio_layout.parse();
-        }
+    // `match`: the layout seglog's appends see, per mode; else the one named.
+    let fixed_layout: Option<FioLayout> =
+        if a.fio_layout == "match" { None } else { Some(a.fio_layout.parse::<FioLayout>()?) };
+    let fio_layout = |mode: IoMode| -> FioLayout {
         let durability = if a.durable { Durability::EveryBatch } else { Durability::None };
-        Ok(if a.zero_fill.lead_bytes(durability, mode) > 0 {
+        fixed_layout.unwrap_or(if a.zero_fill.lead_bytes(durability, mode) > 0 {
             FioLayout::Written
         } else if a.preallocate {
             FioLayout::Fallocate
@@ -138,7 +138,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 (true, SyncMethod::Fdatasync) => fio::FioSync::Fdatasync(1),
                 (true, SyncMethod::DsyncWrites) => fio::FioSync::Dsync,
             };
-            let layout = fio_layout(row.0)?;
+            let layout = fio_layout(row.0);
             let f = if a.skip_fio {
                 fio::FioResult::default()
             } else {

@@ -42,8 +42,8 @@ pub struct ShardStats {
     /// Partition flushes started: one per partition write (plus fsync) batch, however many
     /// write operations it took (a flush crossing a tail chunk boundary takes two).
     pub flushes: u64,
-    /// Zero-fill batches started (each a few large writes of zeros ahead of a partition's data
-    /// and an fdatasync; see [`crate::ZeroFill`]).
+    /// Zero-fill refills started (each a batch of 1 MiB writes of zeros ahead of a partition's
+    /// data; see [`crate::ZeroFill`]).
     pub zero_fills: u64,
     /// The shard's write buffers: registered with its ring (fixed buffers) or not, and why.
     pub write_buffers: crate::io::PoolStats,

@@ -113,7 +113,10 @@ impl ReadAhead {
             record_io(0, 1, 0, 0, 0);
             match self.ring.submit_and_wait(1) {
                 Ok(_) => {}
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) && tries < 64 => {
+                Err(e)
+                    if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY))
+                        && tries < super::uring::MAX_RETRIES =>
+                {
                     tries += 1;
                 }
                 Err(e) => return Err(e),
@@ -161,15 +164,20 @@ impl ReadAhead {
             return Ok(false); // queue full: cannot happen with SLOTS < entries, but harmless
         }
         self.slots.push(Slot { key, _file: file, pos, len, buf, user_data, result: None, stale: false });
+        // One operation, however many io_uring_enter calls its submission takes.
+        record_io(1, 0, 0, 0, 0);
         let mut tries = 0;
         loop {
-            record_io(1, 1, 0, 0, 0);
+            record_io(0, 1, 0, 0, 0);
             match self.ring.submit() {
                 Ok(_) => {
                     let _ = STATS.try_with(|c| c.set(ReadAheadStats { started: c.get().started + 1, ..c.get() }));
                     return Ok(true);
                 }
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) && tries < 64 => {
+                Err(e)
+                    if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY))
+                        && tries < super::uring::MAX_RETRIES =>
+                {
                     tries += 1;
                 }
                 Err(e) => return Err(e),

@@ -54,11 +54,12 @@ const MAX_RW_CHUNK: usize = 1 << 30;
 /// Largest bounce buffer for unaligned O_DIRECT reads; longer reads go through it in pieces.
 const BOUNCE_MAX: usize = 4 << 20;
 /// Retries of an operation that completed with EINTR or EAGAIN before giving up.
-const MAX_RETRIES: u32 = 64;
+pub(crate) const MAX_RETRIES: u32 = 64;
 /// user_data bit of entries submitted without waiting: `ASYNC_BIT | batch << 16 | entry`.
 const ASYNC_BIT: u64 = 1 << 63;
-/// Most entries in one asynchronous batch (the entry index has 16 bits of user_data).
-const ASYNC_MAX_ENTRIES: usize = 1 << 16;
+// An asynchronous batch is at most one ring's worth of entries, and the entry index has 16 bits
+// of user_data.
+const _: () = assert!(RING_ENTRIES <= 1 << 16);
 
 fn errno_err(errno: i32) -> io::Error {
     io::Error::from_raw_os_error(errno)
@@ -146,7 +147,8 @@ impl std::fmt::Debug for Ring {
 
 impl Ring {
     /// A new ring with `entries` submission entries. Tries SINGLE_ISSUER + DEFER_TASKRUN +
-    /// SUBMIT_ALL first (6.1+), then SUBMIT_ALL alone, then no flags.
+    /// TASKRUN_FLAG + SUBMIT_ALL first (6.1+; every kernel with DEFER_TASKRUN takes
+    /// TASKRUN_FLAG with it), then SUBMIT_ALL alone, then no flags.
     pub(crate) fn new(entries: u32) -> io::Result<Ring> {
         let ring = IoUring::builder()
             .setup_single_issuer()
@@ -154,12 +156,6 @@ impl Ring {
             .setup_taskrun_flag()
             .setup_submit_all()
             .build(entries)
-            .or_else(|e| match e.raw_os_error() {
-                Some(libc::EINVAL) => {
-                    IoUring::builder().setup_single_issuer().setup_defer_taskrun().setup_submit_all().build(entries)
-                }
-                _ => Err(e),
-            })
             .or_else(|e| match e.raw_os_error() {
                 Some(libc::EINVAL) => IoUring::builder().setup_submit_all().build(entries),
                 _ => Err(e),
@@ -365,21 +361,10 @@ impl Ring {
     /// One io_uring_enter that submits what is queued and waits for at least `want` completions
     /// (at most `timeout`), then reaps. Timeouts and interruptions are not errors.
     fn get_events(&mut self, want: usize, timeout: Option<Duration>) -> io::Result<()> {
-        record_io(0, 1, 0, 0, 0);
         let r = match timeout {
-            None => {
-                // SAFETY: no argument pointer is passed; GETEVENTS with to_submit = 0 only runs
-                // completion work and waits.
-                unsafe {
-                    self.ring.submitter().enter::<libc::sigset_t>(
-                        0,
-                        want as u32,
-                        io_uring::EnterFlags::GETEVENTS.bits(),
-                        None,
-                    )
-                }
-            }
+            None => self.wait_only(want),
             Some(t) => {
+                record_io(0, 1, 0, 0, 0);
                 let ts = types::Timespec::new().sec(t.as_secs()).nsec(t.subsec_nanos());
                 let args = types::SubmitArgs::new().timespec(&ts);
                 self.ring.submitter().submit_with_args(want, &args)
@@ -408,7 +393,7 @@ impl Ring {
         keep: AsyncKeep,
     ) -> std::result::Result<u32, AsyncKeep> {
         let n = entries.len();
-        if self.dead.is_some() || n == 0 || n > ASYNC_MAX_ENTRIES || n > self.sq_entries() {
+        if self.dead.is_some() || n == 0 || n > self.sq_entries() {
             return Err(keep);
         }
         if self.sq_entries() - self.ring.submission().len() < n && self.submit_queued().is_err() {
@@ -454,7 +439,7 @@ impl Ring {
                         && tries < MAX_RETRIES =>
                 {
                     tries += 1;
-                    if self.async_batches.values().any(|b| b.left > 0 && matches!(b.keep, AsyncKeep::Ops { .. })) {
+                    if self.async_batches.values().any(AsyncBatch::holds_memory) {
                         let _ = self.wait_reaping();
                     } else {
                         std::thread::sleep(Duration::from_micros(100));
@@ -501,15 +486,21 @@ impl Ring {
     fn drain_async(&mut self) {
         let mut failures = 0;
         while self.async_batches.values().any(AsyncBatch::holds_memory) {
-            if let Err(e) = self.wait_reaping() {
-                failures += 1;
-                if failures > MAX_RETRIES {
-                    eprintln!(
-                        "seglog: waiting for in-flight io_uring writes failed ({e}); aborting rather than freeing \
-                         buffers the kernel may still use"
-                    );
-                    std::process::abort();
-                }
+            self.wait_reaping_or_abort(&mut failures);
+        }
+    }
+
+    /// [`Ring::wait_reaping`] for memory the kernel may still be writing from: after
+    /// [`MAX_RETRIES`] failed waits the process aborts rather than let the buffers be freed.
+    fn wait_reaping_or_abort(&mut self, failures: &mut u32) {
+        if let Err(e) = self.wait_reaping() {
+            *failures += 1;
+            if *failures > MAX_RETRIES {
+                eprintln!(
+                    "seglog: waiting for in-flight io_uring writes failed ({e}); aborting rather than freeing \
+                     buffers the kernel may still use"
+                );
+                std::process::abort();
             }
         }
     }
@@ -532,18 +523,7 @@ impl Ring {
                         return None;
                     }
                 }
-                Some(_) => {
-                    if let Err(e) = self.wait_reaping() {
-                        failures += 1;
-                        if failures > MAX_RETRIES {
-                            eprintln!(
-                                "seglog: waiting for an in-flight io_uring write failed ({e}); aborting rather than \
-                                 freeing buffers the kernel may still use"
-                            );
-                            std::process::abort();
-                        }
-                    }
-                }
+                Some(_) => self.wait_reaping_or_abort(&mut failures),
             }
         }
         let b = self.async_batches.remove(&id)?;
@@ -2031,6 +2011,7 @@ pub(crate) mod tests {
         let t = Instant::now();
         assert!(wait_doorbell_or_io(bell.raw(), Duration::from_secs(5)));
         assert!(t.elapsed() < Duration::from_secs(1));
+        assert_eq!(bell.drain(), 0, "the wait cleared the doorbell");
         // A write completing wakes it too.
         let dir = test_dir();
         let s = UringStorage::new(IoMode::Buffered).unwrap();

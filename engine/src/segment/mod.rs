@@ -833,7 +833,7 @@ const ZERO_FILL_MAX_SKIP: u64 = 1 << 20;
 
 /// Zero writes in flight for a segment: the range they cover and their batch.
 #[derive(Debug)]
-struct ZeroFill {
+struct Refill {
     io: crate::io::AsyncIo,
     start: u64,
     end: u64,
@@ -870,7 +870,7 @@ struct ZeroFillState {
     /// The zero writes taken by [`ActiveSegment::take_zero_fill`]: the range, until submitted;
     /// then in flight until they complete.
     pending: Option<(u64, u64)>,
-    in_flight: Option<ZeroFill>,
+    in_flight: Option<Refill>,
     /// The current lead (it doubles at each refill up to the setting).
     lead: u64,
     stats: ZeroFillStats,
@@ -1486,7 +1486,7 @@ impl ActiveSegment {
             debug_assert!(false, "zero fill started without take_zero_fill");
             return;
         };
-        self.zero.in_flight = Some(ZeroFill { io, start, end });
+        self.zero.in_flight = Some(Refill { io, start, end });
         // A batch that is already done (sync mode, or a ring that ran it inline) is applied now.
         self.poll_zero_fill(false);
     }
@@ -1516,7 +1516,7 @@ impl ActiveSegment {
                     self.zero.stats.failures += 1;
                 }
             }
-            Err(io) => self.zero.in_flight = Some(ZeroFill { io, ..z }),
+            Err(io) => self.zero.in_flight = Some(Refill { io, ..z }),
         }
     }
 
@@ -1525,14 +1525,10 @@ impl ActiveSegment {
     fn settle_zero_fill(&mut self) {
         if self.zero.in_flight.is_some() {
             self.zero.stats.waits += 1;
-        }
-        while self.zero.in_flight.is_some() {
             self.poll_zero_fill(true);
-            if self.zero.in_flight.is_some() {
-                // Only the thread that submitted a ring batch can complete it; an active segment
-                // is written from one thread, so this is not expected.
-                std::thread::yield_now();
-            }
+            // Only the thread that submitted a ring batch can complete it (an active segment is
+            // written from one thread).
+            debug_assert!(self.zero.in_flight.is_none(), "zero writes submitted on another thread");
         }
     }
 
