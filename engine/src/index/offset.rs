@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{index_slot_range_for, read_index_file, IndexFile, IndexStorage, WARM_SECTION_BYTES};
+use super::{index_slot_range_for, read_index_file, IndexFile, IndexStorage, SlotRange, WARM_SECTION_BYTES};
 use crate::error::{Error, Result};
 use crate::format::index_entry::{OffsetEntry, OFFSET_ENTRY_SIZE};
 use crate::io::{IndexArena, IoFile};
@@ -111,18 +111,43 @@ impl OffsetIndex {
         Ok(())
     }
 
-    /// Kafka's `lookup`: the largest entry with offset `<= target`, or `(base_offset, 0)`.
+    /// The slots bracketing `target` (Kafka's `indexSlotRangeFor`).
     #[inline]
-    pub fn lookup(&self, target: i64) -> OffsetPosition {
+    fn slot_range(&self, target: i64) -> SlotRange {
         let b = self.inner.bytes.as_slice();
-        let base = self.base_offset;
         // Compared in relative terms (`base + rel <= target` is `rel <= target - base`, and a
         // saturated difference keeps the order), so a probe is a load and a compare; the entry
         // count comes from the constant entry size (a shift, not a division).
-        let rel_target = target.saturating_sub(base);
-        let r = index_slot_range_for(b.len() / OFFSET_ENTRY_SIZE, WARM_ENTRIES, rel_target, |i| rel_offset_at(b, i));
+        let rel_target = target.saturating_sub(self.base_offset);
+        index_slot_range_for(b.len() / OFFSET_ENTRY_SIZE, WARM_ENTRIES, rel_target, |i| rel_offset_at(b, i))
+    }
+
+    /// Kafka's `lookup`: the largest entry with offset `<= target`, or `(base_offset, 0)`.
+    #[inline]
+    pub fn lookup(&self, target: i64) -> OffsetPosition {
+        self.floor_entry(self.slot_range(target))
+    }
+
+    /// [`OffsetIndex::lookup`], and the first entry with offset `> target` if there is one, from
+    /// the same search.
+    pub fn lookup_with_next(&self, target: i64) -> (OffsetPosition, Option<OffsetPosition>) {
+        let r = self.slot_range(target);
+        // `upper` is the smallest entry `>=` target (Kafka's bracket); on an exact hit the next
+        // one is above it (offsets strictly increase).
+        let next = match usize::try_from(r.upper) {
+            Err(_) => None,
+            Ok(u) => match self.entry(u) {
+                e if e.offset > target => Some(e),
+                _ => (u + 1 < self.entries()).then(|| self.entry(u + 1)),
+            },
+        };
+        (self.floor_entry(r), next)
+    }
+
+    #[inline]
+    fn floor_entry(&self, r: SlotRange) -> OffsetPosition {
         if r.lower < 0 {
-            OffsetPosition { offset: base, position: 0 }
+            OffsetPosition { offset: self.base_offset, position: 0 }
         } else {
             self.entry(r.lower as usize)
         }
@@ -188,6 +213,28 @@ mod tests {
         assert_eq!(idx.entries(), 1);
         idx.truncate_to(400).unwrap(); // below every entry empties it
         assert_eq!(idx.entries(), 0);
+    }
+
+    #[test]
+    fn lookup_with_next_brackets_the_target() {
+        let mut idx = OffsetIndex::create(316, 1024, None).unwrap();
+        let entries = [(473, 16350), (552, 32700), (631, 49050), (710, 65400)];
+        for (o, p) in entries {
+            idx.append(o, p).unwrap();
+        }
+        let at = |i: usize| Some(OffsetPosition { offset: entries[i].0, position: entries[i].1 });
+        for target in 300..800 {
+            let (floor, next) = idx.lookup_with_next(target);
+            assert_eq!(floor, idx.lookup(target), "floor of {target}");
+            // The first entry above the target, by a linear scan.
+            let want = entries.iter().position(|&(o, _)| o > target).and_then(at);
+            assert_eq!(next, want, "next of {target}");
+        }
+        // Exact hits at the first slot (Kafka's bracket is (slot, slot + 1) there), in the
+        // middle ((slot, slot)) and at the last one.
+        assert_eq!(idx.lookup_with_next(473).1, at(1));
+        assert_eq!(idx.lookup_with_next(552).1, at(2));
+        assert_eq!(idx.lookup_with_next(710).1, None);
     }
 
     #[test]

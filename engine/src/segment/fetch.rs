@@ -23,7 +23,6 @@ use crate::error::Result;
 use crate::format::batch::{
     BatchHeader, EntryFrame, BATCH_HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2, RECORD_OVERHEAD_V0,
 };
-use crate::index::OffsetIndex;
 use crate::io::{readahead, AlignedBuf, IoFile};
 
 /// Memory alignment of pooled buffers, and the least file-offset alignment of window reads (the
@@ -261,23 +260,6 @@ impl Window {
     }
 }
 
-/// The position of the first entry of `index` whose offset is above `target`: the batch it
-/// points at has a last offset `> target`, so the batch holding `target` starts at or before it.
-/// Only a bound for the read window; a damaged index costs a second read, never a wrong answer.
-fn next_entry_position(index: &OffsetIndex, target: i64) -> Option<u32> {
-    let n = index.entries();
-    let (mut lo, mut hi) = (0usize, n);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if index.entry(mid).offset <= target {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    (lo < n).then(|| index.entry(lo).position)
-}
-
 /// The longest prefix of `bytes` made of whole batches (the framing alone: size field and
 /// bounds), Kafka's rule for the end of a fetch; and where the last of them starts.
 fn whole_batches(bytes: &[u8]) -> (usize, Option<usize>) {
@@ -359,12 +341,11 @@ impl Segment {
     fn locate(&self, start_offset: i64) -> Result<Option<(u32, u32)>> {
         let (floor, next) = {
             let idx = self.indexes()?;
-            let oi = idx.offset();
-            let floor = oi.lookup(start_offset);
+            let (floor, above) = idx.offset().lookup_with_next(start_offset);
             // An entry's offset is its batch's last offset: an entry at the start offset itself
-            // points at the batch sought.
-            let next =
-                if floor.offset == start_offset { Some(floor.position) } else { next_entry_position(oi, start_offset) };
+            // points at the batch sought; else the first entry above it bounds where that batch
+            // starts (a damaged index costs a second read, never a wrong answer).
+            let next = if floor.offset == start_offset { Some(floor.position) } else { above.map(|e| e.position) };
             (floor.position, next)
         };
         if floor as u64 + BATCH_HEADER_SIZE as u64 > self.size as u64 {
