@@ -104,9 +104,10 @@ fn catch_up(log: &Log, stored: &[Stored], max_bytes: u32, direct: bool) {
     let mut got = Vec::new();
     while next < active {
         let first = stored.iter().find(|s| s.last >= next).unwrap();
-        let before = thread_stats().ops;
+        let (before, bounced) = (thread_stats().ops, thread_stats().bounced_reads);
         let f = log.read(next, max_bytes, Some(active), true).unwrap();
         let ops = thread_stats().ops - before;
+        assert_eq!(thread_stats().bounced_reads, bounced, "fetch at {next}: an aligned read, no bounce buffer");
         assert!(!f.records.is_empty(), "empty fetch at {next}");
         assert!(f.records.is_shared(), "fetch at {next}: a view of the read, not a copy");
         if direct && first.bytes.len() <= max_bytes as usize {

@@ -129,11 +129,24 @@ pub struct IoStats {
     pub fsyncs: u64,
     /// Write operations (each a whole contiguous range handed to the kernel).
     pub writes: u64,
+    /// O_DIRECT reads whose buffer, offset or length was not aligned, so that the backend read
+    /// through a bounce buffer and copied (a fetch or walk path should cause none).
+    pub bounced_reads: u64,
 }
 
 thread_local! {
-    static STATS: Cell<IoStats> =
-        const { Cell::new(IoStats { ops: 0, enters: 0, bytes_read: 0, bytes_written: 0, fsyncs: 0, writes: 0 }) };
+    static STATS: Cell<IoStats> = const {
+        Cell::new(IoStats { ops: 0, enters: 0, bytes_read: 0, bytes_written: 0, fsyncs: 0, writes: 0, bounced_reads: 0 })
+    };
+}
+
+/// Counts an O_DIRECT read made through a bounce buffer ([`IoStats::bounced_reads`]).
+pub fn record_bounced_read() {
+    STATS.with(|s| {
+        let mut v = s.get();
+        v.bounced_reads += 1;
+        s.set(v);
+    });
 }
 
 /// Counts write operations on this thread (backends call it once per write handed to the kernel).

@@ -916,6 +916,7 @@ impl UringFile {
         let end = pos
             .checked_add(buf.len() as u64)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "read range overflows"))?;
+        super::record_bounced_read();
         let start = pos / al64 * al64;
         let aligned_end = end.div_ceil(al64) * al64;
         let chunk = ((aligned_end - start) as usize).min(BOUNCE_MAX.max(al));
@@ -1726,6 +1727,7 @@ pub(crate) mod tests {
             bytes_written: now.bytes_written - before.bytes_written,
             fsyncs: now.fsyncs - before.fsyncs,
             writes: now.writes - before.writes,
+            bounced_reads: now.bounced_reads - before.bounced_reads,
         }
     }
 
@@ -1887,7 +1889,9 @@ pub(crate) mod tests {
         for (pos, len) in cases {
             let mut v = vec![0xAAu8; len + 1];
             let slice = &mut v[1..]; // an unaligned address
+            let before = thread_stats().bounced_reads;
             let n = f.read_at(slice, pos).unwrap();
+            assert_eq!(thread_stats().bounced_reads, before + 1, "read of {len} at {pos}: counted as bounced");
             let expect = (end.saturating_sub(pos) as usize).min(len);
             assert_eq!(n, expect, "read of {len} at {pos}");
             assert_eq!(&slice[..n], &data[pos as usize..pos as usize + n], "read of {len} at {pos}");

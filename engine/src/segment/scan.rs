@@ -630,8 +630,10 @@ mod tests {
         let file = s.open_log(&path, OpenMode::Read).unwrap();
         let want = walk_scanner(&file, data.len() as u32);
         for &w in WINDOWS {
+            let bounced = crate::io::thread_stats().bounced_reads;
             let (got, r) = walk_reader(&file, data.len() as u32, w);
             assert!(got == want, "window {w}");
+            assert_eq!(crate::io::thread_stats().bounced_reads, bounced, "window {w}: reads through a bounce buffer");
             if w == 1 << 20 {
                 assert!(
                     r.reads <= data.len().div_ceil(1 << 20) as u64 + 1,
