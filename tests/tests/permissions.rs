@@ -40,6 +40,9 @@ fn run(mode: IoMode, modes: Option<(u32, u32)>) -> Vec<(std::path::PathBuf, u32,
         cfg.dir_mode = d;
     }
     let engine = Engine::open(cfg).unwrap();
+    // Each mode's backend creates its files its own way: a fallback to sync mode would test
+    // another backend than the one named.
+    assert_eq!(engine.io_mode(), mode, "the engine runs in the mode asked for");
     let tp = TopicPartition::new("perm", 0);
     engine.open_partition(&tp, None).wait().unwrap();
     for i in 0..200 {
