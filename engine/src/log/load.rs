@@ -131,9 +131,10 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
     };
 
     // Each segment's offsets must stay below the next segment's base offset.
-    let next_bases: BTreeMap<i64, Option<i64>> =
-        logs.keys().zip(logs.keys().skip(1).map(|&b| Some(b)).chain([None])).map(|(&b, n)| (b, n)).collect();
-    let next_base = |base: i64| next_bases.get(&base).copied().flatten();
+    let next_base = |base: i64| {
+        use std::ops::Bound::{Excluded, Unbounded};
+        logs.range((Excluded(base), Unbounded)).next().map(|(&b, _)| b)
+    };
 
     // Pass 2: open every segment; rebuild missing indexes.
     let mut segments: BTreeMap<i64, Segment> = BTreeMap::new();
