@@ -25,9 +25,9 @@ use crate::format::batch::{
 };
 use crate::io::{readahead, AlignedBuf, IoFile};
 
-/// Memory alignment of pooled buffers, and the least file-offset alignment of window reads (the
-/// file's O_DIRECT alignment if larger): 4 KiB, like fio's reads.
-const READ_ALIGN: usize = 4096;
+// Pooled buffers are aligned to READ_ALIGN in memory, and window reads start and end on it in
+// the file (or on the file's O_DIRECT alignment if larger): 4 KiB, like fio's reads.
+use super::scan::READ_ALIGN;
 /// Buffers kept per thread for reuse...
 const POOL_SLOTS: usize = 8;
 /// ...holding at most this many bytes in all...

@@ -31,9 +31,10 @@ pub const RECOVERY_READ_BYTES: usize = 1 << 20;
 /// Environment variable overriding [`RECOVERY_READ_BYTES`] (bytes, rounded up to 4 KiB, at most
 /// 1 GiB), read once per process: for benchmarks of the window size.
 pub const RECOVERY_READ_BYTES_ENV: &str = "SEGLOG_RECOVERY_READ_BYTES";
-/// Window starts and lengths of [`SequentialBatchReader`] are multiples of this (or of the file's
-/// O_DIRECT alignment if larger), so a direct read goes straight into the buffer, no bounce.
-const READ_ALIGN: usize = 4096;
+/// Window starts and lengths of [`SequentialBatchReader`] and of the one-read fetch are
+/// multiples of this (or of the file's O_DIRECT alignment if larger), and their buffers are
+/// aligned to it, so a direct read goes straight into the buffer, no bounce.
+pub(super) const READ_ALIGN: usize = 4096;
 
 /// The window [`SequentialBatchReader::new`] uses: [`RECOVERY_READ_BYTES`] unless the
 /// environment says otherwise.
