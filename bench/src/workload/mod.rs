@@ -387,16 +387,21 @@ pub fn log_files(dir: &Path) -> Vec<std::path::PathBuf> {
 /// Writes back and drops the page cache of every `.log` file under `dir` (fdatasync, then
 /// `posix_fadvise(DONTNEED)`), so that the next read of them comes from the disk.
 pub fn drop_cache(dir: &Path) {
-    use std::os::fd::AsRawFd;
     for p in log_files(dir) {
         if let Ok(f) = std::fs::File::open(&p) {
             let _ = f.sync_data();
-            // SAFETY: posix_fadvise only reads its integer arguments; the descriptor is open for
-            // the whole call because `f` outlives it.
-            unsafe {
-                libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
-            }
+            drop_clean_pages(&f);
         }
+    }
+}
+
+/// Drops the clean page-cache pages of `f` (`posix_fadvise(DONTNEED)`; dirty pages stay).
+pub fn drop_clean_pages(f: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: posix_fadvise only reads its integer arguments; the descriptor is open for the
+    // whole call because `f` outlives it.
+    unsafe {
+        libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
     }
 }
 

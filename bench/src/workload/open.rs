@@ -160,11 +160,7 @@ pub fn drop_all_cache(dir: &Path) {
     }
     for p in all_files(dir) {
         if let Ok(f) = std::fs::File::open(&p) {
-            // SAFETY: posix_fadvise only reads its integer arguments; the descriptor is open for
-            // the whole call because `f` outlives it.
-            unsafe {
-                libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
-            }
+            super::drop_clean_pages(&f);
         }
     }
 }
