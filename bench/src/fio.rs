@@ -14,6 +14,10 @@ pub struct FioResult {
     pub clat_p99_us: f64,
     pub clat_p999_us: f64,
     pub clat_max_us: f64,
+    /// Whole latency (submission + completion) percentiles.
+    pub lat_p50_us: f64,
+    pub lat_p99_us: f64,
+    pub lat_p999_us: f64,
     /// fdatasync latency percentiles, when the job synced.
     pub sync_p50_us: f64,
     pub sync_p99_us: f64,
@@ -144,6 +148,8 @@ pub fn seq_write_as(
         format!("--iodepth={iodepth}"),
         format!("--direct={}", direct as u8),
         "--ioengine=io_uring".into(),
+        // Percentiles of the whole latency too, not only of the completion.
+        "--lat_percentiles=1".into(),
         "--output-format=json".into(),
     ];
     if layout != FioLayout::Fallocate {
@@ -182,6 +188,8 @@ pub fn read_file(file: &Path, rw: &str, bs: u64, iodepth: u32, size: u64, runtim
         format!("--iodepth={iodepth}"),
         "--direct=1".into(),
         "--ioengine=io_uring".into(),
+        // Percentiles of the whole latency too, not only of the completion.
+        "--lat_percentiles=1".into(),
         "--output-format=json".into(),
     ];
     if runtime_s > 0 {
@@ -211,6 +219,8 @@ pub fn seq_read_files(files: &[std::path::PathBuf], bs: u64, direct: bool) -> Re
         "--invalidate=1".into(),
         "--file_service_type=sequential".into(),
         "--ioengine=io_uring".into(),
+        // Percentiles of the whole latency too, not only of the completion.
+        "--lat_percentiles=1".into(),
         "--output-format=json".into(),
     ];
     run(&args)
@@ -231,6 +241,9 @@ pub fn parse(json: &[u8]) -> Result<FioResult, String> {
         clat_p99_us: pct(&side["clat_ns"], "99.000000"),
         clat_p999_us: pct(&side["clat_ns"], "99.900000"),
         clat_max_us: side["clat_ns"]["max"].as_f64().unwrap_or(0.0) / 1000.0,
+        lat_p50_us: pct(&side["lat_ns"], "50.000000"),
+        lat_p99_us: pct(&side["lat_ns"], "99.000000"),
+        lat_p999_us: pct(&side["lat_ns"], "99.900000"),
         sync_p50_us: pct(&job["sync"]["lat_ns"], "50.000000"),
         sync_p99_us: pct(&job["sync"]["lat_ns"], "99.000000"),
         sync_p999_us: pct(&job["sync"]["lat_ns"], "99.900000"),
@@ -245,12 +258,14 @@ mod tests {
     fn parses_write_and_sync_percentiles() {
         let json = br#"note: a line fio prints first
 {"jobs": [{"write": {"io_bytes": 8388608, "bw_bytes": 100000000, "iops": 6100.5,
-  "clat_ns": {"max": 900000, "percentile": {"50.000000": 20000, "99.000000": 80000, "99.900000": 400000}}},
+  "clat_ns": {"max": 900000, "percentile": {"50.000000": 20000, "99.000000": 80000, "99.900000": 400000}},
+  "lat_ns": {"percentile": {"50.000000": 25000, "99.000000": 90000, "99.900000": 410000}}},
   "read": {"io_bytes": 0},
   "sync": {"lat_ns": {"percentile": {"50.000000": 71168, "99.000000": 3948544, "99.900000": 6979584}}}}]}"#;
         let r = parse(json).unwrap();
         assert_eq!(r.mb_per_s, 100.0);
         assert_eq!((r.clat_p50_us, r.clat_p99_us, r.clat_p999_us, r.clat_max_us), (20.0, 80.0, 400.0, 900.0));
         assert_eq!((r.sync_p50_us, r.sync_p99_us), (71.168, 3948.544));
+        assert_eq!((r.lat_p50_us, r.lat_p99_us, r.lat_p999_us), (25.0, 90.0, 410.0));
     }
 }

@@ -2,6 +2,7 @@
 //! write buffers are registered with its ring (fixed buffers) or why not, and
 //! `SyncMethod::DsyncWrites` makes `Durability::EveryBatch` appends durable with RWF_DSYNC writes
 //! and no fdatasync, except the first flush after a reopen, whose earlier bytes may not be.
+//! Each shard also times its writes (`ShardStats::write_latency`).
 
 use seglog::engine::{ShardStats, SyncMethod};
 use seglog::format::builder::BatchBuilder;
@@ -88,6 +89,40 @@ fn dsync_writes_replace_the_fdatasync() {
         let a = std::fs::read(dir.path().join("t-0/00000000000000000000.log")).unwrap();
         let b = std::fs::read(dir2.path().join("t-0/00000000000000000000.log")).unwrap();
         assert!(a == b, "{mode}: the logs differ ({} and {} bytes)", a.len(), b.len());
+    }
+}
+
+#[test]
+fn shard_stats_time_every_partition_write_and_nothing_else() {
+    for mode in [IoMode::Direct, IoMode::Buffered, IoMode::Sync] {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = TopicPartition::new("t", 0);
+        // Direct mode under EveryBatch zero-fills ahead of the data: those writes are not timed.
+        let e = engine(dir.path(), mode, SyncMethod::DsyncWrites);
+        e.open_partition(&tp, None).wait().unwrap();
+        let before = stats(&e);
+        let started = std::time::Instant::now();
+        let mut slowest = std::time::Duration::ZERO;
+        for i in 0..40 {
+            let t = std::time::Instant::now();
+            e.append(&tp, batch(i, 4000), 0).wait().unwrap();
+            slowest = slowest.max(t.elapsed());
+        }
+        let wall = started.elapsed();
+        let after = stats(&e);
+        let h = after.write_latency.since(&before.write_latency);
+        let flushes = after.flushes - before.flushes;
+        assert!(flushes >= 40, "{mode}: one write per append taken one at a time, got {flushes}");
+        assert_eq!(h.count(), flushes, "{mode}: every partition write timed once");
+        if mode == IoMode::Direct {
+            assert!(after.zero_fills > 0, "{mode}: the check needs refills to leave out");
+        }
+        // A write is timed inside its append: none can take longer than the slowest append, and
+        // together they cannot take longer than the whole loop.
+        assert!(h.max() <= slowest, "{mode}: a write timed {:?}, the slowest append {slowest:?}", h.max());
+        assert!(h.quantile(0.5) > std::time::Duration::ZERO, "{mode}: {h:?}");
+        assert!(h.quantile(0.5) * 20 <= wall, "{mode}: {h:?} over a loop of {wall:?}");
+        e.shutdown().unwrap();
     }
 }
 

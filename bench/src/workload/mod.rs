@@ -179,6 +179,8 @@ pub struct Counters {
     pub fsyncs: u64,
     pub tail_cache_hits: u64,
     pub fetches: u64,
+    /// The shards' write latencies (handed to the kernel to seen complete), merged.
+    pub write_latency: seglog::LatencyHistogram,
     pub usage: Usage,
 }
 
@@ -195,6 +197,10 @@ impl Counters {
             fsyncs: sum(|s| s.fsyncs),
             tail_cache_hits: sum(|s| s.tail_cache_hits),
             fetches: sum(|s| s.fetches),
+            write_latency: stats.iter().fold(seglog::LatencyHistogram::new(), |mut h, s| {
+                h.merge(&s.write_latency);
+                h
+            }),
             usage: Usage::now(),
         }
     }
@@ -209,6 +215,7 @@ impl Counters {
             fsyncs: self.fsyncs.saturating_sub(earlier.fsyncs),
             tail_cache_hits: self.tail_cache_hits.saturating_sub(earlier.tail_cache_hits),
             fetches: self.fetches.saturating_sub(earlier.fetches),
+            write_latency: self.write_latency.since(&earlier.write_latency),
             usage: self.usage.since(&earlier.usage),
         }
     }
@@ -253,6 +260,11 @@ pub struct RunReport {
     /// Bytes per write handed to the kernel (the block size fio is given).
     pub avg_write_bytes: f64,
     pub fsyncs: u64,
+    /// The engine's partition writes, from handed to the kernel to seen complete (with the sync
+    /// when durable), p50 and p99 in microseconds: the device's and kernel's part of `latency`.
+    /// Zero when the run wrote nothing.
+    pub write_p50_us: f64,
+    pub write_p99_us: f64,
     pub tail_cache_hits: u64,
     pub minor_faults: u64,
     pub major_faults: u64,
@@ -263,6 +275,9 @@ pub struct RunReport {
     /// in full beforehand (the layout zero fill gives seglog's appends; `disk` keeps fio's
     /// default, a fallocated file).
     pub alt_disk: Option<DiskRef>,
+    /// For durable runs: fio's O_DSYNC writes over a written file, the operation a durable
+    /// append is (a write durable on completion), whole latency with submission.
+    pub dsync_disk: Option<DiskRef>,
     /// Throughput over time, (seconds since start, MB/s) per 100 ms.
     pub timeline: Vec<(f64, f64)>,
     pub note: String,
@@ -284,6 +299,9 @@ impl RunReport {
         self.ios_per_op = delta.io_ops as f64 / ops;
         self.avg_write_bytes = if delta.writes > 0 { delta.bytes_written as f64 / delta.writes as f64 } else { 0.0 };
         self.fsyncs = delta.fsyncs;
+        let us = |d: std::time::Duration| d.as_nanos() as f64 / 1000.0;
+        self.write_p50_us = us(delta.write_latency.quantile(0.5));
+        self.write_p99_us = us(delta.write_latency.quantile(0.99));
         self.tail_cache_hits = delta.tail_cache_hits;
         self.minor_faults = delta.usage.minor_faults;
         self.major_faults = delta.usage.major_faults;

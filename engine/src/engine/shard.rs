@@ -47,6 +47,12 @@ pub struct ShardStats {
     pub zero_fills: u64,
     /// The shard's write buffers: registered with its ring (fixed buffers) or not, and why.
     pub write_buffers: crate::io::PoolStats,
+    /// How long each partition write took, from the shard handing it to the kernel to the shard
+    /// seeing it complete (with its RWF_DSYNC or fdatasync when durable): the device's and the
+    /// kernel's share of an append's latency. The rest of an append's time is the engine's
+    /// (queueing, the hand-off to the shard and back) or waiting for the write before it.
+    /// Zero-fill refills are not counted.
+    pub write_latency: crate::LatencyHistogram,
 }
 
 pub(crate) struct Shard {
@@ -70,8 +76,9 @@ pub(crate) struct Shard {
     logs: HashMap<TopicPartition, Log>,
     /// Appends done in memory whose write has not been started yet, per partition.
     waiting: HashMap<TopicPartition, Vec<Ack>>,
-    /// Appends covered by the partition's write in flight (one per partition at a time).
-    in_flight: HashMap<TopicPartition, Vec<Ack>>,
+    /// Appends covered by the partition's write in flight (one per partition at a time), with
+    /// the moment it was handed to the kernel.
+    in_flight: HashMap<TopicPartition, (std::time::Instant, Vec<Ack>)>,
     stats: ShardStats,
 }
 
@@ -407,11 +414,12 @@ impl Shard {
         let zero_tps: Vec<TopicPartition> = zero_fills.iter().map(|(tp, _)| tp.clone()).collect();
         batches.extend(zero_fills.into_iter().map(|(_, ops)| ops));
         let mut ios = self.storage.submit_async(batches).into_iter();
+        let submitted = std::time::Instant::now();
         for ((tp, synced_up_to), io) in started.into_iter().zip(ios.by_ref().take(data)) {
             let log = self.logs.get_mut(&tp).expect("checked above");
             log.writes_started(io, synced_up_to);
             let acks = self.waiting.remove(&tp).unwrap_or_default();
-            self.in_flight.insert(tp, acks);
+            self.in_flight.insert(tp, (submitted, acks));
         }
         for (tp, io) in zero_tps.into_iter().zip(ios) {
             self.logs.get_mut(&tp).expect("checked above").zero_fill_started(io);
@@ -455,7 +463,10 @@ impl Shard {
 
     /// Completes the appends carried by `tp`'s finished write with its outcome.
     fn acknowledge(&mut self, tp: &TopicPartition, outcome: std::result::Result<(), String>) {
-        let acks = self.in_flight.remove(tp).unwrap_or_default();
+        let Some((submitted, acks)) = self.in_flight.remove(tp) else {
+            return;
+        };
+        self.stats.write_latency.record(submitted.elapsed());
         match outcome {
             Ok(()) => {
                 for (done, info) in acks {
