@@ -243,10 +243,11 @@ pub struct EngineConfig {
     /// falls back to sync mode and says why. For tests and for comparing modes.
     pub simulate_uring_refusal: bool,
     /// Permission bits of every file the engine creates (segments, indexes, checkpoints), before
-    /// the process umask. Default 0o600: owner-only, as log data is users' data.
+    /// the process umask. Default [`DEFAULT_FILE_MODE`](crate::io::select::DEFAULT_FILE_MODE):
+    /// owner-only, as log data is users' data.
     pub file_mode: u32,
     /// Permission bits of the directories it creates (the data directory if missing, partition
-    /// directories). Default 0o700.
+    /// directories). Default [`DEFAULT_DIR_MODE`](crate::io::select::DEFAULT_DIR_MODE).
     pub dir_mode: u32,
     /// Pages behind each shard's index arena; [`Engine::index_memory`] says what it got.
     /// Default `Auto`: explicit huge pages if reserved, else transparent, else normal.
@@ -279,8 +280,8 @@ impl EngineConfig {
             log_config: LogConfig::default(),
             tail_cache_bytes: 1024 * 1024,
             simulate_uring_refusal: false,
-            file_mode: 0o600,
-            dir_mode: 0o700,
+            file_mode: crate::io::select::DEFAULT_FILE_MODE,
+            dir_mode: crate::io::select::DEFAULT_DIR_MODE,
             idle_spin_us: 50,
             io_spin_us: 200,
             checkpoint_interval_ms: 60_000,

@@ -22,8 +22,14 @@ pub struct OpenedStorage {
     pub fallback: Option<String>,
 }
 
+/// Permission bits of files a storage creates unless told otherwise (before the umask):
+/// owner-only, as log directories hold users' data.
+pub const DEFAULT_FILE_MODE: u32 = 0o600;
+/// Permission bits of directories a storage creates unless told otherwise (before the umask).
+pub const DEFAULT_DIR_MODE: u32 = 0o700;
+
 /// Permission bits of the files and directories a storage creates (before the umask). Owner-only
-/// by default: log directories hold users' data.
+/// by default ([`DEFAULT_FILE_MODE`], [`DEFAULT_DIR_MODE`]): log directories hold users' data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Permissions {
     pub file_mode: u32,
@@ -32,7 +38,7 @@ pub struct Permissions {
 
 impl Default for Permissions {
     fn default() -> Self {
-        Permissions { file_mode: 0o600, dir_mode: 0o700 }
+        Permissions { file_mode: DEFAULT_FILE_MODE, dir_mode: DEFAULT_DIR_MODE }
     }
 }
 

@@ -8,6 +8,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::select::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE};
 use super::{IoFile, OpenMode, Storage};
 use crate::error::{Error, Result};
 
@@ -21,7 +22,7 @@ pub struct StdStorage {
 
 impl Default for StdStorage {
     fn default() -> Self {
-        StdStorage { file_mode: 0o600, dir_mode: 0o700 }
+        StdStorage { file_mode: DEFAULT_FILE_MODE, dir_mode: DEFAULT_DIR_MODE }
     }
 }
 

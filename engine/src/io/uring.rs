@@ -40,6 +40,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 pub use io_uring as sys;
 
 use super::pool::{self, Pool, Registration, WriteBuf};
+use super::select::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE};
 use super::{
     record_io, AlignedBuf, AsyncIo, DirectAlignment, IoCompletion, IoFile, IoMode, IoOp, IoOpKind, OpenMode, Storage,
 };
@@ -1075,7 +1076,7 @@ impl UringStorage {
             ));
         }
         with_thread_ring(|_| ()).map_err(|e| Error::io("io_uring_setup", "", e))?;
-        Ok(UringStorage { mode, file_mode: 0o600, dir_mode: 0o700 })
+        Ok(UringStorage { mode, file_mode: DEFAULT_FILE_MODE, dir_mode: DEFAULT_DIR_MODE })
     }
 
     fn open_file(&self, path: &Path, mode: OpenMode, direct: bool) -> Result<Arc<dyn IoFile>> {

@@ -27,7 +27,7 @@ use crate::io::{readahead, AlignedBuf, IoFile};
 
 // Pooled buffers are aligned to READ_ALIGN in memory, and window reads start and end on it in
 // the file (or on the file's O_DIRECT alignment if larger): 4 KiB, like fio's reads.
-use super::scan::READ_ALIGN;
+use super::scan::{read_up_to, READ_ALIGN};
 /// Buffers kept per thread for reuse...
 const POOL_SLOTS: usize = 8;
 /// ...holding at most this many bytes in all...
@@ -297,21 +297,9 @@ impl Segment {
         let mut buf = take_buffer(want, mem_align);
         let filled = {
             let b = Arc::get_mut(&mut buf).expect("take_buffer returns a buffer with no other reference");
-            let dst = &mut b.full_mut()[..want];
-            let mut got = 0usize;
-            let mut r = Ok(());
-            while got < must {
-                match self.log.read_at(&mut dst[got..], read_start + got as u64) {
-                    Ok(0) => break,
-                    Ok(n) => got += n,
-                    Err(e) => {
-                        r = Err(e);
-                        break;
-                    }
-                }
-            }
-            r.map(|_| got)
+            read_up_to(&*self.log, read_start, &mut b.full_mut()[..want], must, |_| ())
         };
+        // Pooled again before any error returns, so a failed read does not lose the buffer.
         give_back(&buf);
         let got = filled?.min(must);
         let off = (start - read_start) as usize;
