@@ -6,7 +6,7 @@
 //! - [`segment`]: one segment (`.log` + `.index` + `.timeindex`), active or sealed;
 //! - [`index`]: Kafka's sparse offset and time indexes and their two-zone search;
 //! - [`io`]: the only module allowed `unsafe`; every file operation goes through it;
-//! - [`format`]: pure bytes <-> values (batches, records, index entries, names, checkpoints).
+//! - [`format`](mod@format): pure bytes <-> values (batches, records, index entries, names, checkpoints).
 #![deny(unsafe_code)]
 #![warn(missing_debug_implementations)]
 

@@ -27,7 +27,7 @@ use crate::units::human_bytes;
 #[derive(clap::Args, Debug)]
 #[command(after_help = crate::EXIT_CODES)]
 pub struct Args {
-    /// A partition directory (<topic>-<partition>), or a directory above partition directories
+    /// A partition directory (`<topic>-<partition>`), or a directory above partition directories
     /// (each partition gets its own report).
     dir: PathBuf,
     /// Simulate Kafka's index rule with this index.interval.bytes on the batch list and report the

@@ -12,7 +12,7 @@ use seglog::{Engine, EngineConfig, IoMode};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A log directory (holding <topic>-<partition> directories and checkpoint files), or one
+    /// A log directory (holding `<topic>-<partition>` directories and checkpoint files), or one
     /// partition directory.
     dir: PathBuf,
     /// I/O mode, as the engine would use (direct, buffered, sync).

@@ -26,7 +26,7 @@ use crate::units::human_bytes;
 #[derive(clap::Args, Debug)]
 #[command(after_help = crate::EXIT_CODES)]
 pub struct Args {
-    /// A partition directory (<topic>-<partition>) or any directory above partition directories
+    /// A partition directory (`<topic>-<partition>`) or any directory above partition directories
     /// (a Kafka log directory, or a tree of them); partition directories are found up to 8
     /// levels down.
     dir: PathBuf,

@@ -11,7 +11,7 @@
 //! The one exception is the shard's write path ([`UringStorage::submit_async`]): a batch of
 //! writes and fdatasyncs goes to the kernel and the call returns at once, the ring taking
 //! ownership of the operations (and so of their buffers and files) until every entry of the
-//! batch has completed; [`complete_async`] hands them back with their results. Completions of
+//! batch has completed; `complete_async` hands them back with their results. Completions of
 //! such batches that a synchronous [`Ring::run`] happens to reap are kept for them, and a ring
 //! is never dropped (or replaced) while one of their entries is still in the kernel.
 //!

@@ -10,7 +10,7 @@
 //! Memory and descriptors: an active segment's indexes live in growth slots of the shard's index
 //! arena and its `.log` stays open. A sealed segment's indexes are packed into exact-size slots and
 //! held by the shard's [`IndexCache`] under a memory budget: they load on first use and may be
-//! evicted (see [`resident`]). Its files (and every index file) are [`LazyFile`]s, opened on use
+//! evicted (see the `resident` module). Its files (and every index file) are [`LazyFile`]s, opened on use
 //! and closed when idle under the shard's descriptor limit.
 //!
 //! A segment never decides policy (when to roll, what to fsync): the partition log does.

@@ -206,7 +206,7 @@ impl BatchScanner {
     }
 
     /// Makes the first read `bytes` long (within the window's bounds) instead of
-    /// [`FIRST_READ_BYTES`]: for a walk known to cover about that many bytes, such as the tail
+    /// `FIRST_READ_BYTES`: for a walk known to cover about that many bytes, such as the tail
     /// of a segment after its last index entry, so it costs one read.
     pub fn with_first_read(mut self, bytes: usize) -> Self {
         self.next_window = bytes.clamp(BATCH_HEADER_SIZE, self.max_window);

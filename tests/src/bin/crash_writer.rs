@@ -1,4 +1,4 @@
-//! The crash tests' writer: opens an [`Engine`] on a data directory and appends seed-derived
+//! The crash tests' writer: opens an [`Engine`](seglog::Engine) on a data directory and appends seed-derived
 //! batches (see `seglog_tests::crash`) to every partition until it is killed. After each
 //! acknowledged append it prints `ACK partition first last crc size` on stdout, flushed, so the
 //! harness knows exactly what was acknowledged when it cut the power or killed the process.
