@@ -296,7 +296,7 @@ pub struct Summary {
     pub p99_us: f64,
     pub p999_us: f64,
     pub max_us: f64,
-    /// The engine's writes, handed to the kernel to seen complete (medians of per-repetition
+    /// The engine's writes, from the start of their submission to seen complete (medians of per-repetition
     /// percentiles; zero for runs that wrote nothing).
     pub write_p50_us: f64,
     pub write_p99_us: f64,
@@ -1219,10 +1219,8 @@ pub fn render(r: &Results) -> String {
         .into_iter()
         .collect();
     let _ = writeln!(s, "index memory (huge-page mode really used): {}", hp.join("; "));
-    let _ = writeln!(
-        s,
-        "wr p99: the engine's writes from handed to the kernel to seen complete (with the sync when durable)"
-    );
+    let _ =
+        writeln!(s, "wr p99: the engine's writes from the start of their submission to seen complete (sync included)");
     let _ = writeln!(s, "disk column: MB/s, or fdatasync p99 for durable rows, or 4 KiB random-read p50 for seek rows");
     if !r.targets.is_empty() {
         let _ = writeln!(s, "\ntargets (medians over {} repetition(s)):", p.reps);

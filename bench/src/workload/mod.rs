@@ -179,7 +179,7 @@ pub struct Counters {
     pub fsyncs: u64,
     pub tail_cache_hits: u64,
     pub fetches: u64,
-    /// The shards' write latencies (handed to the kernel to seen complete), merged.
+    /// The shards' write latencies (submission started to seen complete), merged.
     pub write_latency: seglog::LatencyHistogram,
     pub usage: Usage,
 }
@@ -260,9 +260,9 @@ pub struct RunReport {
     /// Bytes per write handed to the kernel (the block size fio is given).
     pub avg_write_bytes: f64,
     pub fsyncs: u64,
-    /// The engine's partition writes, from handed to the kernel to seen complete (with the sync
-    /// when durable), p50 and p99 in microseconds: the device's and kernel's part of `latency`.
-    /// Zero when the run wrote nothing.
+    /// The engine's partition writes, from the start of their submission to seen complete (with
+    /// the sync when durable), p50 and p99 in microseconds: the device's and kernel's part of
+    /// `latency`. Zero when the run wrote nothing.
     pub write_p50_us: f64,
     pub write_p99_us: f64,
     pub tail_cache_hits: u64,

@@ -47,11 +47,11 @@ pub struct ShardStats {
     pub zero_fills: u64,
     /// The shard's write buffers: registered with its ring (fixed buffers) or not, and why.
     pub write_buffers: crate::io::PoolStats,
-    /// How long each partition write took, from the shard handing it to the kernel to the shard
-    /// seeing it complete (with its RWF_DSYNC or fdatasync when durable): the device's and the
-    /// kernel's share of an append's latency. The rest of an append's time is the engine's
-    /// (queueing, the hand-off to the shard and back) or waiting for the write before it.
-    /// Zero-fill refills are not counted.
+    /// How long each partition write took, from the shard handing it to the kernel (the start of
+    /// the submission, which in sync mode performs it) to the shard seeing it complete (with its
+    /// RWF_DSYNC or fdatasync when durable): the device's and the kernel's share of an append's
+    /// latency. The rest of an append's time is the engine's (queueing, the hand-off to the shard
+    /// and back) or waiting for the write before it. Zero-fill refills are not counted.
     pub write_latency: crate::LatencyHistogram,
 }
 
@@ -413,8 +413,10 @@ impl Shard {
         let data = batches.len();
         let zero_tps: Vec<TopicPartition> = zero_fills.iter().map(|(tp, _)| tp.clone()).collect();
         batches.extend(zero_fills.into_iter().map(|(_, ops)| ops));
-        let mut ios = self.storage.submit_async(batches).into_iter();
+        // Timed from before the submission: in the io_uring modes the kernel issues the writes
+        // inside it, in sync mode it performs them there.
         let submitted = std::time::Instant::now();
+        let mut ios = self.storage.submit_async(batches).into_iter();
         for ((tp, synced_up_to), io) in started.into_iter().zip(ios.by_ref().take(data)) {
             let log = self.logs.get_mut(&tp).expect("checked above");
             log.writes_started(io, synced_up_to);
