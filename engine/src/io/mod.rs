@@ -263,7 +263,7 @@ pub trait Storage: Send + Sync + Debug {
         submit_one_by_one(ops)
     }
     /// Submits batches of operations without waiting for them (the shard's write path: one
-    /// io_uring_enter for all of them); finish each with [`complete_async`]. Within a batch the
+    /// io_uring_enter for all of them); finish each with [`claim_async`]. Within a batch the
     /// rules of [`Storage::submit`] hold. Backends without asynchronous submission run each batch
     /// at once (the default), and so may io_uring for a batch that does not fit the ring.
     fn submit_async(&self, batches: Vec<Vec<IoOp>>) -> Vec<AsyncIo> {
@@ -377,20 +377,31 @@ impl Drop for RingTicket {
     }
 }
 
-/// The operations of `io` with their results, or `io` back while it is in flight. With `wait`,
-/// blocks until it is done (always `Ok`). Must run on the thread that submitted it.
-pub fn complete_async(io: AsyncIo, wait: bool) -> std::result::Result<Vec<IoCompletion>, AsyncIo> {
+/// What became of a batch from [`Storage::submit_async`] once claimed ([`claim_async`]).
+#[derive(Debug)]
+pub enum AsyncOutcome {
+    /// Every operation of the batch, in order, with its result.
+    Done(Vec<IoCompletion>),
+    /// The submitting thread's ring could not give the batch back (the ring is unreachable, as
+    /// during thread teardown, or no ring can be made): whether its operations ran, and how, is
+    /// not known, so none of them may be counted as done.
+    Lost,
+}
+
+/// The outcome of `io`, or `io` back while it is in flight. With `wait`, blocks until it is done
+/// (always `Ok`). Must run on the thread that submitted it.
+pub fn claim_async(io: AsyncIo, wait: bool) -> std::result::Result<AsyncOutcome, AsyncIo> {
     match io {
-        AsyncIo::Ready(v) => Ok(v),
+        AsyncIo::Ready(v) => Ok(AsyncOutcome::Done(v)),
         AsyncIo::Ring(t) => {
             if std::thread::current().id() != t.thread {
                 return Err(AsyncIo::Ring(t));
             }
             match uring::complete_async(t.id, wait) {
-                Some(done) => {
-                    // Claimed: the batch is gone from the ring; nothing to abandon.
+                Some(outcome) => {
+                    // Claimed (or unknown to the ring): either way there is nothing to abandon.
                     std::mem::forget(t);
-                    Ok(done)
+                    Ok(outcome)
                 }
                 None => Err(AsyncIo::Ring(t)),
             }

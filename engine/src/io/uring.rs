@@ -11,9 +11,11 @@
 //! The one exception is the shard's write path ([`UringStorage::submit_async`]): a batch of
 //! writes and fdatasyncs goes to the kernel and the call returns at once, the ring taking
 //! ownership of the operations (and so of their buffers and files) until every entry of the
-//! batch has completed; `complete_async` hands them back with their results. Completions of
+//! batch has completed; `claim_async` hands them back with their results. Completions of
 //! such batches that a synchronous [`Ring::run`] happens to reap are kept for them, and a ring
-//! is never dropped (or replaced) while one of their entries is still in the kernel.
+//! is never dropped (or replaced) while one of their entries is still in the kernel. The shard's
+//! doorbell poll ([`wait_doorbell_or_io`]) also stays in the kernel across calls; it uses no
+//! memory of ours, so it simply dies with its ring.
 //!
 //! Directory operations: `rename`, `remove_file` and `sync_dir`'s fsync use io_uring
 //! (RENAMEAT, UNLINKAT, FSYNC on a directory fd, when the kernel has them); `create_dir_all`,
@@ -42,7 +44,8 @@ pub use io_uring as sys;
 use super::pool::{self, Pool, Registration, WriteBuf};
 use super::select::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE};
 use super::{
-    record_io, AlignedBuf, AsyncIo, DirectAlignment, IoCompletion, IoFile, IoMode, IoOp, IoOpKind, OpenMode, Storage,
+    record_io, AlignedBuf, AsyncIo, AsyncOutcome, DirectAlignment, IoCompletion, IoFile, IoMode, IoOp, IoOpKind,
+    OpenMode, Storage,
 };
 use crate::error::{Error, Result};
 
@@ -61,6 +64,10 @@ const ASYNC_BIT: u64 = 1 << 63;
 // An asynchronous batch is at most one ring's worth of entries, and the entry index has 16 bits
 // of user_data.
 const _: () = assert!(RING_ENTRIES <= 1 << 16);
+/// user_data of the doorbell POLL_ADD ([`Doorbell`]): asynchronous (so synchronous reaping keeps
+/// it), with a bit above the 32-bit batch id that no batch entry can have.
+const DOORBELL_UD: u64 = ASYNC_BIT | 1 << 48;
+const _: () = assert!(DOORBELL_UD > ASYNC_BIT | (u32::MAX as u64) << 16 | 0xffff);
 
 fn errno_err(errno: i32) -> io::Error {
     io::Error::from_raw_os_error(errno)
@@ -97,8 +104,8 @@ pub struct Ring {
     /// Batches submitted without waiting, by id (see the module docs).
     async_batches: HashMap<u32, AsyncBatch>,
     next_async: u32,
-    /// The pending POLL_ADD on the shard's doorbell, if one is armed.
-    doorbell: Option<u32>,
+    /// The POLL_ADD on the shard's doorbell.
+    doorbell: Doorbell,
     /// The kernel takes a timeout with io_uring_enter (IORING_FEAT_EXT_ARG, 5.11+). Without it
     /// nothing is submitted asynchronously (writes wait as before, the doorbell is a READ).
     ext_arg: bool,
@@ -110,23 +117,41 @@ pub struct Ring {
 struct AsyncBatch {
     raw: Vec<Option<i32>>,
     left: usize,
-    keep: AsyncKeep,
+    keep: AsyncOps,
     /// Its ticket was dropped unclaimed: the batch goes as soon as it has completed.
     abandoned: bool,
 }
 
-enum AsyncKeep {
-    /// Writes and fdatasyncs: the operations (holding their buffers and files), their fds, the op
-    /// each entry runs, and the results settled before submission (misaligned writes, links cut).
-    Ops { ops: Vec<IoOp>, fds: Vec<RawFd>, idx: Vec<usize>, results: Vec<Option<Result<usize>>> },
-    /// A POLL_ADD on an eventfd: no memory of ours.
-    Doorbell,
+/// Writes and fdatasyncs: the operations (holding their buffers and files), their fds, the op
+/// each entry runs, and the results settled before submission (misaligned writes, links cut).
+struct AsyncOps {
+    ops: Vec<IoOp>,
+    fds: Vec<RawFd>,
+    idx: Vec<usize>,
+    results: Vec<Option<Result<usize>>>,
 }
 
 impl AsyncBatch {
+    /// Entries still in the kernel may be using the operations' buffers and files.
     fn holds_memory(&self) -> bool {
-        self.left > 0 && matches!(self.keep, AsyncKeep::Ops { .. })
+        self.left > 0
     }
+}
+
+/// The shard's doorbell poll ([`wait_doorbell_or_io`]): one POLL_ADD on its eventfd, kept armed
+/// across waits so a ring doorbell and a completed write wake the same io_uring_enter. It points
+/// to no memory of ours, so nothing waits for it before a ring goes: it dies with the ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Doorbell {
+    /// No poll on the ring.
+    Idle,
+    /// The poll is queued or in the kernel. `queued_after` counts the asynchronous entries queued
+    /// behind it: [`Ring::fail_unsubmitted`] needs to know whether the poll is among the last
+    /// entries, the ones the kernel never took.
+    Armed { queued_after: usize },
+    /// The poll completed (the eventfd is readable, or the poll failed): the next wait returns
+    /// at once and clears the eventfd.
+    Fired,
 }
 
 /// A pool registered on a ring: chunk `i` at registered-buffer index `i`. Holding the pool keeps
@@ -175,7 +200,7 @@ impl Ring {
             ext_arg,
             async_batches: HashMap::new(),
             next_async: 0,
-            doorbell: None,
+            doorbell: Doorbell::Idle,
             _not_send: PhantomData,
         })
     }
@@ -301,8 +326,14 @@ impl Ring {
         n
     }
 
-    /// Files the completion of an asynchronous entry with its batch.
+    /// Files the completion of an asynchronous entry with its batch (or the doorbell).
     fn async_arrived(&mut self, ud: u64, r: i32) {
+        if ud == DOORBELL_UD {
+            if matches!(self.doorbell, Doorbell::Armed { .. }) {
+                self.doorbell = Doorbell::Fired;
+            }
+            return;
+        }
         let id = ((ud >> 16) & 0xffff_ffff) as u32;
         let i = (ud & 0xffff) as usize;
         if let Some(b) = self.async_batches.get_mut(&id) {
@@ -379,6 +410,18 @@ impl Ring {
         }
     }
 
+    /// Whether `n` more entries fit the submission queue, submitting what is queued to make
+    /// room if needed. False on a dead ring, and for more entries than the queue holds.
+    fn sq_room(&mut self, n: usize) -> bool {
+        if self.dead.is_some() || n == 0 || n > self.sq_entries() {
+            return false;
+        }
+        if self.sq_entries() - self.ring.submission().len() < n && self.submit_queued().is_err() {
+            return false;
+        }
+        self.sq_entries() - self.ring.submission().len() >= n
+    }
+
     /// Queues `entries` as one asynchronous batch whose memory `keep` owns; they reach the
     /// kernel with the next io_uring_enter ([`Ring::submit_queued`]). Gives `keep` back when the
     /// batch cannot be queued whole (dead ring, too many entries, no room).
@@ -388,19 +431,9 @@ impl Ring {
     /// Every pointer in `entries` must point into memory owned by `keep` (heap memory that does
     /// not move when `keep` does) or into memory that lives as long as the ring; each entry must
     /// produce exactly one completion.
-    unsafe fn queue_async(
-        &mut self,
-        entries: &[squeue::Entry],
-        keep: AsyncKeep,
-    ) -> std::result::Result<u32, AsyncKeep> {
+    unsafe fn queue_async(&mut self, entries: &[squeue::Entry], keep: AsyncOps) -> std::result::Result<u32, AsyncOps> {
         let n = entries.len();
-        if self.dead.is_some() || n == 0 || n > self.sq_entries() {
-            return Err(keep);
-        }
-        if self.sq_entries() - self.ring.submission().len() < n && self.submit_queued().is_err() {
-            return Err(keep);
-        }
-        if self.sq_entries() - self.ring.submission().len() < n {
+        if !self.sq_room(n) {
             return Err(keep);
         }
         let mut id = self.next_async;
@@ -420,7 +453,31 @@ impl Ring {
             return Err(keep);
         }
         self.async_batches.insert(id, AsyncBatch { raw: vec![None; n], left: n, keep, abandoned: false });
+        if let Doorbell::Armed { queued_after } = &mut self.doorbell {
+            *queued_after = queued_after.saturating_add(n);
+        }
         Ok(id)
+    }
+
+    /// Queues a POLL_ADD on the doorbell eventfd `fd` unless one is already armed or has fired.
+    /// False when the ring cannot take it.
+    fn arm_doorbell(&mut self, fd: RawFd) -> bool {
+        if self.doorbell != Doorbell::Idle {
+            return true;
+        }
+        if !self.sq_room(1) {
+            return false;
+        }
+        let e = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32).build().user_data(DOORBELL_UD);
+        // SAFETY: a POLL_ADD points to no memory of ours (the eventfd is named by number, and the
+        // kernel holds its own reference to the file while the poll is armed); without a
+        // multishot flag it produces exactly one completion, which `async_arrived` recognises by
+        // DOORBELL_UD.
+        if unsafe { self.ring.submission().push(&e) }.is_err() {
+            return false;
+        }
+        self.doorbell = Doorbell::Armed { queued_after: 0 };
+        true
     }
 
     /// Submits every queued entry (one io_uring_enter, no waiting). On a hard failure the entries
@@ -463,10 +520,17 @@ impl Ring {
         if left == 0 {
             return;
         }
-        // The queued entries are the most recently queued batches' last entries.
+        let mut todo = left;
+        // The unsubmitted entries are the tail of the queue: the poll is one of them when fewer
+        // than `left` were queued after it. The rest are the most recent batches' last entries.
+        if let Doorbell::Armed { queued_after } = self.doorbell {
+            if queued_after < left {
+                self.doorbell = Doorbell::Fired;
+                todo -= 1;
+            }
+        }
         let mut ids: Vec<u32> = self.async_batches.iter().filter(|(_, b)| b.left > 0).map(|(id, _)| *id).collect();
         ids.sort_by_key(|id| id.wrapping_sub(self.next_async));
-        let mut todo = left;
         for id in ids.into_iter().rev() {
             let Some(b) = self.async_batches.get_mut(&id) else { continue };
             for slot in b.raw.iter_mut().rev() {
@@ -507,13 +571,14 @@ impl Ring {
     }
 
     /// The results of asynchronous batch `id`, when it has completed (after `wait`, blocking
-    /// until it has). Short writes are finished and link cancellations settled here, as for a
-    /// synchronous batch. An unknown id gives an empty list.
-    fn complete_async(&mut self, id: u32, wait: bool) -> Option<Vec<IoCompletion>> {
+    /// until it has); `None` while it is in flight. Short writes are finished and link
+    /// cancellations settled here, as for a synchronous batch. An id this ring does not know
+    /// is [`AsyncOutcome::Lost`].
+    fn complete_async(&mut self, id: u32, wait: bool) -> Option<AsyncOutcome> {
         let mut failures = 0;
         loop {
             match self.async_batches.get(&id) {
-                None => return Some(Vec::new()),
+                None => return Some(AsyncOutcome::Lost),
                 Some(b) if b.left == 0 => break,
                 Some(_) if !wait => {
                     if !self.completions_waiting() {
@@ -527,12 +592,12 @@ impl Ring {
                 Some(_) => self.wait_reaping_or_abort(&mut failures),
             }
         }
-        let b = self.async_batches.remove(&id)?;
-        let AsyncKeep::Ops { ops, fds, idx, mut results } = b.keep else { return Some(Vec::new()) };
+        let Some(b) = self.async_batches.remove(&id) else { return Some(AsyncOutcome::Lost) };
+        let AsyncOps { ops, fds, idx, mut results } = b.keep;
         let raw: Vec<i32> = b.raw.into_iter().map(|r| r.unwrap_or(-libc::EIO)).collect();
         let counts = settle_round(self, &ops, &fds, &idx, &raw, &mut results);
         let results = finish_batch(&ops, results, counts);
-        Some(completions(ops, results))
+        Some(AsyncOutcome::Done(completions(ops, results)))
     }
 
     /// Runs `entries` on this ring and waits until every submitted one has completed. Returns
@@ -645,11 +710,10 @@ impl Ring {
     /// dead so nothing is submitted on it again.
     fn retire(&mut self, errno: i32) {
         // Asynchronous writes in the kernel finish on this ring first; their results move to the
-        // new one. A doorbell poll holds no memory of ours and is dropped with the ring.
+        // new one. A doorbell poll holds no memory of ours and is dropped with the ring (the
+        // next wait arms one on the new ring).
         self.drain_async();
-        if let Some(id) = self.doorbell.take() {
-            self.async_batches.remove(&id);
-        }
+        self.doorbell = Doorbell::Idle;
         let entries = self.ring.params().sq_entries();
         match Ring::new(entries) {
             Ok(mut fresh) => {
@@ -1286,7 +1350,7 @@ fn start_async_on_ring(ring: &mut Ring, batches: Vec<(Vec<IoOp>, Vec<RawFd>)>) -
             out.push(AsyncIo::Ready(completions(ops, r)));
             continue;
         }
-        let keep = AsyncKeep::Ops { ops, fds, idx, results };
+        let keep = AsyncOps { ops, fds, idx, results };
         // SAFETY: every entry points into a buffer owned by `keep`'s ops (an AlignedBuf or a pool
         // chunk the op holds a reference to: heap memory that does not move with the Vec), or
         // names a registered chunk whose pool the ring holds; each produces one completion.
@@ -1295,11 +1359,10 @@ fn start_async_on_ring(ring: &mut Ring, batches: Vec<(Vec<IoOp>, Vec<RawFd>)>) -
                 pool::count_pool_writes(pool_writes.0, pool_writes.1);
                 out.push(AsyncIo::Ring(super::RingTicket::new(id)))
             }
-            Err(AsyncKeep::Ops { ops, fds, .. }) => {
+            Err(AsyncOps { ops, fds, .. }) => {
                 let r = submit_on_ring(ring, &ops, &fds);
                 out.push(AsyncIo::Ready(completions(ops, r)));
             }
-            Err(AsyncKeep::Doorbell) => unreachable!("queued an Ops batch"),
         }
     }
     let _ = ring.submit_queued();
@@ -1307,11 +1370,12 @@ fn start_async_on_ring(ring: &mut Ring, batches: Vec<(Vec<IoOp>, Vec<RawFd>)>) -
 }
 
 /// The results of an asynchronous batch of this thread's ring ([`UringStorage::submit_async`]),
-/// or `None` while it is in flight (after `wait`, it blocks until the batch is done).
-pub(crate) fn complete_async(id: u32, wait: bool) -> Option<Vec<IoCompletion>> {
+/// or `None` while it is in flight (after `wait`, it blocks until the batch is done). Without a
+/// usable ring the batch cannot be claimed: [`AsyncOutcome::Lost`].
+pub(crate) fn complete_async(id: u32, wait: bool) -> Option<AsyncOutcome> {
     match with_thread_ring(|ring| ring.complete_async(id, wait)) {
         Ok(r) => r,
-        Err(_) => Some(Vec::new()),
+        Err(_) => Some(AsyncOutcome::Lost),
     }
 }
 
@@ -1332,7 +1396,8 @@ pub(crate) fn poll_async() {
     let _ = THREAD_RING.try_with(|cell| {
         if let Ok(mut slot) = cell.try_borrow_mut() {
             if let Some(ring) = slot.as_mut() {
-                if !ring.async_batches.is_empty() && ring.completions_waiting() {
+                let anything_async = !ring.async_batches.is_empty() || ring.doorbell != Doorbell::Idle;
+                if anything_async && ring.completions_waiting() {
                     let _ = ring.get_events(0, None);
                 }
             }
@@ -1360,31 +1425,23 @@ pub(crate) fn wait_doorbell_or_io(fd: RawFd, timeout: Duration) -> bool {
         if !ring.thread_ring || ring.dead.is_some() || !ring.ext_arg {
             return false;
         }
-        if ring.doorbell.is_none() {
-            let e = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32).build();
-            // SAFETY: a POLL_ADD points to no memory; it produces one completion.
-            match unsafe { ring.queue_async(std::slice::from_ref(&e), AsyncKeep::Doorbell) } {
-                Ok(id) => ring.doorbell = Some(id),
-                Err(_) => return false,
-            }
+        if !ring.arm_doorbell(fd) {
+            return false;
         }
-        let done_waiting = |ring: &Ring| {
-            ring.async_batches.values().any(|b| b.left == 0 && !b.abandoned && matches!(b.keep, AsyncKeep::Ops { .. }))
-                || ring.doorbell.and_then(|id| ring.async_batches.get(&id)).is_none_or(|b| b.left == 0)
-        };
-        if !done_waiting(ring) {
+        // A completed batch nobody has claimed yet is work for the caller; an abandoned one is not
+        // (it only waits to be dropped).
+        let done_waiting =
+            ring.doorbell == Doorbell::Fired || ring.async_batches.values().any(|b| b.left == 0 && !b.abandoned);
+        if !done_waiting {
             if ring.get_events(1, Some(timeout)).is_err() {
                 return false;
             }
         } else {
             let _ = ring.submit_queued();
         }
-        if let Some(id) = ring.doorbell {
-            if ring.async_batches.get(&id).is_none_or(|b| b.left == 0) {
-                ring.async_batches.remove(&id);
-                ring.doorbell = None;
-                let _ = read_eventfd_raw(fd);
-            }
+        if ring.doorbell == Doorbell::Fired {
+            ring.doorbell = Doorbell::Idle;
+            let _ = read_eventfd_raw(fd);
         }
         true
     });
@@ -1914,7 +1971,7 @@ pub(crate) mod tests {
 
     #[test]
     fn async_batches_complete_later_and_survive_synchronous_io() {
-        use crate::io::{complete_async, AsyncIo};
+        use crate::io::{claim_async, AsyncIo, AsyncOutcome};
         for mode in [IoMode::Direct, IoMode::Buffered] {
             let dir = test_dir();
             let s = UringStorage::new(mode).unwrap();
@@ -1941,8 +1998,9 @@ pub(crate) mod tests {
                 crate::io::poll_async();
                 let mut still = Vec::new();
                 for p in pending {
-                    match complete_async(p, false) {
-                        Ok(done) => got.push(done),
+                    match claim_async(p, false) {
+                        Ok(AsyncOutcome::Done(done)) => got.push(done),
+                        Ok(AsyncOutcome::Lost) => panic!("{mode}: the ring lost a batch"),
                         Err(p) => still.push(p),
                     }
                 }
@@ -1976,13 +2034,13 @@ pub(crate) mod tests {
             assert!(super::completions_waiting(), "the ring never showed the completion waiting");
             assert_eq!(delta(before).enters, 0, "seeing the completion took no io_uring_enter");
             crate::io::poll_async();
-            assert!(crate::io::complete_async(io, false).is_ok(), "the write completed");
+            assert!(crate::io::claim_async(io, false).is_ok(), "the write completed");
         }
     }
 
     #[test]
     fn async_batch_waited_for_and_failures_reported() {
-        use crate::io::complete_async;
+        use crate::io::{claim_async, AsyncOutcome};
         let dir = test_dir();
         let s = UringStorage::new(IoMode::Direct).unwrap();
         let log = s.open_log(&dir.path().join("0.log"), OpenMode::CreateNew).unwrap();
@@ -1996,12 +2054,101 @@ pub(crate) mod tests {
             IoOp { file: log.clone(), kind: IoOpKind::SyncData, tag: 3, link_next: false },
         ];
         let io = s.submit_async(vec![ops]).pop().unwrap();
-        let done = complete_async(io, true).expect("waited");
+        let Ok(AsyncOutcome::Done(done)) = claim_async(io, true) else { panic!("waited, and not lost") };
         assert_eq!(done.len(), 3);
         assert!(done[0].result.is_ok());
         assert!(done[1].result.is_err());
         assert!(done[2].result.is_err(), "the fdatasync linked after a failed write is cancelled");
         assert_eq!(std::fs::read(dir.path().join("0.log")).unwrap(), good);
+    }
+
+    #[test]
+    fn a_batch_the_ring_does_not_know_is_lost_not_empty() {
+        use crate::io::{claim_async, AsyncIo, AsyncOutcome, RingTicket};
+        // Make sure the thread ring exists, so the id is looked up on it.
+        with_thread_ring(|_| ()).unwrap();
+        let unknown = || AsyncIo::Ring(RingTicket::new(u32::MAX - 3));
+        assert!(matches!(claim_async(unknown(), false), Ok(AsyncOutcome::Lost)));
+        assert!(matches!(claim_async(unknown(), true), Ok(AsyncOutcome::Lost)));
+        // A batch that is done already is never lost, even with no operations.
+        assert!(matches!(claim_async(AsyncIo::Ready(Vec::new()), false), Ok(AsyncOutcome::Done(v)) if v.is_empty()));
+    }
+
+    fn thread_doorbell() -> Doorbell {
+        with_thread_ring(|r| r.doorbell).unwrap()
+    }
+
+    #[test]
+    fn doorbell_poll_is_armed_once_and_cleared_when_it_fires() {
+        let bell = crate::io::eventfd::EventFd::new().unwrap();
+        if !with_thread_ring(|r| r.ext_arg).unwrap() {
+            eprintln!("no IORING_FEAT_EXT_ARG: the doorbell poll is not used");
+            return;
+        }
+        assert_eq!(thread_doorbell(), Doorbell::Idle);
+        assert!(wait_doorbell_or_io(bell.raw(), Duration::from_millis(5)));
+        assert!(matches!(thread_doorbell(), Doorbell::Armed { .. }), "{:?}", thread_doorbell());
+        // Timed-out waits keep the same poll (arming again would queue a second one).
+        assert!(wait_doorbell_or_io(bell.raw(), Duration::from_millis(5)));
+        assert!(matches!(thread_doorbell(), Doorbell::Armed { .. }));
+        let queued = with_thread_ring(|r| {
+            let before = r.ring.submission().len();
+            assert!(r.arm_doorbell(bell.raw()));
+            r.ring.submission().len() - before
+        })
+        .unwrap();
+        assert_eq!(queued, 0, "arming an armed doorbell queued another poll");
+        // Fired while a synchronous operation reaps the ring: the completion is kept for the
+        // doorbell, and the next wait returns at once and clears the eventfd.
+        bell.notify();
+        let t = Instant::now();
+        while thread_doorbell() != Doorbell::Fired {
+            assert!(t.elapsed() < Duration::from_secs(5), "the doorbell poll never completed");
+            // SAFETY: a NOP points to no memory.
+            let r = with_thread_ring(|ring| unsafe { ring.run(&[opcode::Nop::new().build()]) }).unwrap();
+            assert_eq!(r, vec![0]);
+        }
+        let t = Instant::now();
+        assert!(wait_doorbell_or_io(bell.raw(), Duration::from_secs(5)));
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        assert_eq!(thread_doorbell(), Doorbell::Idle);
+        assert_eq!(bell.drain(), 0, "the wait cleared the doorbell");
+        // Re-armed by the next wait.
+        assert!(wait_doorbell_or_io(bell.raw(), Duration::from_millis(5)));
+        assert!(matches!(thread_doorbell(), Doorbell::Armed { .. }));
+    }
+
+    #[test]
+    fn a_doorbell_poll_never_submitted_is_counted_among_the_failed_entries() {
+        let bell = crate::io::eventfd::EventFd::new().unwrap();
+        let nops = || AsyncOps { ops: Vec::new(), fds: Vec::new(), idx: Vec::new(), results: Vec::new() };
+        let nop = opcode::Nop::new().build();
+        // Poll, then a two-entry batch, all still queued: failing the last three takes the poll;
+        // failing the last two leaves it armed.
+        for (left, poll_failed) in [(3, true), (2, false)] {
+            let mut ring = Ring::new(16).unwrap();
+            assert!(ring.arm_doorbell(bell.raw()));
+            // SAFETY: NOPs point to no memory; nothing is submitted before the ring is dropped.
+            let id = unsafe { ring.queue_async(&[nop.clone(), nop.clone()], nops()) }.ok().unwrap();
+            assert_eq!(ring.doorbell, Doorbell::Armed { queued_after: 2 });
+            ring.fail_unsubmitted(left, libc::EIO);
+            assert_eq!(ring.doorbell == Doorbell::Fired, poll_failed, "left {left}: {:?}", ring.doorbell);
+            let b = &ring.async_batches[&id];
+            assert_eq!(b.left, 0, "left {left}");
+            assert!(b.raw.iter().all(|r| *r == Some(-libc::EIO)));
+        }
+        // Queued behind a batch, the poll is the last entry: failing one entry takes it alone.
+        let mut ring = Ring::new(16).unwrap();
+        // SAFETY: as above.
+        let id = unsafe { ring.queue_async(std::slice::from_ref(&nop), nops()) }.ok().unwrap();
+        assert!(ring.arm_doorbell(bell.raw()));
+        ring.fail_unsubmitted(1, libc::EIO);
+        assert_eq!(ring.doorbell, Doorbell::Fired);
+        assert_eq!(ring.async_batches[&id].left, 1);
+        // Retiring the ring drops the poll with it.
+        ring.async_batches.clear();
+        ring.retire(libc::EIO);
+        assert_eq!(ring.doorbell, Doorbell::Idle);
     }
 
     #[test]
@@ -2028,7 +2175,7 @@ pub(crate) mod tests {
         while let Some(p) = io.take() {
             assert!(t.elapsed() < Duration::from_secs(5), "the write completion never woke the wait");
             assert!(wait_doorbell_or_io(bell.raw(), Duration::from_secs(5)));
-            if let Err(p) = crate::io::complete_async(p, false) {
+            if let Err(p) = crate::io::claim_async(p, false) {
                 io = Some(p);
             }
         }

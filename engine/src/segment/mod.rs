@@ -1504,9 +1504,13 @@ impl ActiveSegment {
     /// Applies the outcome of the zero writes in flight once done (waiting for them with `wait`).
     fn poll_zero_fill(&mut self, wait: bool) {
         let Some(z) = self.zero.in_flight.take() else { return };
-        match crate::io::complete_async(z.io, wait) {
-            Ok(done) => {
-                let ok = !done.is_empty() && done.iter().all(|c| c.result.is_ok());
+        match crate::io::claim_async(z.io, wait) {
+            Ok(outcome) => {
+                let ok = match outcome {
+                    crate::io::AsyncOutcome::Done(done) => done.iter().all(|c| c.result.is_ok()),
+                    // Not known to be written: zero fill cannot count on those blocks.
+                    crate::io::AsyncOutcome::Lost => false,
+                };
                 if ok {
                     self.zero.zeroed_to = self.zero.zeroed_to.max(z.end);
                 } else {
@@ -1595,10 +1599,8 @@ impl ActiveSegment {
             return Some(r);
         }
         let io = self.in_flight.take()?;
-        // A batch on the ring always has operations: none back means the ring lost it.
-        let on_ring = matches!(io, crate::io::AsyncIo::Ring(_));
-        match crate::io::complete_async(io, wait) {
-            Ok(done) if done.is_empty() && on_ring => {
+        match crate::io::claim_async(io, wait) {
+            Ok(crate::io::AsyncOutcome::Lost) => {
                 // The ring no longer knows the batch (its results were lost with a ring that died):
                 // the bytes are not known to be written; fail rather than guess.
                 self.tail.complete_write(false);
@@ -1608,7 +1610,7 @@ impl ActiveSegment {
                     std::io::Error::other("asynchronous write batch lost by the ring"),
                 )))
             }
-            Ok(done) => Some(self.complete_writes(done)),
+            Ok(crate::io::AsyncOutcome::Done(done)) => Some(self.complete_writes(done)),
             Err(io) => {
                 self.in_flight = Some(io);
                 None

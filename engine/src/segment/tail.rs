@@ -318,15 +318,12 @@ impl IoFile for TailFile {
             }
             (s.start, s.end)
         };
-        // Below the window: from the file, up to the window's start, then from memory.
+        // Below the window: from the file, up to the window's start, then from memory. A file
+        // ending early (shorter than the window's start) ends the read there.
         let first = ((start - pos) as usize).min(buf.len());
-        let mut got = 0;
-        while got < first {
-            let n = self.inner.read_at(&mut buf[got..first], pos + got as u64)?;
-            if n == 0 {
-                return Ok(got);
-            }
-            got += n;
+        let mut got = super::scan::read_up_to(&*self.inner, pos, &mut buf[..first], first, |_| {})?;
+        if got < first {
+            return Ok(got);
         }
         if got < buf.len() && start < end {
             got += self.read_at(&mut buf[got..], start)?;
@@ -537,6 +534,69 @@ mod tests {
             assert_eq!(tail.read_at(&mut b, tail.logical_len() - 4).unwrap(), 4);
             assert_eq!(&b, b"more");
         }
+    }
+
+    /// A file in memory whose reads return at most `step` bytes: the short reads a read below
+    /// the window must retry.
+    #[derive(Debug)]
+    struct ShortReads {
+        data: std::sync::Mutex<Vec<u8>>,
+        step: usize,
+    }
+
+    impl IoFile for ShortReads {
+        fn path(&self) -> &Path {
+            Path::new("short-reads.log")
+        }
+        fn read_at(&self, buf: &mut [u8], pos: u64) -> Result<usize> {
+            let data = self.data.lock().unwrap();
+            let from = (pos as usize).min(data.len());
+            let n = (data.len() - from).min(buf.len()).min(self.step);
+            buf[..n].copy_from_slice(&data[from..from + n]);
+            Ok(n)
+        }
+        fn write_all_at(&self, _buf: &[u8], _pos: u64) -> Result<()> {
+            Err(Error::io("write", self.path(), std::io::Error::other("the test file only reads")))
+        }
+        fn sync_data(&self) -> Result<()> {
+            Ok(())
+        }
+        fn set_len(&self, len: u64) -> Result<()> {
+            self.data.lock().unwrap().truncate(len as usize);
+            Ok(())
+        }
+        fn allocate(&self, _len: u64) -> Result<()> {
+            Ok(())
+        }
+        fn len(&self) -> Result<u64> {
+            Ok(self.data.lock().unwrap().len() as u64)
+        }
+        fn modified_ms(&self) -> Result<i64> {
+            Ok(0)
+        }
+    }
+
+    #[test]
+    fn reads_below_the_window_retry_short_reads_and_stop_where_the_file_ends() {
+        let data = pattern(10_000, 9);
+        let file = Arc::new(ShortReads { data: std::sync::Mutex::new(data.clone()), step: 777 });
+        // No cache: after this append the window starts at the logical end.
+        let tail = TailFile::new(file.clone(), data.len() as u64, 0).unwrap();
+        tail.append(b"in memory");
+        let end = data.len() + 9;
+        let mut b = vec![0u8; end];
+        assert_eq!(tail.read_at(&mut b, 0).unwrap(), end, "the file part in short reads, then memory");
+        assert_eq!(&b[..data.len()], &data[..]);
+        assert_eq!(&b[data.len()..], b"in memory");
+        let mut b = vec![0u8; 3000];
+        assert_eq!(tail.read_at(&mut b, 5000).unwrap(), 3000);
+        assert_eq!(&b[..], &data[5000..8000]);
+        // The file ends below the window (cut behind the tail's back): the read ends there too,
+        // without the bytes in memory past the gap.
+        file.set_len(4000).unwrap();
+        let mut b = vec![0u8; end];
+        assert_eq!(tail.read_at(&mut b, 1000).unwrap(), 3000);
+        assert_eq!(&b[..3000], &data[1000..4000]);
     }
 
     #[test]
