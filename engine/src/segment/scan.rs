@@ -90,23 +90,26 @@ fn frame_at(src: &mut impl FrameSource, pos: u64, end: u64) -> Result<Option<(Sc
     if end < HEADER_SIZE_UP_TO_MAGIC as u64 || pos >= end - HEADER_SIZE_UP_TO_MAGIC as u64 {
         return Ok(None);
     }
-    // The path is copied only when there is an error to report.
-    let file = src.file().clone();
-    let corrupt = move |source: FormatError| Error::Corrupt { path: file.path().to_path_buf(), pos, source };
-    let frame = EntryFrame::parse(src.bytes_at(pos, HEADER_SIZE_UP_TO_MAGIC)?).map_err(&corrupt)?;
+    // The file's path is looked up (and copied) only when there is an error to report: this
+    // runs once per batch of every walk, and even an Arc clone per batch showed in lookups.
+    fn corrupt(src: &impl FrameSource, pos: u64, source: FormatError) -> Error {
+        Error::Corrupt { path: src.file().path().to_path_buf(), pos, source }
+    }
+    let frame = EntryFrame::parse(src.bytes_at(pos, HEADER_SIZE_UP_TO_MAGIC)?);
+    let frame = frame.map_err(|e| corrupt(src, pos, e))?;
     if frame.size < RECORD_OVERHEAD_V0 as i64 + LOG_OVERHEAD as i64 {
-        return Err(corrupt(FormatError::BatchTooSmall {
-            size: frame.size - LOG_OVERHEAD as i64,
-            min: RECORD_OVERHEAD_V0 as i64,
-        }));
+        let source =
+            FormatError::BatchTooSmall { size: frame.size - LOG_OVERHEAD as i64, min: RECORD_OVERHEAD_V0 as i64 };
+        return Err(corrupt(src, pos, source));
     }
     if pos as i64 > end as i64 - frame.size {
         return Ok(None); // partial batch at the end
     }
     if frame.magic != MAGIC_V2 {
-        return Err(corrupt(FormatError::UnsupportedMagic { magic: frame.magic }));
+        return Err(corrupt(src, pos, FormatError::UnsupportedMagic { magic: frame.magic }));
     }
-    let header = BatchHeader::parse(src.bytes_at(pos, BATCH_HEADER_SIZE)?).map_err(&corrupt)?;
+    let header = BatchHeader::parse(src.bytes_at(pos, BATCH_HEADER_SIZE)?);
+    let header = header.map_err(|e| corrupt(src, pos, e))?;
     Ok(Some((ScannedBatch { position: pos as u32, header }, frame.size as u64)))
 }
 
