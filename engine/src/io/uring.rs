@@ -14,7 +14,7 @@
 //! batch has completed; `claim_async` hands them back with their results. Completions of
 //! such batches that a synchronous [`Ring::run`] happens to reap are kept for them, and a ring
 //! is never dropped (or replaced) while one of their entries is still in the kernel. The shard's
-//! doorbell poll ([`wait_doorbell_or_io`]) also stays in the kernel across calls; it uses no
+//! doorbell poll (`wait_doorbell_or_io`) also stays in the kernel across calls; it uses no
 //! memory of ours, so it simply dies with its ring.
 //!
 //! Directory operations: `rename`, `remove_file` and `sync_dir`'s fsync use io_uring
@@ -138,7 +138,7 @@ impl AsyncBatch {
     }
 }
 
-/// The shard's doorbell poll ([`wait_doorbell_or_io`]): one POLL_ADD on its eventfd, kept armed
+/// The shard's doorbell poll (`wait_doorbell_or_io`): one POLL_ADD on its eventfd, kept armed
 /// across waits so a ring doorbell and a completed write wake the same io_uring_enter. It points
 /// to no memory of ours, so nothing waits for it before a ring goes: it dies with the ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
