@@ -20,9 +20,7 @@ use std::sync::Arc;
 
 use super::Segment;
 use crate::error::Result;
-use crate::format::batch::{
-    BatchHeader, EntryFrame, BATCH_HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2, RECORD_OVERHEAD_V0,
-};
+use crate::format::batch::{BatchHeader, EntryFrame, BATCH_HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC};
 use crate::io::{readahead, AlignedBuf, IoFile};
 
 // Pooled buffers are aligned to READ_ALIGN in memory, and window reads start and end on it in
@@ -419,10 +417,7 @@ impl Segment {
             }
             let head = win.at(pos, BATCH_HEADER_SIZE);
             let Ok(frame) = EntryFrame::parse(head) else { return Ok(None) };
-            if frame.size < RECORD_OVERHEAD_V0 as i64 + LOG_OVERHEAD as i64
-                || pos as i64 > size as i64 - frame.size
-                || frame.magic != MAGIC_V2
-            {
+            if super::scan::check_frame(&frame, pos, size as u64) != super::scan::FrameCheck::Whole {
                 return Ok(None);
             }
             let Ok(header) = BatchHeader::parse(head) else { return Ok(None) };

@@ -81,6 +81,36 @@ trait FrameSource {
     fn bytes_at(&mut self, pos: u64, len: usize) -> Result<&[u8]>;
 }
 
+/// What Kafka's framing rules make of an entry, from its size and magic alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FrameCheck {
+    /// A whole v2 batch inside the data.
+    Whole,
+    /// A batch running past the end of the data: the end of valid data (a torn tail).
+    Partial,
+    /// A size below the smallest entry: corrupt.
+    TooSmall,
+    /// Inside the data, but a magic other than 2: corrupt.
+    BadMagic,
+}
+
+/// Kafka's framing rules for an entry at `pos` of data ending at `end`. The size is checked
+/// before the bounds and the bounds before the magic, in Kafka's order, so a torn tail is a
+/// partial batch whatever its magic byte holds. The one place these rules live: the header walk
+/// and the one-read fetch both use it.
+#[inline]
+pub(super) fn check_frame(frame: &EntryFrame, pos: u64, end: u64) -> FrameCheck {
+    if frame.size < RECORD_OVERHEAD_V0 as i64 + LOG_OVERHEAD as i64 {
+        FrameCheck::TooSmall
+    } else if pos as i64 > end as i64 - frame.size {
+        FrameCheck::Partial
+    } else if frame.magic != MAGIC_V2 {
+        FrameCheck::BadMagic
+    } else {
+        FrameCheck::Whole
+    }
+}
+
 /// Kafka's `FileLogInputStream` framing of the entry at `pos` of a file whose data ends at `end`:
 /// the batch and its size on disk, `Ok(None)` at the end of valid data (fewer than 17 bytes left,
 /// or a partial batch running past `end`), or an error naming the file and `pos` (size field
@@ -97,16 +127,16 @@ fn frame_at(src: &mut impl FrameSource, pos: u64, end: u64) -> Result<Option<(Sc
     }
     let frame = EntryFrame::parse(src.bytes_at(pos, HEADER_SIZE_UP_TO_MAGIC)?);
     let frame = frame.map_err(|e| corrupt(src, pos, e))?;
-    if frame.size < RECORD_OVERHEAD_V0 as i64 + LOG_OVERHEAD as i64 {
-        let source =
-            FormatError::BatchTooSmall { size: frame.size - LOG_OVERHEAD as i64, min: RECORD_OVERHEAD_V0 as i64 };
-        return Err(corrupt(src, pos, source));
-    }
-    if pos as i64 > end as i64 - frame.size {
-        return Ok(None); // partial batch at the end
-    }
-    if frame.magic != MAGIC_V2 {
-        return Err(corrupt(src, pos, FormatError::UnsupportedMagic { magic: frame.magic }));
+    match check_frame(&frame, pos, end) {
+        FrameCheck::Whole => {}
+        FrameCheck::Partial => return Ok(None),
+        FrameCheck::TooSmall => {
+            let (size, min) = (frame.size - LOG_OVERHEAD as i64, RECORD_OVERHEAD_V0 as i64);
+            return Err(corrupt(src, pos, FormatError::BatchTooSmall { size, min }));
+        }
+        FrameCheck::BadMagic => {
+            return Err(corrupt(src, pos, FormatError::UnsupportedMagic { magic: frame.magic }));
+        }
     }
     let header = BatchHeader::parse(src.bytes_at(pos, BATCH_HEADER_SIZE)?);
     let header = header.map_err(|e| corrupt(src, pos, e))?;
@@ -507,6 +537,21 @@ mod tests {
             assert_eq!(got.1, want.1, "{what}, window {w}: ending");
         }
         want
+    }
+
+    #[test]
+    fn framing_rules_come_in_kafkas_order() {
+        let min = RECORD_OVERHEAD_V0 as i64 + LOG_OVERHEAD as i64;
+        let f = |size: i64, magic: i8| EntryFrame { base_offset: 0, size, magic };
+        // Too small is corrupt even where it would also run past the end.
+        assert_eq!(check_frame(&f(min - 1, 2), 990, 1000), FrameCheck::TooSmall);
+        // Past the end is the end of valid data, whatever the magic byte holds (a torn tail).
+        assert_eq!(check_frame(&f(100, 0), 950, 1000), FrameCheck::Partial);
+        assert_eq!(check_frame(&f(100, 2), 901, 1000), FrameCheck::Partial);
+        // Inside the data, only magic 2 frames a batch.
+        assert_eq!(check_frame(&f(100, 1), 900, 1000), FrameCheck::BadMagic);
+        assert_eq!(check_frame(&f(100, 2), 900, 1000), FrameCheck::Whole);
+        assert_eq!(check_frame(&f(min, 2), 0, min as u64), FrameCheck::Whole);
     }
 
     #[test]
