@@ -67,6 +67,10 @@ pub struct AppendResult {
     pub write_buffers: String,
     /// Share of the writes from pool memory that went out as WRITE_FIXED.
     pub fixed_write_share: f64,
+    /// The shards' writes themselves (`ShardStats::write_latency`, submission to completion
+    /// seen, sync included), p50 and p99 in microseconds.
+    pub write_p50_us: f64,
+    pub write_p99_us: f64,
 }
 
 /// A batch of exactly `bytes` bytes (one record; `bytes` must be at least 80).
@@ -147,6 +151,11 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
     let plain =
         sum(|s| s.write_buffers.unregistered_writes, &stats1) - sum(|s| s.write_buffers.unregistered_writes, &stats0);
     let bytes = appends * batch.len() as u64;
+    let mut write_latency = seglog::LatencyHistogram::new();
+    for (now, then) in stats1.iter().zip(&stats0) {
+        write_latency.merge(&now.write_latency.since(&then.write_latency));
+    }
+    let us = |d: std::time::Duration| d.as_nanos() as f64 / 1000.0;
     let r = AppendResult {
         mode_requested: p.mode.name().into(),
         mode: engine.io_mode().name().into(),
@@ -163,6 +172,8 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
         fsyncs,
         write_buffers: stats1.first().map(|s| format!("{:?}", s.write_buffers.mode)).unwrap_or_default(),
         fixed_write_share: fixed as f64 / (fixed + plain).max(1) as f64,
+        write_p50_us: us(write_latency.quantile(0.5)),
+        write_p99_us: us(write_latency.quantile(0.99)),
     };
     engine.shutdown()?;
     Ok(r)

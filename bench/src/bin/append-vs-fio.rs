@@ -146,14 +146,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             eprintln!(
                 "rep {rep} {:<8} seglog {:>8.1} MB/s  fio(bs={bs},qd=1,direct={direct},{}) {:>8.1} MB/s  \
-                 ratio {:>4.0}%  p50 {:.0}/{:.0} us  enters/batch {:.2}  buffers {} ({:.0}% fixed)",
+                 ratio {:>4.0}%  p50 {:.0}/{:.0} us  p99 {:.0}/{:.0} us (seglog's write itself {:.0}/{:.0})  \
+                 enters/batch {:.2}  buffers {} ({:.0}% fixed)",
                 r.mode,
                 r.mb_per_s,
                 layout.name(),
                 f.mb_per_s,
                 100.0 * r.mb_per_s / f.mb_per_s,
                 r.latency.p50_us,
-                f.clat_p50_us,
+                f.lat_p50_us,
+                r.latency.p99_us,
+                f.lat_p99_us,
+                r.write_p50_us,
+                r.write_p99_us,
                 r.enters_per_batch,
                 r.write_buffers,
                 100.0 * r.fixed_write_share
@@ -193,7 +198,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             100.0 * s / f,
             100.0 * pair,
             m(|r| r.latency.p50_us),
-            median(&fs.iter().map(|f| f.clat_p50_us).collect::<Vec<_>>()),
+            median(&fs.iter().map(|f| f.lat_p50_us).collect::<Vec<_>>()),
             m(|r| r.latency.p99_us),
             m(|r| r.latency.p999_us),
             m(|r| r.enters_per_batch),
