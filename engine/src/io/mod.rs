@@ -389,7 +389,8 @@ pub enum AsyncOutcome {
 }
 
 /// The outcome of `io`, or `io` back while it is in flight. With `wait`, blocks until it is done
-/// (always `Ok`). Must run on the thread that submitted it.
+/// (`Ok`, unless called while this thread's ring is in use further up the stack). Must run on
+/// the thread that submitted it (elsewhere `io` comes back as it is).
 pub fn claim_async(io: AsyncIo, wait: bool) -> std::result::Result<AsyncOutcome, AsyncIo> {
     match io {
         AsyncIo::Ready(v) => Ok(AsyncOutcome::Done(v)),

@@ -145,13 +145,16 @@ impl AsyncBatch {
 enum Doorbell {
     /// No poll on the ring.
     Idle,
-    /// The poll is queued or in the kernel. `queued_after` counts the asynchronous entries queued
-    /// behind it: [`Ring::fail_unsubmitted`] needs to know whether the poll is among the last
-    /// entries, the ones the kernel never took.
-    Armed { queued_after: usize },
-    /// The poll completed (the eventfd is readable, or the poll failed): the next wait returns
-    /// at once and clears the eventfd.
-    Fired,
+    /// The poll on eventfd `fd` is queued or in the kernel. `queued_after` counts the
+    /// asynchronous entries queued behind it: [`Ring::fail_unsubmitted`] needs to know whether the
+    /// poll is among the last entries, the ones the kernel never took.
+    Armed { fd: RawFd, queued_after: usize },
+    /// The poll on `fd` completed (the eventfd is readable): the next wait returns at once and
+    /// clears the eventfd.
+    Fired { fd: RawFd },
+    /// The kernel refused the poll: this ring's waits are not for the doorbell, which callers
+    /// then wait for plainly (re-arming would fail the same way, in a busy loop).
+    Failed,
 }
 
 /// A pool registered on a ring: chunk `i` at registered-buffer index `i`. Holding the pool keeps
@@ -329,8 +332,8 @@ impl Ring {
     /// Files the completion of an asynchronous entry with its batch (or the doorbell).
     fn async_arrived(&mut self, ud: u64, r: i32) {
         if ud == DOORBELL_UD {
-            if matches!(self.doorbell, Doorbell::Armed { .. }) {
-                self.doorbell = Doorbell::Fired;
+            if let Doorbell::Armed { fd, .. } = self.doorbell {
+                self.doorbell = if r < 0 { Doorbell::Failed } else { Doorbell::Fired { fd } };
             }
             return;
         }
@@ -453,17 +456,20 @@ impl Ring {
             return Err(keep);
         }
         self.async_batches.insert(id, AsyncBatch { raw: vec![None; n], left: n, keep, abandoned: false });
-        if let Doorbell::Armed { queued_after } = &mut self.doorbell {
+        if let Doorbell::Armed { queued_after, .. } = &mut self.doorbell {
             *queued_after = queued_after.saturating_add(n);
         }
         Ok(id)
     }
 
     /// Queues a POLL_ADD on the doorbell eventfd `fd` unless one is already armed or has fired.
-    /// False when the ring cannot take it.
+    /// False when the ring cannot take it, when the kernel refused the poll before, and when the
+    /// poll in place is another eventfd's (one doorbell per thread: a second one waits plainly).
     fn arm_doorbell(&mut self, fd: RawFd) -> bool {
-        if self.doorbell != Doorbell::Idle {
-            return true;
+        match self.doorbell {
+            Doorbell::Idle => {}
+            Doorbell::Armed { fd: armed, .. } | Doorbell::Fired { fd: armed } => return armed == fd,
+            Doorbell::Failed => return false,
         }
         if !self.sq_room(1) {
             return false;
@@ -476,7 +482,7 @@ impl Ring {
         if unsafe { self.ring.submission().push(&e) }.is_err() {
             return false;
         }
-        self.doorbell = Doorbell::Armed { queued_after: 0 };
+        self.doorbell = Doorbell::Armed { fd, queued_after: 0 };
         true
     }
 
@@ -523,9 +529,9 @@ impl Ring {
         let mut todo = left;
         // The unsubmitted entries are the tail of the queue: the poll is one of them when fewer
         // than `left` were queued after it. The rest are the most recent batches' last entries.
-        if let Doorbell::Armed { queued_after } = self.doorbell {
+        if let Doorbell::Armed { fd, queued_after } = self.doorbell {
             if queued_after < left {
-                self.doorbell = Doorbell::Fired;
+                self.doorbell = Doorbell::Fired { fd };
                 todo -= 1;
             }
         }
@@ -1352,8 +1358,10 @@ fn start_async_on_ring(ring: &mut Ring, batches: Vec<(Vec<IoOp>, Vec<RawFd>)>) -
         }
         let keep = AsyncOps { ops, fds, idx, results };
         // SAFETY: every entry points into a buffer owned by `keep`'s ops (an AlignedBuf or a pool
-        // chunk the op holds a reference to: heap memory that does not move with the Vec), or
-        // names a registered chunk whose pool the ring holds; each produces one completion.
+        // chunk the op holds a reference to: heap memory that does not move with the Vec), into
+        // the process-wide zero buffer of zero-fill writes (allocated once, never freed or
+        // written), or names a registered chunk whose pool the ring holds; each produces one
+        // completion.
         match unsafe { ring.queue_async(&sqes, keep) } {
             Ok(id) => {
                 pool::count_pool_writes(pool_writes.0, pool_writes.1);
@@ -1370,13 +1378,22 @@ fn start_async_on_ring(ring: &mut Ring, batches: Vec<(Vec<IoOp>, Vec<RawFd>)>) -
 }
 
 /// The results of an asynchronous batch of this thread's ring ([`UringStorage::submit_async`]),
-/// or `None` while it is in flight (after `wait`, it blocks until the batch is done). Without a
-/// usable ring the batch cannot be claimed: [`AsyncOutcome::Lost`].
+/// or `None` while it is in flight (after `wait`, it blocks until the batch is done). The ring
+/// that holds the batch is used as it is (a dead one still holds the results of its drained
+/// batches), never a new one: a one-off ring would not know the id and would call a batch that is
+/// still in the kernel lost. While the thread's ring is in use further up the stack nothing can
+/// be claimed (`None`, also with `wait`); without a thread ring (never made, or the thread is
+/// ending) the batch is [`AsyncOutcome::Lost`].
 pub(crate) fn complete_async(id: u32, wait: bool) -> Option<AsyncOutcome> {
-    match with_thread_ring(|ring| ring.complete_async(id, wait)) {
-        Ok(r) => r,
-        Err(_) => Some(AsyncOutcome::Lost),
-    }
+    THREAD_RING
+        .try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut slot) => match slot.as_mut() {
+                Some(ring) => ring.complete_async(id, wait),
+                None => Some(AsyncOutcome::Lost),
+            },
+            Err(_) => None,
+        })
+        .unwrap_or(Some(AsyncOutcome::Lost))
 }
 
 /// Drops the claim on asynchronous batch `id` of this thread's ring (see [`super::RingTicket`]).
@@ -1396,7 +1413,7 @@ pub(crate) fn poll_async() {
     let _ = THREAD_RING.try_with(|cell| {
         if let Ok(mut slot) = cell.try_borrow_mut() {
             if let Some(ring) = slot.as_mut() {
-                let anything_async = !ring.async_batches.is_empty() || ring.doorbell != Doorbell::Idle;
+                let anything_async = !ring.async_batches.is_empty() || matches!(ring.doorbell, Doorbell::Armed { .. });
                 if anything_async && ring.completions_waiting() {
                     let _ = ring.get_events(0, None);
                 }
@@ -1430,8 +1447,8 @@ pub(crate) fn wait_doorbell_or_io(fd: RawFd, timeout: Duration) -> bool {
         }
         // A completed batch nobody has claimed yet is work for the caller; an abandoned one is not
         // (it only waits to be dropped).
-        let done_waiting =
-            ring.doorbell == Doorbell::Fired || ring.async_batches.values().any(|b| b.left == 0 && !b.abandoned);
+        let fired = matches!(ring.doorbell, Doorbell::Fired { .. });
+        let done_waiting = fired || ring.async_batches.values().any(|b| b.left == 0 && !b.abandoned);
         if !done_waiting {
             if ring.get_events(1, Some(timeout)).is_err() {
                 return false;
@@ -1439,9 +1456,15 @@ pub(crate) fn wait_doorbell_or_io(fd: RawFd, timeout: Duration) -> bool {
         } else {
             let _ = ring.submit_queued();
         }
-        if ring.doorbell == Doorbell::Fired {
-            ring.doorbell = Doorbell::Idle;
-            let _ = read_eventfd_raw(fd);
+        match ring.doorbell {
+            Doorbell::Fired { .. } => {
+                ring.doorbell = Doorbell::Idle;
+                let _ = read_eventfd_raw(fd);
+            }
+            // Refused while this wait slept: it may have slept through a ring; say so, and the
+            // caller's plain wait takes over.
+            Doorbell::Failed => return false,
+            _ => {}
         }
         true
     });
@@ -2074,6 +2097,26 @@ pub(crate) mod tests {
         assert!(matches!(claim_async(AsyncIo::Ready(Vec::new()), false), Ok(AsyncOutcome::Done(v)) if v.is_empty()));
     }
 
+    #[test]
+    fn a_second_doorbell_or_a_refused_poll_falls_back_to_the_plain_wait() {
+        let (a, b) = (crate::io::eventfd::EventFd::new().unwrap(), crate::io::eventfd::EventFd::new().unwrap());
+        let mut ring = Ring::new(16).unwrap();
+        assert!(ring.arm_doorbell(a.raw()));
+        assert!(ring.arm_doorbell(a.raw()), "the same doorbell again keeps its poll");
+        assert!(!ring.arm_doorbell(b.raw()), "another eventfd must not be taken for the armed one");
+        // A poll the kernel refuses (a file descriptor that is not open) fails the doorbell for
+        // good: no re-arming in a loop.
+        let mut ring = Ring::new(16).unwrap();
+        assert!(ring.arm_doorbell(1 << 20));
+        ring.submit_queued().unwrap();
+        let t = Instant::now();
+        while ring.doorbell != Doorbell::Failed {
+            assert!(t.elapsed() < Duration::from_secs(5), "the refused poll never completed: {:?}", ring.doorbell);
+            let _ = ring.get_events(1, Some(Duration::from_millis(10)));
+        }
+        assert!(!ring.arm_doorbell(a.raw()));
+    }
+
     fn thread_doorbell() -> Doorbell {
         with_thread_ring(|r| r.doorbell).unwrap()
     }
@@ -2102,7 +2145,7 @@ pub(crate) mod tests {
         // doorbell, and the next wait returns at once and clears the eventfd.
         bell.notify();
         let t = Instant::now();
-        while thread_doorbell() != Doorbell::Fired {
+        while !matches!(thread_doorbell(), Doorbell::Fired { .. }) {
             assert!(t.elapsed() < Duration::from_secs(5), "the doorbell poll never completed");
             // SAFETY: a NOP points to no memory.
             let r = with_thread_ring(|ring| unsafe { ring.run(&[opcode::Nop::new().build()]) }).unwrap();
@@ -2130,9 +2173,10 @@ pub(crate) mod tests {
             assert!(ring.arm_doorbell(bell.raw()));
             // SAFETY: NOPs point to no memory; nothing is submitted before the ring is dropped.
             let id = unsafe { ring.queue_async(&[nop.clone(), nop.clone()], nops()) }.ok().unwrap();
-            assert_eq!(ring.doorbell, Doorbell::Armed { queued_after: 2 });
+            assert_eq!(ring.doorbell, Doorbell::Armed { fd: bell.raw(), queued_after: 2 });
             ring.fail_unsubmitted(left, libc::EIO);
-            assert_eq!(ring.doorbell == Doorbell::Fired, poll_failed, "left {left}: {:?}", ring.doorbell);
+            let fired = matches!(ring.doorbell, Doorbell::Fired { .. });
+            assert_eq!(fired, poll_failed, "left {left}: {:?}", ring.doorbell);
             let b = &ring.async_batches[&id];
             assert_eq!(b.left, 0, "left {left}");
             assert!(b.raw.iter().all(|r| *r == Some(-libc::EIO)));
@@ -2143,7 +2187,7 @@ pub(crate) mod tests {
         let id = unsafe { ring.queue_async(std::slice::from_ref(&nop), nops()) }.ok().unwrap();
         assert!(ring.arm_doorbell(bell.raw()));
         ring.fail_unsubmitted(1, libc::EIO);
-        assert_eq!(ring.doorbell, Doorbell::Fired);
+        assert_eq!(ring.doorbell, Doorbell::Fired { fd: bell.raw() });
         assert_eq!(ring.async_batches[&id].left, 1);
         // Retiring the ring drops the poll with it.
         ring.async_batches.clear();

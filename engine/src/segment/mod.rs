@@ -1601,8 +1601,8 @@ impl ActiveSegment {
         let io = self.in_flight.take()?;
         match crate::io::claim_async(io, wait) {
             Ok(crate::io::AsyncOutcome::Lost) => {
-                // The ring no longer knows the batch (its results were lost with a ring that died):
-                // the bytes are not known to be written; fail rather than guess.
+                // The thread's ring cannot account for the batch (it does not know the id, or the
+                // thread is ending): the bytes are not known to be written; fail rather than guess.
                 self.tail.complete_write(false);
                 Some(Err(Error::io(
                     "write",
