@@ -102,8 +102,8 @@ pub struct Args {
     /// Do not preallocate segments (fio preallocates its file, so the default does too).
     #[arg(long)]
     pub no_preallocate: bool,
-    /// The engine's zero fill: auto (the default: on for every-batch durability in the
-    /// io_uring modes), off, or a lead in bytes (8MiB).
+    /// The engine's zero fill: auto (the default: on for every-batch durability in direct
+    /// mode), off, or a lead in bytes (8MiB).
     #[arg(long, default_value = "auto")]
     pub zero_fill: ZeroFill,
     /// Pin the producing thread of the produce and durable workloads to a core no shard is

@@ -1,6 +1,7 @@
 //! A latency histogram small enough to keep per shard and cheap enough to feed on every write:
 //! log-linear buckets (32 per power of two), so a quantile is exact to within 1/32 (3.1 %) of
-//! its value, from 1 ns to about 18 minutes, in 1,184 counters. No allocation per record.
+//! its value, from 1 ns to about 18 minutes (2^40 ns), in 1,152 counters. No allocation per
+//! record.
 
 use std::time::Duration;
 
@@ -12,8 +13,8 @@ const MAX_BITS: u32 = 40;
 const BUCKETS: usize = (SUB as usize) + ((MAX_BITS - SUB_BITS) as usize) * (SUB as usize);
 
 /// Counts of durations in log-linear buckets. [`LatencyHistogram::quantile`] answers with the
-/// upper edge of the bucket holding the quantile (never below the true value, at most 3.1 %
-/// above it), capped at the largest value recorded.
+/// upper edge of the bucket holding the quantile, capped at the largest value recorded: never
+/// below the true value, and at most 3.1 % above it (below 2^40 ns, where the last bucket starts).
 #[derive(Clone, PartialEq, Eq)]
 pub struct LatencyHistogram {
     counts: Box<[u64]>,
@@ -52,8 +53,12 @@ fn bucket_of(ns: u64) -> usize {
     (SUB + u64::from(shift) * SUB + ((ns >> shift) & (SUB - 1))) as usize
 }
 
-/// The largest value that lands in bucket `b`.
+/// The largest value that lands in bucket `b` (the last bucket also takes everything past
+/// 2^MAX_BITS ns, so its edge is the largest value there is).
 fn upper_edge(b: usize) -> u64 {
+    if b == BUCKETS - 1 {
+        return u64::MAX;
+    }
     let b = b as u64;
     if b < SUB {
         return b;
@@ -149,7 +154,12 @@ mod tests {
             assert!((hi - lo) as f64 <= (ns as f64 / 32.0).max(0.0) + 1.0, "bucket of {ns} too wide: {lo}..={hi}");
         }
         assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
-        assert_eq!(upper_edge(BUCKETS - 1), (1u64 << MAX_BITS) - 1);
+        assert_eq!(upper_edge(BUCKETS - 2), (1u64 << MAX_BITS) - (1u64 << (MAX_BITS - 1 - SUB_BITS)) - 1);
+        assert_eq!(upper_edge(BUCKETS - 1), u64::MAX);
+        // A value past the last bucket's start is never reported below itself.
+        let mut h = LatencyHistogram::new();
+        h.record(Duration::from_secs(3600));
+        assert_eq!(h.quantile(0.5), Duration::from_secs(3600));
     }
 
     #[test]

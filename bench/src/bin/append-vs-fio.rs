@@ -63,7 +63,7 @@ struct Args {
     /// `extend` or `written` (a file of zeros written beforehand).
     #[arg(long, default_value = "match")]
     fio_layout: String,
-    /// The engine's zero fill: auto (on with --durable in the io_uring modes), off, or a lead
+    /// The engine's zero fill: auto (on with --durable in direct mode), off, or a lead
     /// in bytes (8MiB).
     #[arg(long, default_value = "auto")]
     zero_fill: ZeroFill,

@@ -111,8 +111,8 @@ pub enum SyncMethod {
 pub enum ZeroFill {
     /// A lead of up to [`ZeroFill::DEFAULT_LEAD_BYTES`] under [`Durability::EveryBatch`] in
     /// direct mode (where, with `Completion::wait`'s adaptive spin, a durable append's p50 fell
-    /// from 170-250 to 85-133 us and its p99 from 238-441 to 154-357 us on the machine measured,
-    /// docs/benchmarks.md), off otherwise: without an fsync per append the doubled writes buy
+    /// from 194-211 to 84-133 us and its p99 from 322-441 to 154-357 us on the machine measured,
+    /// docs/benchmarks.md, "What limits the missed targets"), off otherwise: without an fsync per append the doubled writes buy
     /// less than they cost.
     #[default]
     Auto,
@@ -149,7 +149,7 @@ impl std::str::FromStr for ZeroFill {
         let t = s.trim();
         match t.to_ascii_lowercase().as_str() {
             "auto" => return Ok(ZeroFill::Auto),
-            "off" | "0" => return Ok(ZeroFill::Off),
+            "off" => return Ok(ZeroFill::Off),
             _ => {}
         }
         let (num, mult) = match t.find(|c: char| !c.is_ascii_digit()) {
@@ -213,7 +213,7 @@ pub struct EngineConfig {
     /// How durable writes sync: RWF_DSYNC writes (the default) or write + linked fdatasync.
     pub sync_method: SyncMethod,
     /// Zeros written ahead of each active segment's data. Default `Auto`: on under
-    /// `Durability::EveryBatch` in the io_uring modes.
+    /// `Durability::EveryBatch` in direct mode.
     pub zero_fill: ZeroFill,
     /// The configuration of partitions opened without one.
     pub log_config: LogConfig,

@@ -51,7 +51,8 @@ pub struct ShardStats {
     /// the submission, which in sync mode performs it) to the shard seeing it complete (with its
     /// RWF_DSYNC or fdatasync when durable): the device's and the kernel's share of an append's
     /// latency. The rest of an append's time is the engine's (queueing, the hand-off to the shard
-    /// and back) or waiting for the write before it. Zero-fill refills are not counted.
+    /// and back) or waiting for the write before it. Zero-fill refills are not timed on their
+    /// own, but a write submitted with one includes issuing it and, when durable, flushing it.
     pub write_latency: crate::LatencyHistogram,
 }
 
@@ -367,7 +368,8 @@ impl Shard {
         let now = crate::config::Clock::now_ms(&crate::config::SystemClock);
         let mut started: Vec<(TopicPartition, Option<i64>)> = Vec::new();
         let mut batches = Vec::new();
-        // Zero-fill batches go after the data batches, each apart: no acknowledgement waits on them.
+        // Zero-fill batches go after the data batches, each apart: no acknowledgement waits for
+        // their completion (the flush of a durable write issued with one carries its zeros).
         let mut zero_fills: Vec<(TopicPartition, Vec<crate::io::IoOp>)> = Vec::new();
         for tp in dirty {
             if self.in_flight.contains_key(&tp) {
@@ -411,8 +413,8 @@ impl Shard {
         self.stats.flushes += batches.len() as u64;
         self.stats.zero_fills += zero_fills.len() as u64;
         let data = batches.len();
-        let zero_tps: Vec<TopicPartition> = zero_fills.iter().map(|(tp, _)| tp.clone()).collect();
-        batches.extend(zero_fills.into_iter().map(|(_, ops)| ops));
+        let (zero_tps, zero_ops): (Vec<TopicPartition>, Vec<_>) = zero_fills.into_iter().unzip();
+        batches.extend(zero_ops);
         // Timed from before the submission: in the io_uring modes the kernel issues the writes
         // inside it, in sync mode it performs them there.
         let submitted = std::time::Instant::now();

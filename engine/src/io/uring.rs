@@ -393,8 +393,9 @@ impl Ring {
         waiting || !self.ring.completion().is_empty()
     }
 
-    /// One io_uring_enter that submits what is queued and waits for at least `want` completions
-    /// (at most `timeout`), then reaps. Timeouts and interruptions are not errors.
+    /// One io_uring_enter that waits for at least `want` completions, then reaps; with a
+    /// `timeout` (at most that long) it also submits what is queued, without one it submits
+    /// nothing ([`Ring::wait_only`]). Timeouts and interruptions are not errors.
     fn get_events(&mut self, want: usize, timeout: Option<Duration>) -> io::Result<()> {
         let r = match timeout {
             None => self.wait_only(want),

@@ -1407,7 +1407,9 @@ impl ActiveSegment {
     /// [`SegmentSettings::zero_fill_bytes`] is left; empty when zero fill is off, not due, or
     /// already in flight. Take them after the turn's data writes ([`ActiveSegment::take_writes`]:
     /// they start past the block those end in) and submit them as a batch of their own, so that
-    /// no acknowledgement waits for them; hand the result to [`ActiveSegment::zero_fill_started`].
+    /// no acknowledgement waits for their completion; hand the result to
+    /// [`ActiveSegment::zero_fill_started`]. The durable append issued with a refill still pays
+    /// for it: its cache flush carries the refill's zeros too (the p99.9 of docs/benchmarks.md).
     ///
     /// The writes are independent (the device takes them in parallel and the burst is over
     /// sooner: fewer appends queue behind it) and carry no fdatasync: the next durable append
@@ -1420,8 +1422,12 @@ impl ActiveSegment {
     /// the error of a failed writeback of appended data (Linux reports it once per file).
     pub fn take_zero_fill(&mut self, tag: u64) -> Vec<IoOp> {
         let max_lead = self.settings.zero_fill_bytes as u64;
+        // Off (the common case) answers before the tail's lock is taken for the alignment.
+        if max_lead == 0 || self.zero.failed || self.zero.pending.is_some() {
+            return Vec::new();
+        }
         let file_align = self.tail.align();
-        if max_lead == 0 || file_align <= 1 || self.zero.failed || self.zero.pending.is_some() {
+        if file_align <= 1 {
             return Vec::new();
         }
         self.poll_zero_fill(false);
