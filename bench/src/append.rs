@@ -155,7 +155,7 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
     for (now, then) in stats1.iter().zip(&stats0) {
         write_latency.merge(&now.write_latency.since(&then.write_latency));
     }
-    let us = |d: std::time::Duration| d.as_nanos() as f64 / 1000.0;
+    let write_lat = Latency::from_engine(&write_latency);
     let r = AppendResult {
         mode_requested: p.mode.name().into(),
         mode: engine.io_mode().name().into(),
@@ -172,8 +172,8 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
         fsyncs,
         write_buffers: stats1.first().map(|s| format!("{:?}", s.write_buffers.mode)).unwrap_or_default(),
         fixed_write_share: fixed as f64 / (fixed + plain).max(1) as f64,
-        write_p50_us: us(write_latency.quantile(0.5)),
-        write_p99_us: us(write_latency.quantile(0.99)),
+        write_p50_us: write_lat.p50_us,
+        write_p99_us: write_lat.p99_us,
     };
     engine.shutdown()?;
     Ok(r)

@@ -702,12 +702,24 @@ impl Bars {
     }
 }
 
-fn disk(job: String, f: &FioResult, sync: bool) -> DiskRef {
-    if sync {
-        DiskRef { job, mb_per_s: f.mb_per_s, p50_us: f.sync_p50_us, p99_us: f.sync_p99_us, p999_us: f.sync_p999_us }
-    } else {
-        DiskRef { job, mb_per_s: f.mb_per_s, p50_us: f.clat_p50_us, p99_us: f.clat_p99_us, p999_us: f.clat_p999_us }
-    }
+/// Which of a fio job's latencies a disk reference carries.
+#[derive(Clone, Copy)]
+enum FioLat {
+    /// Completion latency of its reads or writes.
+    Completion,
+    /// Its fdatasyncs.
+    Sync,
+    /// Whole latency of its reads or writes, submission included (as seglog's figures are).
+    Whole,
+}
+
+fn disk(job: String, f: &FioResult, which: FioLat) -> DiskRef {
+    let (p50_us, p99_us, p999_us) = match which {
+        FioLat::Completion => (f.clat_p50_us, f.clat_p99_us, f.clat_p999_us),
+        FioLat::Sync => (f.sync_p50_us, f.sync_p99_us, f.sync_p999_us),
+        FioLat::Whole => (f.lat_p50_us, f.lat_p99_us, f.lat_p999_us),
+    };
+    DiskRef { job, mb_per_s: f.mb_per_s, p50_us, p99_us, p999_us }
 }
 
 /// Runs fio's sequential write at the block size a produce run reached (its average write,
@@ -721,7 +733,7 @@ fn attach_write_fio(r: &mut RunReport, dir: &Path, mode: IoMode, skipped: &mut V
             r.disk = Some(disk(
                 format!("seq write {} bs={bs} qd=1", if direct { "O_DIRECT" } else { "buffered" }),
                 &f,
-                false,
+                FioLat::Completion,
             ))
         }
         Err(e) => warn(skipped, format!("fio seq write: {e}")),
@@ -879,7 +891,7 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
                 if use_fio {
                     bars.step(format!("{tag}: fio seq read"));
                     if let Some(f) = fio_read("read", 1 << 20, r.bytes, 0) {
-                        r.disk = Some(disk("seq read O_DIRECT bs=1m qd=1".into(), &f, false));
+                        r.disk = Some(disk("seq read O_DIRECT bs=1m qd=1".into(), &f, FioLat::Completion));
                     }
                 }
                 runs.push(r);
@@ -891,7 +903,7 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
                 if use_fio {
                     bars.step(format!("{tag}: fio random read"));
                     if let Some(f) = fio_read("randread", 4096, plan.produce_bytes, plan.random_read_seconds) {
-                        r.disk = Some(disk("rand read O_DIRECT bs=4k qd=1".into(), &f, false));
+                        r.disk = Some(disk("rand read O_DIRECT bs=4k qd=1".into(), &f, FioLat::Completion));
                     }
                 }
                 runs.push(r);
@@ -928,7 +940,7 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
                     // The disk's sequential read of the very files just revalidated.
                     bars.step(format!("{tag}: fio seq read of the recovered .log files"));
                     match recovery::disk_read(dir.path(), mode) {
-                        Ok((f, job)) => r.disk = Some(disk(job, &f, false)),
+                        Ok((f, job)) => r.disk = Some(disk(job, &f, FioLat::Completion)),
                         Err(e) => warn(&mut skipped, format!("fio seq read of the .log files: {e}")),
                     }
                 }
@@ -968,7 +980,8 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
                     let how = if direct { "O_DIRECT" } else { "buffered" };
                     match fio::seq_write(&a.dir, bs, 1, r.bytes, direct, 1) {
                         Ok(f) => {
-                            r.disk = Some(disk(format!("seq write {how} bs={bs} qd=1 + fdatasync each"), &f, true))
+                            r.disk =
+                                Some(disk(format!("seq write {how} bs={bs} qd=1 + fdatasync each"), &f, FioLat::Sync))
                         }
                         Err(e) => warn(&mut skipped, format!("fio fdatasync: {e}")),
                     }
@@ -980,7 +993,7 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
                             r.alt_disk = Some(disk(
                                 format!("seq write {how} bs={bs} qd=1 + fdatasync each, over a written file"),
                                 &f,
-                                true,
+                                FioLat::Sync,
                             ))
                         }
                         Err(e) => warn(&mut skipped, format!("fio fdatasync over a written file: {e}")),
@@ -998,13 +1011,8 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
                         fio::FioLayout::Written,
                     ) {
                         Ok(f) => {
-                            r.dsync_disk = Some(DiskRef {
-                                job: format!("seq write {how} bs={bs} qd=1 O_DSYNC, over a written file"),
-                                mb_per_s: f.mb_per_s,
-                                p50_us: f.lat_p50_us,
-                                p99_us: f.lat_p99_us,
-                                p999_us: f.lat_p999_us,
-                            })
+                            let job = format!("seq write {how} bs={bs} qd=1 O_DSYNC, over a written file");
+                            r.dsync_disk = Some(disk(job, &f, FioLat::Whole))
                         }
                         Err(e) => warn(&mut skipped, format!("fio O_DSYNC writes: {e}")),
                     }

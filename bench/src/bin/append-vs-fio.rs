@@ -93,8 +93,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `match`: the layout seglog's appends see, per mode; else the one named.
     let fixed_layout: Option<FioLayout> =
         if a.fio_layout == "match" { None } else { Some(a.fio_layout.parse::<FioLayout>()?) };
+    let durability = if a.durable { Durability::EveryBatch } else { Durability::None };
     let fio_layout = |mode: IoMode| -> FioLayout {
-        let durability = if a.durable { Durability::EveryBatch } else { Durability::None };
         fixed_layout.unwrap_or(if a.zero_fill.lead_bytes(durability, mode) > 0 {
             FioLayout::Written
         } else if a.preallocate {
@@ -102,6 +102,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             FioLayout::Extend
         })
+    };
+    let sync = match (a.durable, a.sync_method) {
+        (false, _) => fio::FioSync::None,
+        (true, SyncMethod::Fdatasync) => fio::FioSync::Fdatasync(1),
+        (true, SyncMethod::DsyncWrites) => fio::FioSync::Dsync,
+    };
+    // fio's whole latency per write is the same operation as an append's write only when no
+    // separate fdatasync follows it (fio reports that apart, in its sync latencies).
+    let fio_lat = |f: &fio::FioResult, p99: bool| -> String {
+        match sync {
+            fio::FioSync::Fdatasync(_) => "-".into(),
+            _ => format!("{:.0}", if p99 { f.lat_p99_us } else { f.lat_p50_us }),
+        }
     };
     std::fs::create_dir_all(&a.dir)?;
     let mut rows: Vec<(IoMode, Vec<AppendResult>, Vec<fio::FioResult>)> =
@@ -111,7 +124,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let d = tempfile::tempdir_in(&a.dir)?;
             let p = AppendParams {
                 mode: row.0,
-                durability: if a.durable { Durability::EveryBatch } else { Durability::None },
+                durability,
                 batch_bytes: a.batch_bytes,
                 total_bytes: a.total_bytes,
                 window: a.window,
@@ -133,11 +146,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // rewrites, and a flush crossing a tail chunk boundary as two writes.
             let bs = ((r.bytes_per_flush / 4096.0).round().max(1.0) as u64) * 4096;
             let direct = row.0 == IoMode::Direct;
-            let sync = match (a.durable, a.sync_method) {
-                (false, _) => fio::FioSync::None,
-                (true, SyncMethod::Fdatasync) => fio::FioSync::Fdatasync(1),
-                (true, SyncMethod::DsyncWrites) => fio::FioSync::Dsync,
-            };
             let layout = fio_layout(row.0);
             let f = if a.skip_fio {
                 fio::FioResult::default()
@@ -146,7 +154,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             eprintln!(
                 "rep {rep} {:<8} seglog {:>8.1} MB/s  fio(bs={bs},qd=1,direct={direct},{}) {:>8.1} MB/s  \
-                 ratio {:>4.0}%  p50 {:.0}/{:.0} us  p99 {:.0}/{:.0} us (seglog's write itself {:.0}/{:.0})  \
+                 ratio {:>4.0}%  p50 {:.0}/{} us  p99 {:.0}/{} us (seglog's write itself {:.0}/{:.0})  \
                  enters/batch {:.2}  buffers {} ({:.0}% fixed)",
                 r.mode,
                 r.mb_per_s,
@@ -154,9 +162,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 f.mb_per_s,
                 100.0 * r.mb_per_s / f.mb_per_s,
                 r.latency.p50_us,
-                f.lat_p50_us,
+                fio_lat(&f, false),
                 r.latency.p99_us,
-                f.lat_p99_us,
+                fio_lat(&f, true),
                 r.write_p50_us,
                 r.write_p99_us,
                 r.enters_per_batch,
@@ -191,14 +199,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let pair = median(&rs.iter().zip(fs).map(|(r, f)| r.mb_per_s / f.mb_per_s).collect::<Vec<_>>());
         let m = |g: fn(&AppendResult) -> f64| median(&rs.iter().map(g).collect::<Vec<_>>());
         println!(
-            "{:<9} {:>12.1} {:>12.1} {:>6.0}% {:>9.0}% {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>13.2} {:>11.0} {:>11.0}",
+            "{:<9} {:>12.1} {:>12.1} {:>6.0}% {:>9.0}% {:>9.1} {:>9} {:>9.1} {:>9.1} {:>13.2} {:>11.0} {:>11.0}",
             format!("{mode}{}", if rs[0].mode != mode.name() { "*" } else { "" }),
             s,
             f,
             100.0 * s / f,
             100.0 * pair,
             m(|r| r.latency.p50_us),
-            median(&fs.iter().map(|f| f.lat_p50_us).collect::<Vec<_>>()),
+            match sync {
+                fio::FioSync::Fdatasync(_) => "-".to_string(),
+                _ => format!("{:.1}", median(&fs.iter().map(|f| f.lat_p50_us).collect::<Vec<_>>())),
+            },
             m(|r| r.latency.p99_us),
             m(|r| r.latency.p999_us),
             m(|r| r.enters_per_batch),

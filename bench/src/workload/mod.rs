@@ -299,9 +299,8 @@ impl RunReport {
         self.ios_per_op = delta.io_ops as f64 / ops;
         self.avg_write_bytes = if delta.writes > 0 { delta.bytes_written as f64 / delta.writes as f64 } else { 0.0 };
         self.fsyncs = delta.fsyncs;
-        let us = |d: std::time::Duration| d.as_nanos() as f64 / 1000.0;
-        self.write_p50_us = us(delta.write_latency.quantile(0.5));
-        self.write_p99_us = us(delta.write_latency.quantile(0.99));
+        let writes = Latency::from_engine(&delta.write_latency);
+        (self.write_p50_us, self.write_p99_us) = (writes.p50_us, writes.p99_us);
         self.tail_cache_hits = delta.tail_cache_hits;
         self.minor_faults = delta.usage.minor_faults;
         self.major_faults = delta.usage.major_faults;
