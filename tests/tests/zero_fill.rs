@@ -191,17 +191,22 @@ fn refills_come_when_half_the_lead_is_used() {
 }
 
 /// Rolled segments are cut to their batches too (zero fill is capped at segment.bytes, and the
-/// next segment starts its own).
+/// next segment starts its own). The lead is small next to the segment, so every segment gets
+/// zeros (a refill starts an eighth of the lead past the data: with a lead as large as the
+/// segment no refill would fit before its end).
 #[test]
 fn rolled_segments_are_exactly_their_batches() {
-    let config = LogConfig { segment_bytes: 64 * 1024, ..small_config() };
-    let Some(mut t) = shard_like(config.clone(), 1 << 20) else { return };
+    let config = LogConfig { segment_bytes: 256 * 1024, ..small_config() };
+    let Some(mut t) = shard_like(config.clone(), 64 << 10) else { return };
     let mut appended = Vec::new();
-    for i in 0..60 {
+    let mut zero_writes = 0;
+    for i in 0..240 {
         appended.extend(t.append(3000 + 101 * (i % 7)));
-        t.start_turn(i % 3 == 0);
+        zero_writes += t.start_turn(i % 3 == 0);
         t.finish_turn();
     }
+    // Without zeros past the data there would be nothing to cut at the rolls.
+    assert!(zero_writes > 0, "no zero writes: the test would not test the cut");
     let bases: Vec<i64> = t.log.segments().map(|s| s.base_offset()).collect();
     assert!(bases.len() >= 3, "expected rolls, got segments {bases:?}");
     let sealed: Vec<(i64, u32)> = t
@@ -330,8 +335,6 @@ fn write_through_logs_zero_fill_too() {
     assert_same(&file(&log_path(&dir, 0)), &appended, "the file");
 }
 
-/// The engine: `Auto` zero-fills under every-batch durability in direct mode only; `Off` never;
-/// a `Lead` in any mode. What it wrote is exactly the batches after shutdown.
 /// Through the page cache there is no zero fill, whatever the setting.
 #[test]
 fn no_zero_fill_through_the_page_cache() {
@@ -347,6 +350,8 @@ fn no_zero_fill_through_the_page_cache() {
     assert_same(&file(&log_path(&t.dir, 0)), &appended, "the file");
 }
 
+/// The engine: `Auto` zero-fills under every-batch durability in direct mode only; `Off` never;
+/// a `Lead` in any mode. What it wrote is exactly the batches after shutdown.
 #[test]
 fn the_engine_zero_fills_as_configured() {
     let mode = test_mode();
