@@ -1418,7 +1418,8 @@ impl ActiveSegment {
     /// O_DIRECT files only. Through the page cache the zeros would reach the disk (and their
     /// blocks be allocated) only at writeback, after the appends that overwrite them, so they
     /// would buy nothing unless fdatasynced; chained to an fdatasync they measured worse than
-    /// none (a buffered durable p99 of 546 against 255 us), and that fdatasync could consume
+    /// none (a buffered durable p99 of 546 against 255 us, one run of the durable workload while
+    /// zero fill was being built; that code is gone, so the figure cannot be re-run), and that fdatasync could consume
     /// the error of a failed writeback of appended data (Linux reports it once per file).
     pub fn take_zero_fill(&mut self, tag: u64) -> Vec<IoOp> {
         let max_lead = self.settings.zero_fill_bytes as u64;
