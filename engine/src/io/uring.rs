@@ -628,6 +628,14 @@ impl Ring {
         if n == 0 {
             return Vec::new();
         }
+        // Asynchronous entries still queued (a batch that did not fit made its caller fall back
+        // to this synchronous path) go to the kernel first, apart: should this run's own
+        // submission then fail hard, the entries the kernel did not take are only this run's,
+        // which it settles itself. Otherwise they would go out with it, and a hard failure would
+        // leave them neither in the kernel nor failed, for `retire` to wait on for ever.
+        if !self.ring.submission().is_empty() {
+            let _ = self.submit_queued();
+        }
         if let Some(errno) = self.dead {
             return vec![-errno; n];
         }
