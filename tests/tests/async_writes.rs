@@ -130,7 +130,7 @@ fn a_dropped_async_batch_does_not_stop_the_shard_from_sleeping() {
 #[test]
 fn interval_durability_syncs_every_append_within_flush_ms() {
     use seglog::{Durability, Engine, EngineConfig, IoMode, TopicPartition};
-    let mode = std::env::var("SEGLOG_IO_MODE").ok().and_then(|m| m.parse().ok()).unwrap_or(IoMode::Direct);
+    let mode = common::env_io_mode().unwrap_or(IoMode::Direct);
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let mut cfg = EngineConfig::new(dir.path());
     cfg.io_mode = mode;

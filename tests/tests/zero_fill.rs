@@ -45,7 +45,7 @@ fn options(config: LogConfig, clock: &Arc<ManualClock>, storage: &Arc<dyn Storag
 
 /// The I/O mode of the engine test: `SEGLOG_IO_MODE`, else direct.
 fn test_mode() -> IoMode {
-    std::env::var("SEGLOG_IO_MODE").ok().and_then(|m| m.parse().ok()).unwrap_or(IoMode::Direct)
+    common::env_io_mode().unwrap_or(IoMode::Direct)
 }
 
 /// Zero fill applies to O_DIRECT files only: the log-level tests run in direct mode whatever
@@ -216,7 +216,7 @@ fn rolled_segments_are_exactly_their_batches() {
         .map(|s| (s.base_offset(), s.size()))
         .collect();
     for (base, size) in sealed {
-        let len = std::fs::metadata(log_path(&t.dir, base)).expect("segment").len();
+        let len = common::file_len(&log_path(&t.dir, base));
         assert_eq!(len, size as u64, "sealed segment {base}: file length vs data");
     }
     assert_same(&read_all(&t.log), &appended, "read back");
@@ -302,12 +302,12 @@ fn recovery_cuts_the_zero_tail_a_crash_leaves() {
     t.finish_turn();
     let ShardLike { _tmp, dir, clock, storage, log } = t;
     drop(log);
-    let before = std::fs::metadata(log_path(&dir, 0)).expect("log").len();
+    let before = common::file_len(&log_path(&dir, 0));
     assert!(before > appended.len() as u64, "the crash should leave zeros past the data");
     let (log, report) =
         Log::open_with_report(&dir, options(small_config(), &clock, &storage, 0)).expect("reopen after the crash");
     assert_same(&read_all(&log), &appended, "read back");
-    assert_eq!(std::fs::metadata(log_path(&dir, 0)).expect("log").len(), appended.len() as u64);
+    assert_eq!(common::file_len(&log_path(&dir, 0)), appended.len() as u64);
     let cut: u64 = report.truncations.iter().map(|t| t.2).sum();
     assert_eq!(cut, before - appended.len() as u64, "recovery cut the zero tail: {:?}", report.truncations);
 }

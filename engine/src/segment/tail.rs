@@ -67,7 +67,7 @@ pub struct TailStats {
     pub unwritten_bytes: u64,
 }
 
-pub(crate) fn align_down(x: u64, a: u64) -> u64 {
+fn align_down(x: u64, a: u64) -> u64 {
     x - x % a
 }
 pub(crate) fn align_up(x: u64, a: u64) -> u64 {

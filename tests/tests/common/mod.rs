@@ -250,6 +250,11 @@ pub fn index_path(dir: &Path, base: i64) -> PathBuf {
 pub fn time_index_path(dir: &Path, base: i64) -> PathBuf {
     dir.join(filename::time_index_file_name(base))
 }
+/// The I/O mode `SEGLOG_IO_MODE` asks the tests for (CI runs the suite again per mode), if any.
+pub fn env_io_mode() -> Option<seglog::IoMode> {
+    std::env::var("SEGLOG_IO_MODE").ok().and_then(|m| m.parse().ok())
+}
+
 pub fn file_len(p: &Path) -> u64 {
     std::fs::metadata(p).expect("metadata").len()
 }
