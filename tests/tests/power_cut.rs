@@ -38,10 +38,20 @@
 //! The negative control runs the same harness with `crash_writer_nc`, a writer whose engine is
 //! built with the TEST-ONLY `negative-control` feature (EveryBatch acknowledges without the
 //! fdatasync). The harness must catch lost acknowledged batches in most of its iterations, or it
-//! proves nothing (`SEGLOG_POWER_CUT_NC_ITERATIONS`, default 30 per filesystem). Measured on
-//! this machine kind: 74-85% of ext4 iterations and 80-85% of XFS iterations lose acknowledged
-//! batches. The rest are cuts that land in a roll, whose seal fsyncs every batch acknowledged so
-//! far (the new segment's directory entry is what the cut loses).
+//! proves nothing (`SEGLOG_POWER_CUT_NC_ITERATIONS`, default 30 per filesystem). It draws only
+//! settings under which a missing fdatasync can be seen at all:
+//! - no zero fill and no preallocation: a direct-mode write over blocks that are already
+//!   allocated, sized and durable changes no metadata and is on the device when it completes, and
+//!   `FS_IOC_SHUTDOWN` drops no device cache, so no simulated cut can tell whether it was
+//!   fdatasync'ed (the real power cut that would, one that loses a volatile disk cache, cannot be
+//!   made here; the promise test still covers those settings for everything else);
+//! - no checkpoints and no retention, and segments of 1 MiB or more: every fsync of a checkpoint,
+//!   a directory or a sealed segment commits ext4's whole journal (in ordered mode with the data
+//!   it covers), so that every append before it survives.
+//!
+//! With the whole draw, the direct-mode iterations were caught in only 47-63% of 30 on ext4.
+//! With the restricted one, measured on this machine kind: 27-30 of 30 iterations lose
+//! acknowledged batches on each filesystem in each I/O mode (10 runs of 30).
 //!
 //! Root only (loop devices, mount, the ioctl): otherwise each test says why it skipped.
 
@@ -63,8 +73,9 @@ const STUCK_AFTER_S: u64 = 60;
 /// Negative-control power cuts per filesystem by default.
 const NC_ITERATIONS: usize = 30;
 /// The negative control must lose acknowledged batches in at least this share of its iterations.
-/// Measured on this machine kind: see the report printed by the test.
-const NC_MIN_DETECTION: f64 = 0.5;
+/// Measured on this machine kind: 90-100% (module docs); the report printed by the test gives
+/// each run's share.
+const NC_MIN_DETECTION: f64 = 0.6;
 
 fn env_count(name: &str, default: usize) -> usize {
     match std::env::var(name) {
@@ -116,8 +127,9 @@ fn nc_writer_exe() -> &'static Result<PathBuf, String> {
     })
 }
 
-/// One iteration's settings, drawn from its seed.
-fn draw_args(dir: &Path, seed: u64) -> WriterArgs {
+/// One iteration's settings, drawn from its seed. The negative control keeps only the settings
+/// under which a missing fdatasync can be seen at all (see the module docs).
+fn draw_args(dir: &Path, seed: u64, negative: bool) -> WriterArgs {
     let mut r = Rng::new(seed);
     let mut a = WriterArgs::new(dir, seed);
     a.io_mode = match std::env::var("SEGLOG_IO_MODE").ok().and_then(|m| m.parse().ok()) {
@@ -150,6 +162,23 @@ fn draw_args(dir: &Path, seed: u64) -> WriterArgs {
         a.retention_check_ms = r.range(5, 50);
         a.delete_delay_ms = r.range(0, 30) as i64;
         a.hw_every = r.range(1, 8);
+    }
+    if negative {
+        // Direct-mode writes over zero-filled or preallocated blocks change no metadata and are
+        // on the device when they complete; FS_IOC_SHUTDOWN drops no device cache, so no cut can
+        // tell whether they were fdatasync'ed. Every fsync of a checkpoint, a directory or a
+        // sealed segment commits ext4's whole journal (and, in ordered mode, the data it
+        // covers), hiding every append before it: checkpoints and retention are off, and
+        // segments are large enough that a roll is rare within a run.
+        let plain = WriterArgs::new(dir, seed);
+        a.zero_fill = ZeroFill::Off;
+        a.preallocate = false;
+        a.segment_bytes = a.segment_bytes.max(1024 * 1024);
+        a.checkpoint_ms = plain.checkpoint_ms;
+        a.retention_bytes = plain.retention_bytes;
+        a.retention_check_ms = plain.retention_check_ms;
+        a.delete_delay_ms = plain.delete_delay_ms;
+        a.hw_every = plain.hw_every;
     }
     a
 }
@@ -201,7 +230,7 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
     for i in 0..iterations {
         let seed = mix(&[base, kind as u64, i as u64, negative as u64]);
         let dir = fs.path().join(format!("it{i}"));
-        let args = draw_args(&dir, seed);
+        let args = draw_args(&dir, seed, negative);
         let mut r = Rng::new(seed ^ 0xC07);
         let run_ms = r.range(20, 300);
         // Half the cuts come at a random moment (in a roll, a checkpoint, a deletion, an
