@@ -32,6 +32,9 @@ pub struct AppendParams {
     pub producers: usize,
     /// Pin each shard thread to a core (the engine's default).
     pub pin_threads: bool,
+    /// Cores to pin the shards to (the engine's `cores`); `None`: the engine's default (the
+    /// allowed cores, shard i on the i-th).
+    pub cores: Option<Vec<usize>>,
     /// How long a producer spins on its completion before it sleeps (see
     /// `Completion::wait_spinning`); `None`: `Completion::wait`, which adapts its spin.
     pub wait_spin_us: Option<u64>,
@@ -101,6 +104,7 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
     cfg.sync_method = p.sync_method;
     cfg.zero_fill = p.zero_fill;
     cfg.pin_threads = p.pin_threads;
+    cfg.cores = p.cores.clone();
     if let Some(us) = p.io_spin_us {
         cfg.io_spin_us = us;
     }

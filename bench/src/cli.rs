@@ -740,6 +740,60 @@ fn attach_write_fio(r: &mut RunReport, dir: &Path, mode: IoMode, skipped: &mut V
     }
 }
 
+/// fio's references for the durable workload (see [`durable_fio`]).
+#[derive(Default)]
+struct DurableRefs {
+    fdatasync: Option<DiskRef>,
+    fdatasync_written: Option<DiskRef>,
+    dsync_written: Option<DiskRef>,
+}
+
+/// fio's side of the durable workload, `appends` writes of `bs` bytes at queue depth 1 in
+/// each job: the data write of each durable append is one batch (the index writes beside it are
+/// small and go to other files).
+fn durable_fio(dir: &Path, bs: u64, appends: u64, mode: IoMode, skipped: &mut Vec<String>) -> DurableRefs {
+    let direct = mode == IoMode::Direct;
+    let how = if direct { "O_DIRECT" } else { "buffered" };
+    let size = appends * bs;
+    let mut refs = DurableRefs::default();
+    match fio::seq_write(dir, bs, 1, size, direct, 1) {
+        Ok(f) => {
+            refs.fdatasync = Some(disk(format!("seq write {how} bs={bs} qd=1 + fdatasync each"), &f, FioLat::Sync))
+        }
+        Err(e) => warn(skipped, format!("fio fdatasync: {e}")),
+    }
+    // The same over a file written beforehand: no allocation to commit, the fdatasync is a cache
+    // flush (what seglog's zero fill gives its appends).
+    match fio::seq_write_as(dir, bs, 1, size, direct, fio::FioSync::Fdatasync(1), fio::FioLayout::Written) {
+        Ok(f) => {
+            refs.fdatasync_written = Some(disk(
+                format!("seq write {how} bs={bs} qd=1 + fdatasync each, over a written file"),
+                &f,
+                FioLat::Sync,
+            ))
+        }
+        Err(e) => warn(skipped, format!("fio fdatasync over a written file: {e}")),
+    }
+    // seglog's own operation: a write that is durable on completion (RWF_DSYNC; a device write
+    // then a cache flush on a disk without FUA), over written blocks. fio's whole latency,
+    // submission included, as seglog's is.
+    match fio::seq_write_as(dir, bs, 1, size, direct, fio::FioSync::Dsync, fio::FioLayout::Written) {
+        Ok(f) => {
+            let job = format!("seq write {how} bs={bs} qd=1 O_DSYNC, over a written file");
+            refs.dsync_written = Some(disk(job, &f, FioLat::Whole))
+        }
+        Err(e) => warn(skipped, format!("fio O_DSYNC writes: {e}")),
+    }
+    refs
+}
+
+/// [`fio::settle`], a failure noted among the skipped steps.
+fn settle(dir: &Path, skipped: &mut Vec<String>) {
+    if let Err(e) = fio::settle(dir) {
+        warn(skipped, e);
+    }
+}
+
 /// The fio read file: written once, read by every read job of the run.
 struct ReadFile {
     path: PathBuf,
@@ -958,6 +1012,20 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
             if plan.runs("durable") {
                 bars.step(format!("{tag}: durable appends"));
                 let setup = Setup { durability: Durability::EveryBatch, ..setup.clone() };
+                // Both sides start from a settled disk: the files deleted just before (the
+                // workloads' directories) leave journal commits and, on a filesystem mounted
+                // with `discard`, discards behind them, which the first flushes would wait for.
+                // And they take turns at going first, so that neither always meets the disk
+                // right after the other's writes.
+                settle(&a.dir, &mut skipped);
+                let fio_first = rep % 2 == 1;
+                let mut refs = DurableRefs::default();
+                if use_fio && fio_first {
+                    bars.step(format!("{tag}: fio write+fdatasync (before seglog in this repetition)"));
+                    refs = durable_fio(&a.dir, setup.batch_bytes as u64, plan.durable_appends, mode, &mut skipped);
+                    settle(&a.dir, &mut skipped);
+                    bars.step(format!("{tag}: durable appends"));
+                }
                 let dir = tempfile::tempdir_in(&a.dir)?;
                 let (engine, tps) = setup.open(dir.path())?;
                 let pp = ProduceParams {
@@ -968,55 +1036,25 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
                     pin_client: plan.pin_client,
                 };
                 let (mut r, _) = produce::run(&engine, &tps[..1], &setup, &pp, "durable", &|_| {})?;
-                r.note = format!("every-batch, one append in flight; {}", r.note);
+                r.note = format!(
+                    "every-batch, one append in flight, {}; {}",
+                    if !use_fio {
+                        "no fio"
+                    } else if fio_first {
+                        "fio ran first"
+                    } else {
+                        "seglog ran first"
+                    },
+                    r.note
+                );
                 engine.shutdown()?;
                 drop(dir);
-                if use_fio {
+                if use_fio && !fio_first {
+                    settle(&a.dir, &mut skipped);
                     bars.step(format!("{tag}: fio write+fdatasync"));
-                    // The data write of each append: one batch (the index writes beside it are
-                    // small and go to other files).
-                    let bs = setup.batch_bytes as u64;
-                    let direct = mode == IoMode::Direct;
-                    let how = if direct { "O_DIRECT" } else { "buffered" };
-                    match fio::seq_write(&a.dir, bs, 1, r.bytes, direct, 1) {
-                        Ok(f) => {
-                            r.disk =
-                                Some(disk(format!("seq write {how} bs={bs} qd=1 + fdatasync each"), &f, FioLat::Sync))
-                        }
-                        Err(e) => warn(&mut skipped, format!("fio fdatasync: {e}")),
-                    }
-                    // The same over a file written beforehand: no allocation to commit, the
-                    // fdatasync is a cache flush (what seglog's zero fill gives its appends).
-                    let sync = fio::FioSync::Fdatasync(1);
-                    match fio::seq_write_as(&a.dir, bs, 1, r.bytes, direct, sync, fio::FioLayout::Written) {
-                        Ok(f) => {
-                            r.alt_disk = Some(disk(
-                                format!("seq write {how} bs={bs} qd=1 + fdatasync each, over a written file"),
-                                &f,
-                                FioLat::Sync,
-                            ))
-                        }
-                        Err(e) => warn(&mut skipped, format!("fio fdatasync over a written file: {e}")),
-                    }
-                    // seglog's own operation: a write that is durable on completion (RWF_DSYNC;
-                    // a device write then a cache flush on a disk without FUA), over written
-                    // blocks. fio's whole latency, submission included, as seglog's is.
-                    match fio::seq_write_as(
-                        &a.dir,
-                        bs,
-                        1,
-                        r.bytes,
-                        direct,
-                        fio::FioSync::Dsync,
-                        fio::FioLayout::Written,
-                    ) {
-                        Ok(f) => {
-                            let job = format!("seq write {how} bs={bs} qd=1 O_DSYNC, over a written file");
-                            r.dsync_disk = Some(disk(job, &f, FioLat::Whole))
-                        }
-                        Err(e) => warn(&mut skipped, format!("fio O_DSYNC writes: {e}")),
-                    }
+                    refs = durable_fio(&a.dir, setup.batch_bytes as u64, plan.durable_appends, mode, &mut skipped);
                 }
+                (r.disk, r.alt_disk, r.dsync_disk) = (refs.fdatasync, refs.fdatasync_written, refs.dsync_written);
                 runs.push(r);
                 bars.done();
             }
@@ -1058,6 +1096,8 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
             drop(kr);
             drop(dir);
             if plan.runs("durable") {
+                // Settled as seglog's durable run is.
+                settle(&a.dir, &mut skipped);
                 let dsetup = Setup { durability: Durability::EveryBatch, partitions: 1, ..setup.clone() };
                 let dir = tempfile::tempdir_in(&a.dir)?;
                 let (r, _) = refs::kafka_produce(dir.path(), &dsetup, plan.durable_appends * setup.batch_bytes as u64)?;

@@ -250,6 +250,17 @@ pub fn parse(json: &[u8]) -> Result<FioResult, String> {
     })
 }
 
+/// Flushes the filesystem holding `dir` (`sync -f`, syncfs(2)): its dirty data, its journal and
+/// the discards of files deleted before (on a filesystem mounted with `discard`), so that a
+/// latency run started next does not wait for them. Run before each side of a latency pair.
+pub fn settle(dir: &Path) -> Result<(), String> {
+    match std::process::Command::new("sync").arg("-f").arg(dir).status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("sync -f {}: {s}", dir.display())),
+        Err(e) => Err(format!("sync -f {}: {e}", dir.display())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

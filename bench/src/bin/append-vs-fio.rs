@@ -73,6 +73,11 @@ struct Args {
     /// Leave the shard threads unpinned (the engine pins them by default).
     #[arg(long)]
     no_pin: bool,
+    /// Cores to pin the shards to, comma-separated (shard i on the i-th); default: the
+    /// engine's (every allowed core in order). On a machine whose disk interrupts all land on
+    /// one core, this shows what running the shard on that core, or away from it, costs.
+    #[arg(long, value_delimiter = ',')]
+    cores: Option<Vec<usize>>,
     #[arg(long)]
     json: bool,
 }
@@ -134,12 +139,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 sync_method: a.sync_method,
                 producers: a.producers,
                 pin_threads: !a.no_pin,
+                cores: a.cores.clone(),
                 wait_spin_us: a.wait_spin_us,
                 io_spin_us: a.io_spin_us,
                 zero_fill: a.zero_fill,
             };
+            // Each side starts from a settled filesystem (the previous run's files deleted,
+            // their journal commits and discards done).
+            fio::settle(&a.dir)?;
             let r = run(d.path(), &p)?;
             drop(d);
+            fio::settle(&a.dir)?;
             // fio: the same pattern as seglog's writes: sequential, the new bytes each of
             // seglog's flushes carried (rounded to 4 KiB), queue depth 1 (one write in flight per
             // partition). Not the average write size: that counts the partial block each write
