@@ -163,31 +163,41 @@ fn the_zeros_run_ahead_of_the_data_and_close_cuts_them() {
     t.close_and_check(small_config(), Recovery::Clean, &appended);
 }
 
-/// The lead starts at 8 MiB and doubles at each refill, and a refill comes when half of the
-/// last lead is left: one refill for the first 4 MiB of data, not a cascade of refills at the
+/// The lead starts at 256 KiB and doubles at each refill, and a refill comes when half of the
+/// last lead is left: one refill per half lead of data, not a cascade of refills at the
 /// segment's start (each doubling the lead and so making the next one due at once).
 #[test]
 fn refills_come_when_half_the_lead_is_used() {
     let Some(mut t) = shard_like(small_config(), 64 << 20) else { return };
     let mut fills_at = Vec::new();
     let mut appended = 0usize;
+    let mut largest = 0u64;
     while appended < 13 << 20 {
         let b = t.append(64 * 1024);
         appended += b.len();
+        largest = largest.max(b.len() as u64);
         if t.start_turn(false) > 0 {
             fills_at.push(t.log.active_segment().size() as u64);
         }
         t.finish_turn();
     }
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
-    let at: Vec<String> = fills_at.iter().map(|&b| format!("{:.1}", mib(b))).collect();
-    // Leads 8, 16, 32 MiB: refills at the first append, then once 4 MiB and then 12 MiB of data
-    // are in (half of the 8 MiB lead left, then half of the 16 MiB one).
-    assert_eq!(fills_at.len(), 3, "refills at {at:?} MiB");
+    let at: Vec<String> = fills_at.iter().map(|&b| format!("{:.2}", mib(b))).collect();
+    // Leads 256 KiB, 512 KiB, ... 8 MiB: the first refill at the first append, then each once
+    // half of the previous lead is used (13 MiB of data: 0.06, 0.25, 0.56, 1.1, 2.2, 4.2 and 8.2
+    // MiB). Refills are taken per turn, so each comes up to two appends after its point.
+    assert_eq!(fills_at.len(), 7, "refills at {at:?} MiB");
     assert!(mib(fills_at[0]) < 0.1, "{at:?}");
-    assert!((4.0..4.2).contains(&mib(fills_at[1])), "{at:?}");
-    assert!((12.0..12.2).contains(&mib(fills_at[2])), "{at:?}");
-    assert_eq!(t.log.zero_fill_stats().fills, 3);
+    for k in 1..fills_at.len() {
+        let half_lead = (256u64 << 10 << (k - 1)) / 2;
+        let gap = fills_at[k] - fills_at[k - 1];
+        assert!(
+            (half_lead..=half_lead + 2 * largest).contains(&gap),
+            "refill {k} came {gap} bytes after the one before, expected {half_lead} to {}: {at:?} MiB",
+            half_lead + 2 * largest
+        );
+    }
+    assert_eq!(t.log.zero_fill_stats().fills, 7);
 }
 
 /// Rolled segments are cut to their batches too (zero fill is capped at segment.bytes, and the

@@ -118,7 +118,7 @@ pub enum ZeroFill {
     Auto,
     /// No zero fill (Kafka's behaviour).
     Off,
-    /// Keep up to this many bytes zeroed past the data (the lead starts at 8 MiB, or this if
+    /// Keep up to this many bytes zeroed past the data (the lead starts at 256 KiB, or this if
     /// smaller, and doubles at each refill), refilled in one batch of parallel writes once less
     /// than half is left. Direct mode only: through the page cache the zeros reach the disk
     /// only at writeback, after the appends that overwrite them, and buy nothing.
