@@ -818,8 +818,8 @@ const ZERO_FILL_ALIGN: u64 = 4096;
 /// yet allocated) blocks, so each of their RWF_DSYNC writes commits the journal. With an 8 MiB
 /// first lead that gap was 1 MiB, 64 durable 16 KiB appends per segment at about the latency of
 /// zero fill off: 2-3 % of a run of 2,048-3,072 appends, enough to set the p99. At 256 KiB the
-/// gap is 32 KiB (two such appends) and the lead reaches 64 MiB after eight refills instead of
-/// four. Measured with `append-vs-fio --total-bytes $((32<<20)) --reps 8 --window 1 --modes
+/// gap is 32 KiB (two such appends) and the lead reaches 64 MiB at the ninth refill instead of
+/// the fourth. Measured with `append-vs-fio --total-bytes $((32<<20)) --reps 8 --window 1 --modes
 /// direct --durable --sync-method dsync --preallocate`: the append p99 133-168 us against fio's
 /// O_DSYNC write p99 of 126-175 us in the same pairs (was 178-223 against 127-181 us with the
 /// 8 MiB lead); 64 KiB measured no better (151-183 against 125-161 us).
