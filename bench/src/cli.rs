@@ -1010,22 +1010,21 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
                 bars.done();
             }
             if plan.runs("durable") {
-                bars.step(format!("{tag}: durable appends"));
                 let setup = Setup { durability: Durability::EveryBatch, ..setup.clone() };
                 // Both sides start from a settled disk: the files deleted just before (the
                 // workloads' directories) leave journal commits and, on a filesystem mounted
                 // with `discard`, discards behind them, which the first flushes would wait for.
                 // And they take turns at going first, so that neither always meets the disk
                 // right after the other's writes.
-                settle(&a.dir, &mut skipped);
                 let fio_first = rep % 2 == 1;
                 let mut refs = DurableRefs::default();
                 if use_fio && fio_first {
                     bars.step(format!("{tag}: fio write+fdatasync (before seglog in this repetition)"));
-                    refs = durable_fio(&a.dir, setup.batch_bytes as u64, plan.durable_appends, mode, &mut skipped);
                     settle(&a.dir, &mut skipped);
-                    bars.step(format!("{tag}: durable appends"));
+                    refs = durable_fio(&a.dir, setup.batch_bytes as u64, plan.durable_appends, mode, &mut skipped);
                 }
+                bars.step(format!("{tag}: durable appends"));
+                settle(&a.dir, &mut skipped);
                 let dir = tempfile::tempdir_in(&a.dir)?;
                 let (engine, tps) = setup.open(dir.path())?;
                 let pp = ProduceParams {
@@ -1036,14 +1035,15 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
                     pin_client: plan.pin_client,
                 };
                 let (mut r, _) = produce::run(&engine, &tps[..1], &setup, &pp, "durable", &|_| {})?;
+                // The summary row carries the first repetition's note: the order alternates.
                 r.note = format!(
                     "every-batch, one append in flight, {}; {}",
                     if !use_fio {
                         "no fio"
                     } else if fio_first {
-                        "fio ran first"
+                        "fio ran first in this repetition (the sides alternate)"
                     } else {
-                        "seglog ran first"
+                        "seglog ran first in this repetition (the sides alternate)"
                     },
                     r.note
                 );

@@ -39,7 +39,7 @@ pub struct Completer<T> {
 }
 
 /// How long [`Completion::wait`] spins before it sleeps when it has nothing to adapt to (and the
-/// least it adapts to), unless a contended yield ends the spin sooner.
+/// least it adapts to).
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(20);
 
 /// A yield that took longer than this gave the core to another thread for a scheduler slice:
@@ -109,7 +109,8 @@ impl<T> Completion<T> {
     /// this spin against 137-138 us with a 20 us one, docs/benchmarks.md), so a thread that keeps
     /// waiting for writes spins
     /// through them, and one whose waits take milliseconds does not burn its core for nothing.
-    /// The spin also ends at the first yield that ran another thread (the core is wanted).
+    /// The spin also ends at the first yield that gave the core to another thread for longer
+    /// than a kernel worker's burst (a scheduler slice: the core is wanted).
     /// [`Completion::wait_spinning`] sets the spin explicitly.
     pub fn wait(self) -> Result<T> {
         let typical = TYPICAL_WAIT_NS.with(|t| t.get());
@@ -139,8 +140,9 @@ impl<T> Completion<T> {
             std::thread::yield_now();
             let after = std::time::Instant::now();
             if after.duration_since(now) > CONTENDED_YIELD {
-                // The yield ran someone else: this core is wanted (other threads, perhaps the
-                // shard itself), and a spinning waiter would take turns from them. Sleep.
+                // The yield ran someone else for a scheduler slice: this core is wanted (other
+                // threads, perhaps the shard itself), and a spinning waiter would take turns from
+                // them. Sleep.
                 break;
             }
             now = after;

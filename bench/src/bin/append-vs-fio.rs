@@ -145,11 +145,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 zero_fill: a.zero_fill,
             };
             // Each side starts from a settled filesystem (the previous run's files deleted,
-            // their journal commits and discards done).
-            fio::settle(&a.dir)?;
+            // their journal commits and discards done). A failure is reported, not fatal.
+            let settle = || {
+                if let Err(e) = fio::settle(&a.dir) {
+                    eprintln!("append-vs-fio: {e}");
+                }
+            };
+            settle();
             let r = run(d.path(), &p)?;
             drop(d);
-            fio::settle(&a.dir)?;
+            if !a.skip_fio {
+                settle();
+            }
             // fio: the same pattern as seglog's writes: sequential, the new bytes each of
             // seglog's flushes carried (rounded to 4 KiB), queue depth 1 (one write in flight per
             // partition). Not the average write size: that counts the partial block each write

@@ -799,7 +799,8 @@ pub struct SegmentSettings {
     /// Bytes of the log's tail kept in memory after they are written (the tail cache).
     pub tail_cache_bytes: u64,
     /// Zero fill: keep about this many bytes past the active segment's data written with zeros
-    /// (refilled once less than half is left), so that appends overwrite initialized blocks
+    /// (the lead ramps up from 256 KiB and is refilled once less than half of it is left), so
+    /// that appends overwrite initialized blocks
     /// inside the file instead of extending it or converting unwritten extents. 0 for none;
     /// O_DIRECT files only ([`ActiveSegment::take_zero_fill`]).
     pub zero_fill_bytes: u32,
@@ -1414,8 +1415,9 @@ impl ActiveSegment {
         ops
     }
 
-    /// The zero writes that extend the zeroed lead past the data once less than half of
-    /// [`SegmentSettings::zero_fill_bytes`] is left; empty when zero fill is off, not due, or
+    /// The zero writes that extend the zeroed lead past the data once less than half of the last
+    /// lead is left (the lead starts at 256 KiB and doubles with each refill up
+    /// to [`SegmentSettings::zero_fill_bytes`]); empty when zero fill is off, not due, or
     /// already in flight. Take them after the turn's data writes ([`ActiveSegment::take_writes`]:
     /// they start past the block those end in) and submit them as a batch of their own, so that
     /// no acknowledgement waits for their completion; hand the result to
