@@ -189,6 +189,32 @@ pub enum OpenMode {
     CreateTruncate,
 }
 
+/// Reads the file's bytes from `pos` into `buf`, as many as it holds, retrying short reads until
+/// at least `min` of them (at most `buf.len()`) are in or the file ends; returns how many are in.
+/// Every read asks for the rest of `buf`, not just up to `min`: an O_DIRECT caller passes a whole
+/// number of aligned blocks and gets them without a bounce, and its `min` need not be aligned.
+/// `on_read` sees what each read returned (0 for the one that found the end); a failed read ends
+/// the loop with its error, which names the file.
+pub fn read_up_to<F: IoFile + ?Sized>(
+    file: &F,
+    pos: u64,
+    buf: &mut [u8],
+    min: usize,
+    mut on_read: impl FnMut(usize),
+) -> Result<usize> {
+    let min = min.min(buf.len());
+    let mut got = 0;
+    while got < min {
+        let n = file.read_at(&mut buf[got..], pos + got as u64)?;
+        on_read(n);
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    Ok(got)
+}
+
 /// One open file. Positions are absolute; there is no cursor.
 // `len` is a fallible syscall here, not a collection size, so an `is_empty` would mislead.
 #[allow(clippy::len_without_is_empty)]
@@ -200,20 +226,16 @@ pub trait IoFile: Send + Sync + Debug {
     fn read_at(&self, buf: &mut [u8], pos: u64) -> Result<usize>;
     /// Reads exactly `buf.len()` bytes at `pos`, or fails with `UnexpectedEof`.
     fn read_exact_at(&self, buf: &mut [u8], pos: u64) -> Result<()> {
-        let mut done = 0;
-        while done < buf.len() {
-            let n = self.read_at(&mut buf[done..], pos + done as u64)?;
-            if n == 0 {
-                return Err(crate::Error::io(
-                    "read",
-                    self.path(),
-                    std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        format!("{} bytes short at byte {}", buf.len() - done, pos + done as u64),
-                    ),
-                ));
-            }
-            done += n;
+        let done = read_up_to(self, pos, buf, buf.len(), |_| ())?;
+        if done < buf.len() {
+            return Err(crate::Error::io(
+                "read",
+                self.path(),
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("{} bytes short at byte {}", buf.len() - done, pos + done as u64),
+                ),
+            ));
         }
         Ok(())
     }

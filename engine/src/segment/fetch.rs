@@ -25,7 +25,7 @@ use crate::io::{readahead, AlignedBuf, IoFile};
 
 // Pooled buffers are aligned to READ_ALIGN in memory, and window reads start and end on it in
 // the file (or on the file's O_DIRECT alignment if larger): 4 KiB, like fio's reads.
-use super::scan::{read_up_to, READ_ALIGN};
+use super::scan::READ_ALIGN;
 /// Buffers kept per thread for reuse...
 const POOL_SLOTS: usize = 8;
 /// ...holding at most this many bytes in all...
@@ -295,7 +295,7 @@ impl Segment {
         let mut buf = take_buffer(want, mem_align);
         let filled = {
             let b = Arc::get_mut(&mut buf).expect("take_buffer returns a buffer with no other reference");
-            read_up_to(&*self.log, read_start, &mut b.full_mut()[..want], must, |_| ())
+            crate::io::read_up_to(&*self.log, read_start, &mut b.full_mut()[..want], must, |_| ())
         };
         // Pooled again before any error returns, so a failed read does not lose the buffer.
         give_back(&buf);

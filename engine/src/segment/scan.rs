@@ -48,32 +48,6 @@ pub fn recovery_read_bytes() -> usize {
     })
 }
 
-/// Reads the file's bytes from `pos` into `buf`, as many as it holds, retrying short reads until
-/// at least `min` of them (at most `buf.len()`) are in or the file ends; returns how many are in.
-/// Every read asks for the rest of `buf`, not just up to `min`: an O_DIRECT caller passes a whole
-/// number of aligned blocks and gets them without a bounce, and its `min` need not be aligned.
-/// `on_read` sees what each read returned (0 for the one that found the end); a failed read ends
-/// the loop with its error, which names the file.
-pub(super) fn read_up_to(
-    file: &dyn IoFile,
-    pos: u64,
-    buf: &mut [u8],
-    min: usize,
-    mut on_read: impl FnMut(usize),
-) -> Result<usize> {
-    let min = min.min(buf.len());
-    let mut got = 0;
-    while got < min {
-        let n = file.read_at(&mut buf[got..], pos + got as u64)?;
-        on_read(n);
-        if n == 0 {
-            break;
-        }
-        got += n;
-    }
-    Ok(got)
-}
-
 /// Where the framing rules get their bytes from: a source of file ranges.
 trait FrameSource {
     fn file(&self) -> &Arc<dyn IoFile>;
@@ -261,7 +235,7 @@ impl BatchScanner {
             if self.buf.len() < want {
                 self.buf.resize(want, 0);
             }
-            let got = read_up_to(&*self.file, pos, &mut self.buf[..want], want, |_| ())?;
+            let got = crate::io::read_up_to(&*self.file, pos, &mut self.buf[..want], want, |_| ())?;
             self.reads += 1;
             self.buf_start = pos;
             self.buf_len = got;
@@ -411,7 +385,7 @@ impl SequentialBatchReader {
         // The kept bytes end before `need_end` (else the window held the range), so before
         // `limit` and `stop`: there is always something left to read.
         let got = keep
-            + read_up_to(
+            + crate::io::read_up_to(
                 &*self.file,
                 start + keep as u64,
                 &mut self.buf.full_mut()[keep..limit],

@@ -321,7 +321,7 @@ impl IoFile for TailFile {
         // Below the window: from the file, up to the window's start, then from memory. A file
         // ending early (shorter than the window's start) ends the read there.
         let first = ((start - pos) as usize).min(buf.len());
-        let mut got = super::scan::read_up_to(&*self.inner, pos, &mut buf[..first], first, |_| {})?;
+        let mut got = crate::io::read_up_to(&*self.inner, pos, &mut buf[..first], first, |_| {})?;
         if got < first {
             return Ok(got);
         }
