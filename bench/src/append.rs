@@ -11,6 +11,7 @@ use seglog::format::builder::BatchBuilder;
 use seglog::{Durability, Engine, EngineConfig, IoMode, LogConfig, TopicPartition};
 
 use crate::pct::Latency;
+use crate::workload::Counters;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -145,21 +146,15 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
     let stats1 = engine.stats()?;
     let sum =
         |f: fn(&seglog::engine::ShardStats) -> u64, s: &[seglog::engine::ShardStats]| s.iter().map(f).sum::<u64>();
-    let enters = sum(|s| s.io_enters, &stats1) - sum(|s| s.io_enters, &stats0);
-    let ops = sum(|s| s.io_ops, &stats1) - sum(|s| s.io_ops, &stats0);
-    let written = sum(|s| s.bytes_written, &stats1) - sum(|s| s.bytes_written, &stats0);
-    let fsyncs = sum(|s| s.fsyncs, &stats1) - sum(|s| s.fsyncs, &stats0);
-    let writes = (sum(|s| s.writes, &stats1) - sum(|s| s.writes, &stats0)).max(1);
+    let delta = Counters::from_stats(&stats1).since(&Counters::from_stats(&stats0));
+    let (enters, ops, written, fsyncs) = (delta.io_enters, delta.io_ops, delta.bytes_written, delta.fsyncs);
+    let writes = delta.writes.max(1);
     let flushes = (sum(|s| s.flushes, &stats1) - sum(|s| s.flushes, &stats0)).max(1);
     let fixed = sum(|s| s.write_buffers.fixed_writes, &stats1) - sum(|s| s.write_buffers.fixed_writes, &stats0);
     let plain =
         sum(|s| s.write_buffers.unregistered_writes, &stats1) - sum(|s| s.write_buffers.unregistered_writes, &stats0);
     let bytes = appends * batch.len() as u64;
-    let mut write_latency = seglog::LatencyHistogram::new();
-    for (now, then) in stats1.iter().zip(&stats0) {
-        write_latency.merge(&now.write_latency.since(&then.write_latency));
-    }
-    let write_lat = Latency::from_engine(&write_latency);
+    let write_lat = Latency::from_engine(&delta.write_latency);
     let r = AppendResult {
         mode_requested: p.mode.name().into(),
         mode: engine.io_mode().name().into(),

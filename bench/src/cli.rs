@@ -752,39 +752,36 @@ struct DurableRefs {
 /// each job: the data write of each durable append is one batch (the index writes beside it are
 /// small and go to other files).
 fn durable_fio(dir: &Path, bs: u64, appends: u64, mode: IoMode, skipped: &mut Vec<String>) -> DurableRefs {
+    use fio::{FioLayout, FioSync};
     let direct = mode == IoMode::Direct;
     let how = if direct { "O_DIRECT" } else { "buffered" };
-    let size = appends * bs;
-    let mut refs = DurableRefs::default();
-    match fio::seq_write(dir, bs, 1, size, direct, 1) {
-        Ok(f) => {
-            refs.fdatasync = Some(disk(format!("seq write {how} bs={bs} qd=1 + fdatasync each"), &f, FioLat::Sync))
+    let mut job = |sync: FioSync, layout: FioLayout, what: &str, lat: FioLat| {
+        let name = format!("seq write {how} bs={bs} qd=1 {what}");
+        match fio::seq_write_as(dir, bs, 1, appends * bs, direct, sync, layout) {
+            Ok(f) => Some(disk(name, &f, lat)),
+            Err(e) => {
+                warn(skipped, format!("fio {name}: {e}"));
+                None
+            }
         }
-        Err(e) => warn(skipped, format!("fio fdatasync: {e}")),
+    };
+    DurableRefs {
+        // fio's default layout (a fallocated file): each fdatasync also commits the extents the
+        // writes converted.
+        fdatasync: job(FioSync::Fdatasync(1), FioLayout::Fallocate, "+ fdatasync each", FioLat::Sync),
+        // Over a file written beforehand: no allocation to commit, the fdatasync is a cache
+        // flush (what seglog's zero fill gives its appends).
+        fdatasync_written: job(
+            FioSync::Fdatasync(1),
+            FioLayout::Written,
+            "+ fdatasync each, over a written file",
+            FioLat::Sync,
+        ),
+        // seglog's own operation: a write that is durable on completion (RWF_DSYNC; a device
+        // write then a cache flush on a disk without FUA), over written blocks. fio's whole
+        // latency, submission included, as seglog's is.
+        dsync_written: job(FioSync::Dsync, FioLayout::Written, "O_DSYNC, over a written file", FioLat::Whole),
     }
-    // The same over a file written beforehand: no allocation to commit, the fdatasync is a cache
-    // flush (what seglog's zero fill gives its appends).
-    match fio::seq_write_as(dir, bs, 1, size, direct, fio::FioSync::Fdatasync(1), fio::FioLayout::Written) {
-        Ok(f) => {
-            refs.fdatasync_written = Some(disk(
-                format!("seq write {how} bs={bs} qd=1 + fdatasync each, over a written file"),
-                &f,
-                FioLat::Sync,
-            ))
-        }
-        Err(e) => warn(skipped, format!("fio fdatasync over a written file: {e}")),
-    }
-    // seglog's own operation: a write that is durable on completion (RWF_DSYNC; a device write
-    // then a cache flush on a disk without FUA), over written blocks. fio's whole latency,
-    // submission included, as seglog's is.
-    match fio::seq_write_as(dir, bs, 1, size, direct, fio::FioSync::Dsync, fio::FioLayout::Written) {
-        Ok(f) => {
-            let job = format!("seq write {how} bs={bs} qd=1 O_DSYNC, over a written file");
-            refs.dsync_written = Some(disk(job, &f, FioLat::Whole))
-        }
-        Err(e) => warn(skipped, format!("fio O_DSYNC writes: {e}")),
-    }
-    refs
 }
 
 /// [`fio::settle`], a failure noted among the skipped steps.

@@ -186,7 +186,11 @@ pub struct Counters {
 
 impl Counters {
     pub fn of(engine: &Engine) -> Counters {
-        let stats = engine.stats().unwrap_or_default();
+        Counters::from_stats(&engine.stats().unwrap_or_default())
+    }
+
+    /// The counters of shard statistics already taken.
+    pub fn from_stats(stats: &[ShardStats]) -> Counters {
         let sum = |f: fn(&ShardStats) -> u64| stats.iter().map(f).sum::<u64>();
         Counters {
             io_enters: sum(|s| s.io_enters),
