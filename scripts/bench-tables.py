@@ -34,62 +34,48 @@ def disk(row):
     return f"{num(row['disk_mb_per_s'])} MB/s ({job})"
 
 
+def table(headers, align, rows):
+    """A markdown table; `align` has an "l" (text) or "r" (number) per column."""
+    align = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return "\n".join(lines)
+
+
 def all_runs(summary):
-    out = [
-        "| workload | system | mode | MB/s | records/s | p50 µs | p99 µs | p99.9 µs | max µs "
-        "| write p50 / p99 µs | enters/op | I/Os/op | CPU s/GB | disk (fio, same rep) | seglog / disk |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
-    ]
+    headers = ["workload", "system", "mode", "MB/s", "records/s", "p50 µs", "p99 µs", "p99.9 µs", "max µs",
+               "write p50 / p99 µs", "enters/op", "I/Os/op", "CPU s/GB", "disk (fio, same rep)", "seglog / disk"]
+    rows = []
     for r in summary:
         write = "-"
         if r.get("write_p99_us"):
             write = f"{num(r['write_p50_us'])} / {num(r['write_p99_us'])}"
         ratio = r.get("ratio_to_disk")
-        cells = [
-            r["workload"],
-            r["system"],
-            r["mode"],
-            num(r["mb_per_s"]),
-            num(r["records_per_s"]),
-            num(r["p50_us"]),
-            num(r["p99_us"]),
-            num(r["p999_us"]),
-            num(r["max_us"]),
+        rows.append([
+            r["workload"], r["system"], r["mode"],
+            num(r["mb_per_s"]), num(r["records_per_s"]),
+            num(r["p50_us"]), num(r["p99_us"]), num(r["p999_us"]), num(r["max_us"]),
             write,
-            num(r["enters_per_op"]),
-            num(r["ios_per_op"]),
-            num(r["cpu_s_per_gb"]),
+            num(r["enters_per_op"]), num(r["ios_per_op"]), num(r["cpu_s_per_gb"]),
             disk(r),
             "-" if ratio is None else f"{100 * ratio:.0f}%",
-        ]
-        out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out)
+        ])
+    return table(headers, "lllrrrrrrrrrrlr", rows)
 
 
 def references(refs):
-    out = [
-        "| workload | seglog mode | reference | figure | seglog | reference | seglog / reference |",
-        "|---|---|---|---|---:|---:|---:|",
-    ]
-    for r in refs:
-        out.append(
-            f"| {r['workload']} | {r['seglog_mode']} | {r['reference']} | {r['figure']} "
-            f"| {num(r['seglog'])} | {num(r['other'])} | {r['ratio']:.2f} |"
-        )
-    return "\n".join(out)
+    headers = ["workload", "seglog mode", "reference", "figure", "seglog", "reference", "seglog / reference"]
+    rows = [[r["workload"], r["seglog_mode"], r["reference"], r["figure"],
+             num(r["seglog"]), num(r["other"]), f"{r['ratio']:.2f}"] for r in refs]
+    return table(headers, "llllrrr", rows)
 
 
 def intervals(points):
-    out = [
-        "| index.interval.bytes | index entries | p50 ns | p99 ns | bytes walked (mean) | hops (mean) |",
-        "|---:|---:|---:|---:|---:|---:|",
-    ]
-    for p in points:
-        out.append(
-            f"| {p['index_interval_bytes']} | {p['index_entries']} | {p['lookup_p50_ns']:.0f} "
-            f"| {p['lookup_p99_ns']:.0f} | {p['mean_bytes_scanned']:.0f} | {p['mean_hops']:.1f} |"
-        )
-    return "\n".join(out)
+    headers = ["index.interval.bytes", "index entries", "p50 ns", "p99 ns", "bytes walked (mean)", "hops (mean)"]
+    rows = [[str(p["index_interval_bytes"]), str(p["index_entries"]), f"{p['lookup_p50_ns']:.0f}",
+             f"{p['lookup_p99_ns']:.0f}", f"{p['mean_bytes_scanned']:.0f}", f"{p['mean_hops']:.1f}"]
+            for p in points]
+    return table(headers, "rrrrrr", rows)
 
 
 def main():
