@@ -45,11 +45,13 @@ pub const DEFAULT_SPIN: Duration = Duration::from_micros(20);
 /// A yield that took longer than this gave the core to another thread for a scheduler slice:
 /// the spin ends there. With nothing else runnable `sched_yield` took 0.65 us at p50 and 1.0 us
 /// at p99.9 on the machine measured (200,000 timed `yield_now` calls in a loop, at load 0.9); a
-/// CPU-bound thread takes the core for a slice (0.75 ms and more). Between the two run the
-/// kernel's short bursts: the worker that completes a durable write, on the core its interrupt
-/// came to, which may be the waiter's. At 30 us those bursts ended the spin of the very appends
-/// whose write was slow, which then paid a sleeping thread's wake-up too: the append p99 stood
-/// 19-61 us above its write's p99, and 4-24 us at 200 us (`append-vs-fio --total-bytes
+/// CPU-bound thread takes the core for a scheduler slice (0.75 ms by default on Linux's EEVDF
+/// scheduler; not measured here). Between the two run the kernel's short bursts, such as the
+/// worker that completes a durable write on the core its interrupt came to, which may be the
+/// waiter's. The likely effect at 30 us (inferred from the figures, the yields were not
+/// counted): those bursts ended the spin of the very appends whose write was slow, which then
+/// paid a sleeping thread's wake-up too. Measured: the append p99 stood 19-61 us above its
+/// write's p99 at 30 us, and 4-24 us at 200 us (`append-vs-fio --total-bytes
 /// $((32<<20)) --reps 6 --window 1 --modes direct --durable --sync-method dsync
 /// --preallocate`, two runs of each, alternated). With four CPU hogs on the two cores both
 /// measured the same (1.7-1.8 MB/s of durable appends): the hogs' slices still end the spin.

@@ -58,8 +58,9 @@
 //! With the restricted one, measured on this machine kind: with preallocation left out, 27-30 of
 //! 30 iterations lose acknowledged batches on each filesystem in each I/O mode (16 runs of 30:
 //! 10 direct, 2 each buffered, sync and mixed); with it drawn (the test as it is), in direct
-//! mode, 23-28 of 30 on ext4 (6 runs) and 27-30 on XFS (4 runs). The misses are cuts that land
-//! just after a roll's fsync.
+//! mode, 23-28 of 30 on ext4 (6 runs) and 27-30 on XFS (4 runs). Every miss in those runs had
+//! 1 MiB segments, the smallest drawn, which roll within a run (a roll's fsync commits every
+//! append before it).
 //!
 //! Root only (loop devices, mount, the ioctl): otherwise each test says why it skipped.
 
