@@ -1,9 +1,8 @@
 //! Helpers shared by the integration tests: where the real Kafka fixtures are, which partition
 //! directories and segments they hold, and how to get a writable copy of them.
 //!
-//! Fixtures live in `shared/fixtures` beside the repository (`<tests crate>/../../shared/fixtures`),
-//! or wherever the environment variable `SEGLOG_FIXTURES` points. A missing fixture directory is a
-//! test failure with a message saying where it was looked for, never a silent pass.
+//! Fixtures live in the repository's `fixtures/` (`<tests crate>/../fixtures`), or wherever the
+//! environment variable `SEGLOG_FIXTURES` points. A missing fixture directory is a test failure with a message saying where it was looked for, never a silent pass.
 
 pub mod crash;
 pub mod loopfs;
@@ -29,22 +28,19 @@ pub const KAFKA_PINTEREST_PARTITIONS: [&str; 5] = [
     "ts-segment-uploader/log_segments/test_topic_a-0",
 ];
 
-/// The fixture root: `$SEGLOG_FIXTURES` if set, else `shared/fixtures` beside the repository.
+/// The fixture root: `$SEGLOG_FIXTURES` if set, else the repository's `fixtures/`.
 ///
 /// # Panics
 /// When the directory does not exist, naming the path tried and how to override it.
 pub fn fixtures_dir() -> PathBuf {
     let (dir, origin) = match std::env::var_os(FIXTURES_ENV) {
         Some(v) if !v.is_empty() => (PathBuf::from(v), format!("${FIXTURES_ENV}")),
-        _ => (
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
-            "<tests crate>/../../shared/fixtures".to_string(),
-        ),
+        _ => (Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures"), "<tests crate>/../fixtures".to_string()),
     };
     assert!(
         dir.is_dir(),
-        "fixture directory {} (from {origin}) is missing: clone `shared/` beside the repository \
-         or set {FIXTURES_ENV} to the fixtures directory",
+        "fixture directory {} (from {origin}) is missing: it is part of the repository \
+         (fixtures/); or set {FIXTURES_ENV} to the fixtures directory",
         dir.display()
     );
     dir

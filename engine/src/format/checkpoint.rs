@@ -671,7 +671,7 @@ mod tests {
 
     fn fixture(name: &str) -> String {
         let path = format!(
-            "{}/../../shared/fixtures/kafka-pinterest/ts-common/log-files/timeindex_test/{name}",
+            "{}/../fixtures/kafka-pinterest/ts-common/log-files/timeindex_test/{name}",
             env!("CARGO_MANIFEST_DIR")
         );
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))

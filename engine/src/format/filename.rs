@@ -393,10 +393,8 @@ mod tests {
 
     #[test]
     fn fixture_directory_names_parse() {
-        let dir = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/fixtures/kafka-pinterest/ts-common/log-files/timeindex_test"
-        );
+        let dir =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/kafka-pinterest/ts-common/log-files/timeindex_test");
         let entries = std::fs::read_dir(dir).expect("fixture directory");
         let mut segments = 0;
         for e in entries {

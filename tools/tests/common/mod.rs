@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-/// `shared/fixtures` (or `$SEGLOG_FIXTURES`): fails loudly when it is missing, since every test
+/// The repository's `fixtures/` (or `$SEGLOG_FIXTURES`): fails loudly when it is missing, since every test
 /// here reads real Kafka files.
 pub fn fixtures() -> PathBuf {
     let dir = match std::env::var_os("SEGLOG_FIXTURES") {
         Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures"),
     };
     assert!(
         dir.join("kafka-pinterest").is_dir(),
