@@ -76,9 +76,28 @@ pub enum Error {
     /// idle file is left to close. Nothing changed; retry once reads finish, or raise the limit.
     #[error("cannot open {path}: {open} files open under a limit of {limit}, none idle")]
     TooManyOpenFiles { path: PathBuf, limit: usize, open: usize },
+    /// Another owner holds the directory: a second engine or `Log`, a writing `seglog` command, or
+    /// a Kafka broker (Kafka's "Failed to acquire lock on file .lock"). `path` is the lock file or
+    /// the directory locked; `holder` is the process holding it, where the kernel says (0 when it
+    /// holds but does not say which process).
+    #[error("{path} is locked by {}: one owner per directory (an engine, a Log, a writing seglog command or a Kafka broker); stop it first", holder_text(*.holder))]
+    Locked { path: PathBuf, holder: Option<u32> },
+    /// A file or directory inside a data directory is not what seglog may use there: a symbolic
+    /// link (never followed, so nothing outside the directory is written), a FIFO, a device, a
+    /// socket, or a directory where a file belongs.
+    #[error("{path} is {what}: seglog uses only regular files and directories inside a data directory")]
+    NotRegular { path: PathBuf, what: &'static str },
     /// A previous write or fsync failed: the partition refuses appends until it is reopened.
     #[error("log {dir} is in a failed state after an I/O error: {reason}")]
     Failed { dir: PathBuf, reason: String },
+}
+
+fn holder_text(holder: Option<u32>) -> String {
+    match holder {
+        Some(pid) if pid == std::process::id() => format!("this process (pid {pid}), through another engine or Log"),
+        Some(0) | None => "another process".to_string(),
+        Some(pid) => format!("process {pid}"),
+    }
 }
 
 impl Error {

@@ -79,10 +79,15 @@ fn a_crash_recovers_from_the_recovery_point() {
     engine.checkpoint().unwrap();
     let rp = read_checkpoint(dir.path(), "recovery-point-offset-checkpoint");
     assert_eq!(rp, vec![("t".into(), 0, 300)], "every batch was fsynced, so the recovery point is the end");
-    // Crash: leak the engine (no shutdown, no marker), then damage the tail.
-    std::mem::forget(engine);
-    assert!(!dir.path().join(".kafka_cleanshutdown").exists());
-    let engine = Engine::open(c).unwrap();
+    // Crash: what a crash leaves is the directory as it stands now (no shutdown, no marker).
+    // Copy it while the engine runs (it holds the directory's lock until it stops).
+    let crashed = tempfile::tempdir().unwrap();
+    std::fs::create_dir(crashed.path().join("t-0")).unwrap();
+    seglog_tests::copy_files(dir.path(), crashed.path(), |_| true);
+    seglog_tests::copy_files(&dir.path().join("t-0"), &crashed.path().join("t-0"), |_| true);
+    engine.shutdown().unwrap();
+    assert!(!crashed.path().join(".kafka_cleanshutdown").exists());
+    let engine = Engine::open(config(crashed.path())).unwrap();
     assert!(!engine.started_clean());
     let parts = engine.partitions().unwrap();
     assert_eq!(parts[0].2, 300);

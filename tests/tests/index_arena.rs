@@ -152,11 +152,15 @@ fn ten_thousand_partitions_need_few_maps_and_descriptors() {
     let fds_before = open_fd_count();
     let started = std::time::Instant::now();
     let mut logs = Vec::with_capacity(PARTITIONS);
+    // One owner for the whole log directory, as the engine does: the logs then keep no
+    // descriptor each for their own directory's lock.
+    let dir_lock = storage.lock(tmp.path(), seglog::io::lock::LockKind::LogDir).unwrap().map(Arc::new);
     for p in 0..PARTITIONS {
         let options = LogOptions {
             config: config.clone(),
             storage: storage.clone(),
             tail_cache_bytes: 0,
+            log_dir_lock: dir_lock.clone(),
             ..LogOptions::default()
         };
         let mut log = Log::open(tmp.path().join(format!("topic-{p}")), options).unwrap();

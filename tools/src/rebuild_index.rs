@@ -204,32 +204,6 @@ fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Refuses to write when another process holds Kafka's `.lock` in the log directory above
-/// `partition_dir` (Kafka takes a POSIX lock on it for as long as the broker runs).
-fn check_not_locked(partition_dir: &Path) -> Result<(), String> {
-    use std::os::unix::io::AsRawFd;
-    let Some(lock) = partition_dir.parent().map(|d| d.join(".lock")) else {
-        return Ok(());
-    };
-    let Ok(f) = std::fs::File::open(&lock) else {
-        return Ok(());
-    };
-    // SAFETY: an all-zero `struct flock` is a valid value (the fields are plain integers).
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = libc::F_WRLCK as libc::c_short;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
-    // SAFETY: F_GETLK only reads and fills `fl`, which outlives the call; the fd is open.
-    let r = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETLK, &mut fl) };
-    if r == 0 && fl.l_type != libc::F_UNLCK as libc::c_short {
-        return Err(format!(
-            "{} is locked by process {}: a broker is running on this log directory; stop it before --write",
-            lock.display(),
-            fl.l_pid
-        ));
-    }
-    Ok(())
-}
-
 fn rebuild_segment(
     storage: &OverlayStorage,
     p: &PartitionDir,
@@ -300,9 +274,12 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     if d.partitions.is_empty() {
         return Err(format!("{}: no partition directories found", args.dir.display()).into());
     }
+    // --write owns each partition it may change for the whole run, as a log would: refused
+    // while an engine, a Log, another command or a Kafka broker holds it or its log directory.
+    let mut _locks = Vec::new();
     if args.write {
         for p in &d.partitions {
-            check_not_locked(&p.path)?;
+            _locks.extend(seglog::io::lock::lock_partition_dir(&p.path)?);
         }
     }
     let total: u64 = d.partitions.iter().map(|p| p.log_segments().count() as u64).sum();

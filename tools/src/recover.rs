@@ -3,6 +3,11 @@
 //! segments from each partition's recovery point, torn tails cut, indexes rebuilt), then shuts
 //! down cleanly as the engine does (checkpoints, `.kafka_cleanshutdown`), and prints what it did.
 //! DIR may also be a single partition directory, recovered from offset 0.
+//!
+//! It owns what it recovers for the whole run, as the engine does: the log directory's `.lock`,
+//! or for a partition directory that directory's lock and a shared lock on its log directory's.
+//! While an engine, a `Log`, another command or a Kafka broker holds them it refuses and changes
+//! nothing.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -84,6 +89,20 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             println!("log end offset {end}; closed cleanly");
         }
         return Ok(ExitCode::SUCCESS);
+    }
+    // A directory holding no partition is not a log directory: recovering it would only add
+    // checkpoints, a lock and a clean-shutdown marker to it. Leave it as it is.
+    let has_partition = std::fs::read_dir(&args.dir)?.flatten().any(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        seglog::format::filename::parse_partition_dir(&name).is_some()
+            && e.file_type().is_ok_and(|t| t.is_dir() || t.is_symlink())
+    });
+    if !has_partition {
+        return Err(format!(
+            "{}: no partition directories (<topic>-<partition>) and no segments: not a log directory, nothing to recover (nothing was written)",
+            args.dir.display()
+        )
+        .into());
     }
     let mut cfg = EngineConfig::new(&args.dir);
     cfg.io_mode = args.io_mode;

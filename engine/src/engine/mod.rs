@@ -437,6 +437,9 @@ pub struct Engine {
     startup: Startup,
     load_reports: Vec<(TopicPartition, crate::log::LoadReport)>,
     resources: Vec<crate::segment::SegmentResources>,
+    /// Kafka's `.lock` of the data directory, held from before anything in it is read until the
+    /// engine is dropped (each open log holds a clone too).
+    _dir_lock: Arc<crate::io::lock::LockGuard>,
 }
 
 /// Writes the recovery-point and log-start-offset checkpoints of the data directory.
@@ -493,6 +496,12 @@ impl Engine {
         if !storage.exists(&config.data_dir) {
             storage.create_dir_all(&config.data_dir)?;
         }
+        // One owner per data directory, as Kafka: a second engine, a writing command or a broker
+        // is refused here, before anything in the directory is read or changed.
+        let dir_lock = storage
+            .lock(&config.data_dir, crate::io::lock::LockKind::LogDir)?
+            .map(Arc::new)
+            .expect("an exclusive lock always yields a guard");
         let marker = config.data_dir.join(CLEAN_SHUTDOWN_FILE);
         let startup = Startup {
             clean: storage.exists(&marker),
@@ -522,7 +531,7 @@ impl Engine {
             let (tx, rx) = bounded(config.queue_capacity.max(1));
             let bell = Arc::new(Doorbell { fd: EventFd::new()?, sleeping: AtomicBool::new(false) });
             let core = if config.pin_threads { cores.get(id % cores.len().max(1)).copied() } else { None };
-            let shard = shard::Shard::new(id, core, rx, bell.clone(), storage.clone(), &config);
+            let shard = shard::Shard::new(id, core, rx, bell.clone(), storage.clone(), dir_lock.clone(), &config);
             let thread = std::thread::Builder::new()
                 .name(format!("seglog-shard-{id}"))
                 .spawn(move || {
@@ -547,6 +556,7 @@ impl Engine {
             startup,
             load_reports: Vec::new(),
             resources,
+            _dir_lock: dir_lock,
         };
         // Open the partitions already on disk, in parallel across shards.
         let mut pending = Vec::new();

@@ -61,6 +61,8 @@ pub(crate) struct Shard {
     rx: Receiver<Request>,
     bell: Arc<Doorbell>,
     storage: Arc<dyn Storage>,
+    /// The engine's lock of the data directory, handed to every log opened here.
+    dir_lock: Arc<crate::io::lock::LockGuard>,
     data_dir: std::path::PathBuf,
     default_config: LogConfig,
     durability: Durability,
@@ -93,6 +95,7 @@ impl Shard {
         rx: Receiver<Request>,
         bell: Arc<Doorbell>,
         storage: Arc<dyn Storage>,
+        dir_lock: Arc<crate::io::lock::LockGuard>,
         config: &EngineConfig,
     ) -> Shard {
         Shard {
@@ -116,6 +119,7 @@ impl Shard {
             last_periodic: std::time::Instant::now(),
             stats: ShardStats { shard: id, core, io_mode: Some(storage.mode()), ..Default::default() },
             storage,
+            dir_lock,
             logs: HashMap::new(),
             waiting: HashMap::new(),
             in_flight: HashMap::new(),
@@ -520,6 +524,7 @@ impl Shard {
             recovery,
             log_start_offset,
             recovery_threads: self.recovery_threads,
+            log_dir_lock: Some(self.dir_lock.clone()),
             ..LogOptions::default()
         };
         let (log, report) = Log::open_with_report(self.data_dir.join(tp.dir_name()), options)?;

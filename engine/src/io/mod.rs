@@ -13,6 +13,7 @@ pub mod aligned;
 pub mod arena;
 pub mod eventfd;
 pub mod file_cache;
+pub mod lock;
 pub mod pool;
 pub mod probe;
 pub mod readahead;
@@ -297,6 +298,12 @@ pub trait Storage: Send + Sync + Debug {
     fn list_dir(&self, path: &Path) -> Result<Vec<String>>;
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     fn remove_file(&self, path: &Path) -> Result<()>;
+    /// Takes the lock `kind` on `path` (see [`lock`]): `Ok(None)` when there is nothing to lock
+    /// (a shared lock on a log directory without `.lock`). A lock someone else holds is
+    /// [`crate::Error::Locked`], naming the holder where the kernel says.
+    fn lock(&self, path: &Path, kind: lock::LockKind) -> Result<Option<lock::LockGuard>> {
+        lock::lock_path(path, kind, select::DEFAULT_FILE_MODE)
+    }
     /// Makes a directory's entries durable (creates, renames, unlinks inside it).
     fn sync_dir(&self, path: &Path) -> Result<()>;
     fn exists(&self, path: &Path) -> bool;

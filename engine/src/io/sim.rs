@@ -252,6 +252,28 @@ struct SimState {
     faults: Vec<Fault>,
     direct_alignment: Option<DirectAlignment>,
     now_ms: i64,
+    /// Directory locks held, by normalised path: -1 exclusive, n > 0 shared by n holders. A crash
+    /// starts a new state, so a crashed process's locks are gone, as a dead process's are.
+    locks: Arc<Mutex<BTreeMap<PathBuf, i32>>>,
+}
+
+/// A simulated lock, released when dropped.
+#[derive(Debug)]
+struct SimLock {
+    table: Arc<Mutex<BTreeMap<PathBuf, i32>>>,
+    path: PathBuf,
+}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        match t.get_mut(&self.path) {
+            Some(n) if *n > 1 => *n -= 1,
+            _ => {
+                t.remove(&self.path);
+            }
+        }
+    }
 }
 
 /// What an operation is, for counting and fault injection.
@@ -786,6 +808,39 @@ impl Storage for SimStorage {
     }
     fn mode(&self) -> IoMode {
         IoMode::Sync
+    }
+    fn lock(&self, path: &Path, kind: crate::io::lock::LockKind) -> Result<Option<crate::io::lock::LockGuard>> {
+        use crate::io::lock::{LockGuard, LockKind, LOCK_FILE};
+        let (key, shared) = match kind {
+            LockKind::LogDir => (norm(&path.join(LOCK_FILE)), false),
+            LockKind::LogDirShared => {
+                let key = norm(&path.join(LOCK_FILE));
+                if !self.exists(&key) {
+                    return Ok(None);
+                }
+                (key, true)
+            }
+            LockKind::Partition => (norm(path), false),
+        };
+        if kind == LockKind::LogDir && !self.exists(&key) {
+            self.open(&key, OpenMode::CreateTruncate)?;
+        }
+        let table = self.lock().locks.clone();
+        let mut t = table.lock().unwrap_or_else(|p| p.into_inner());
+        match (t.get(&key).copied(), shared) {
+            (None, false) => {
+                t.insert(key.clone(), -1);
+            }
+            (None, true) => {
+                t.insert(key.clone(), 1);
+            }
+            (Some(n), true) if n > 0 => {
+                t.insert(key.clone(), n + 1);
+            }
+            _ => return Err(Error::Locked { path: key, holder: Some(std::process::id()) }),
+        }
+        drop(t);
+        Ok(Some(LockGuard::new(SimLock { table, path: key })))
     }
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         let path = norm(path);

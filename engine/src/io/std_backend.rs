@@ -138,6 +138,9 @@ impl Storage for StdStorage {
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         create_dir_all(path, self.dir_mode)
     }
+    fn lock(&self, path: &Path, kind: super::lock::LockKind) -> Result<Option<super::lock::LockGuard>> {
+        super::lock::lock_path(path, kind, self.file_mode)
+    }
     fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
         list_dir(path)
     }

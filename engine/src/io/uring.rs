@@ -1591,6 +1591,10 @@ impl Storage for UringStorage {
         super::std_backend::create_dir_all(path, self.dir_mode)
     }
 
+    fn lock(&self, path: &Path, kind: super::lock::LockKind) -> Result<Option<super::lock::LockGuard>> {
+        super::lock::lock_path(path, kind, self.file_mode)
+    }
+
     fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
         super::std_backend::list_dir(path)
     }

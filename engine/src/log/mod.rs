@@ -52,6 +52,11 @@ pub struct LogOptions {
     /// Zero fill ([`crate::segment::SegmentSettings::zero_fill_bytes`]): keep this many bytes past
     /// the active segment's data written with zeros. 0 (the default) for none.
     pub zero_fill_bytes: u32,
+    /// The lock of the log directory above this partition, when the caller holds it (the engine
+    /// does). `None` (the default): the log takes a shared lock on that directory's `.lock` itself
+    /// if it has one, so it cannot open a partition an engine or a Kafka broker owns, and locks
+    /// its own directory: a second `Log` on it is refused ([`crate::io::lock`]).
+    pub log_dir_lock: Option<Arc<crate::io::lock::LockGuard>>,
 }
 
 /// A recovery progress callback.
@@ -77,6 +82,7 @@ impl Default for LogOptions {
             recovery_threads: 1,
             progress: None,
             zero_fill_bytes: 0,
+            log_dir_lock: None,
         }
     }
 }
@@ -151,7 +157,13 @@ pub struct Log {
     pending_deletes: Vec<maintenance::PendingDelete>,
     /// When the oldest append not yet covered by an fsync was made.
     first_unflushed_ms: Option<i64>,
+    /// The locks that make this log the only owner of its directory: the partition directory's,
+    /// and the log directory's (shared, or the engine's); released when the log is dropped.
+    _locks: LogLocks,
 }
+
+/// A log's own directory lock (not kept under an engine) and the log directory's.
+type LogLocks = (Option<crate::io::lock::LockGuard>, Option<Arc<crate::io::lock::LockGuard>>);
 
 impl Log {
     /// Opens (creating if needed) the partition directory `dir`.

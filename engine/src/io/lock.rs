@@ -1,0 +1,271 @@
+//! One owner per directory. A log directory (the engine's data directory) is owned through
+//! Kafka's own lock: `.lock` in it, write-locked with an fcntl record lock over the whole file,
+//! which is what a Kafka broker takes (`FileChannel.tryLock`). seglog takes the open-file-
+//! description flavour of that lock (`F_OFD_SETLK`), which conflicts with a broker's classic POSIX
+//! lock and, unlike it, also with a second owner inside the same process. A partition directory is
+//! owned through `flock` on the directory itself (no file is added to it), taken by every
+//! [`crate::log::Log`]; a `Log` opened on its own also read-locks the `.lock` of the log directory
+//! above it, when there is one, so it cannot open a partition of a directory an engine or a broker
+//! owns (and they cannot start while it is open).
+//!
+//! Locks are advisory: they keep seglog processes, tools and Kafka brokers apart, not programs that
+//! ignore them. Each is released when its guard is dropped (or the process dies).
+//!
+//! Who holds a lock is read from `/proc/locks` (matched by device and inode), which never takes or
+//! disturbs a lock: read-only commands use [`lock_holder`] to say a directory is live.
+#![allow(unsafe_code)]
+
+use std::fs::File;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The name of Kafka's log-directory lock file.
+pub const LOCK_FILE: &str = ".lock";
+
+/// Which lock [`crate::io::Storage::lock`] takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    /// Kafka's `.lock` of a log directory, exclusively (created if missing): the engine and every
+    /// command that writes a log directory.
+    LogDir,
+    /// A shared (read) lock on the `.lock` of a log directory, only if the file exists (nothing is
+    /// created): a partition opened on its own. Conflicts with [`LockKind::LogDir`] holders.
+    LogDirShared,
+    /// A partition directory itself, exclusively (`flock`): every open [`crate::log::Log`].
+    Partition,
+}
+
+/// A held lock: released when dropped.
+#[derive(Debug)]
+pub struct LockGuard {
+    _held: Box<dyn std::fmt::Debug + Send + Sync>,
+}
+
+impl LockGuard {
+    pub(crate) fn new(held: impl std::fmt::Debug + Send + Sync + 'static) -> LockGuard {
+        LockGuard { _held: Box::new(held) }
+    }
+}
+
+/// An open file or directory whose lock lives as long as it stays open.
+#[derive(Debug)]
+struct Held {
+    _file: File,
+}
+
+/// Takes `kind` on `path` (a log directory for the `LogDir` kinds, a partition directory for
+/// `Partition`) with real system calls, creating a missing `.lock` with `file_mode`; what
+/// [`crate::io::Storage::lock`] does on a real filesystem. `Ok(None)` for
+/// [`LockKind::LogDirShared`] when the directory has no `.lock`.
+pub fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<LockGuard>> {
+    match kind {
+        LockKind::LogDir => {
+            let lock = path.join(LOCK_FILE);
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(file_mode)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&lock)
+                .map_err(|e| open_error(&lock, e))?;
+            ofd_lock(&f, &lock, libc::F_WRLCK)?;
+            // Kafka leaves the file empty and reads nothing from it; seglog notes its process id
+            // there, because /proc/locks does not name the holder of an OFD lock.
+            let _ = f.set_len(0).and_then(|()| {
+                std::os::unix::fs::FileExt::write_all_at(&f, format!("{}\n", std::process::id()).as_bytes(), 0)
+            });
+            Ok(Some(LockGuard::new(Held { _file: f })))
+        }
+        LockKind::LogDirShared => {
+            let lock = path.join(LOCK_FILE);
+            let f = match std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+                .open(&lock)
+            {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                // Not ours to judge (unreadable, not a file): no broker can hold it as a lock we
+                // could see, so there is nothing to exclude against.
+                Err(e) if e.raw_os_error() == Some(libc::EACCES) => return Ok(None),
+                Err(e) => return Err(open_error(&lock, e)),
+            };
+            ofd_lock(&f, &lock, libc::F_RDLCK)?;
+            Ok(Some(LockGuard::new(Held { _file: f })))
+        }
+        LockKind::Partition => {
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(path)
+                .map_err(|e| open_error(path, e))?;
+            // SAFETY: flock on a descriptor we own and keep open; no memory is passed.
+            let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                    return Err(locked(path, &f));
+                }
+                return Err(Error::io("flock", path, e));
+            }
+            Ok(Some(LockGuard::new(Held { _file: f })))
+        }
+    }
+}
+
+/// What owning a partition directory takes on a real filesystem, for a command that changes one
+/// without opening a [`crate::log::Log`] (the same locks a log opened on its own holds): the
+/// directory's own lock, then a shared lock on the `.lock` of the log directory above, if any.
+/// Refused with [`Error::Locked`] while an engine, a log, another command or a Kafka broker owns
+/// either.
+pub fn lock_partition_dir(dir: &Path) -> Result<Vec<LockGuard>> {
+    let mut held: Vec<LockGuard> = lock_path(dir, LockKind::Partition, 0o600)?.into_iter().collect();
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        held.extend(lock_path(parent, LockKind::LogDirShared, 0o600)?);
+    }
+    Ok(held)
+}
+
+/// An open error, with a symlink (ELOOP under O_NOFOLLOW) or a non-directory said plainly.
+fn open_error(path: &Path, e: std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => Error::NotRegular { path: path.to_path_buf(), what: "a symbolic link" },
+        Some(libc::ENOTDIR) => Error::NotRegular { path: path.to_path_buf(), what: "not a directory" },
+        _ => Error::io("open", path, e),
+    }
+}
+
+/// `F_OFD_SETLK` of `kind` over the whole file, without waiting.
+fn ofd_lock(f: &File, path: &Path, kind: libc::c_int) -> Result<()> {
+    // SAFETY: an all-zero `struct flock` is a valid value (plain integers); l_pid must be 0 for
+    // OFD locks, l_start 0 and l_len 0 cover the whole file whatever its length.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: F_OFD_SETLK reads `fl`, which outlives the call; the descriptor is open.
+    let rc = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EACCES) => Err(locked(path, f)),
+        _ => Err(Error::io("fcntl F_OFD_SETLK", path, e)),
+    }
+}
+
+fn locked(path: &Path, f: &File) -> Error {
+    let mut holder = f.metadata().ok().and_then(|m| holder_of(m.dev(), m.ino()));
+    if holder == Some(0) || holder.is_none() {
+        holder = noted_pid(f).or(holder);
+    }
+    Error::Locked { path: path.to_path_buf(), holder }
+}
+
+/// The process id seglog notes in a `.lock` it holds (empty for a Kafka broker's).
+fn noted_pid(f: &File) -> Option<u32> {
+    let mut buf = [0u8; 16];
+    let n = std::os::unix::fs::FileExt::read_at(f, &mut buf, 0).ok()?;
+    std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
+}
+
+/// Who holds a lock on the file or directory at `path`, read from `/proc/locks` without touching
+/// any lock: `Some(pid)` (0 when the kernel does not say which process) or `None` when nobody
+/// does (or `path` does not exist).
+pub fn lock_holder(path: &Path) -> Option<u32> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    holder_of(m.dev(), m.ino())
+}
+
+/// Whether a log or partition directory is in use by a live owner: the directory's own lock
+/// (a partition's `flock`) or its `.lock` (a log directory's). Returns what is locked and by
+/// which process.
+pub fn live_owner(dir: &Path) -> Option<(PathBuf, u32)> {
+    let lock = dir.join(LOCK_FILE);
+    if let Some(mut pid) = lock_holder(&lock) {
+        if pid == 0 {
+            // An OFD lock (seglog's): the holder noted its id in the file.
+            let f =
+                std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&lock);
+            pid = f.ok().and_then(|f| noted_pid(&f)).unwrap_or(0);
+        }
+        return Some((lock, pid));
+    }
+    lock_holder(dir).map(|pid| (dir.to_path_buf(), pid))
+}
+
+/// `/proc/locks` lines name `pid major:minor:inode` (major and minor in hex); blocked waiters
+/// (`->`) are not holders.
+fn holder_of(dev: u64, ino: u64) -> Option<u32> {
+    let text = std::fs::read_to_string("/proc/locks").ok()?;
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let want = format!("{major:02x}:{minor:02x}:{ino}");
+    text.lines().filter(|l| !l.contains("->")).find_map(|l| {
+        let fields: Vec<&str> = l.split_whitespace().collect();
+        // "1: FLOCK ADVISORY WRITE 1234 08:01:5678 0 EOF"
+        if fields.get(5) != Some(&want.as_str()) {
+            return None;
+        }
+        Some(fields.get(4).and_then(|p| p.parse::<i64>().ok()).filter(|&p| p > 0).unwrap_or(0) as u32)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_dir_has_one_owner_even_in_one_process() {
+        let d = tempfile::tempdir().unwrap();
+        let first = lock_path(d.path(), LockKind::LogDir, 0o600).unwrap();
+        assert!(first.is_some());
+        match lock_path(d.path(), LockKind::LogDir, 0o600) {
+            Err(Error::Locked { path, holder }) => {
+                assert_eq!(path, d.path().join(LOCK_FILE));
+                assert_eq!(holder, Some(std::process::id()));
+            }
+            other => panic!("second owner not refused: {other:?}"),
+        }
+        // A partition opened on its own conflicts with the owner of its log directory.
+        assert!(matches!(lock_path(d.path(), LockKind::LogDirShared, 0o600), Err(Error::Locked { .. })));
+        assert_eq!(live_owner(d.path()).map(|(_, pid)| pid), Some(std::process::id()));
+        drop(first);
+        assert!(live_owner(d.path()).is_none());
+        let shared = lock_path(d.path(), LockKind::LogDirShared, 0o600).unwrap();
+        let shared2 = lock_path(d.path(), LockKind::LogDirShared, 0o600).unwrap();
+        assert!(shared.is_some() && shared2.is_some(), "shared locks coexist");
+        assert!(matches!(lock_path(d.path(), LockKind::LogDir, 0o600), Err(Error::Locked { .. })));
+    }
+
+    #[test]
+    fn shared_lock_needs_no_file_and_creates_none() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(lock_path(d.path(), LockKind::LogDirShared, 0o600).unwrap().is_none());
+        assert!(!d.path().join(LOCK_FILE).exists());
+    }
+
+    #[test]
+    fn a_partition_dir_has_one_owner_and_symlinks_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t-0");
+        std::fs::create_dir(&p).unwrap();
+        let held = lock_path(&p, LockKind::Partition, 0o600).unwrap();
+        assert!(matches!(lock_path(&p, LockKind::Partition, 0o600), Err(Error::Locked { .. })));
+        assert_eq!(live_owner(&p).map(|(_, pid)| pid), Some(std::process::id()));
+        drop(held);
+        assert!(lock_path(&p, LockKind::Partition, 0o600).unwrap().is_some());
+        let link = d.path().join("t-1");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        assert!(matches!(lock_path(&link, LockKind::Partition, 0o600), Err(Error::NotRegular { .. })));
+        let other = d.path().join("o");
+        std::fs::create_dir(&other).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", other.join(LOCK_FILE)).unwrap();
+        assert!(matches!(lock_path(&other, LockKind::LogDir, 0o600), Err(Error::NotRegular { .. })));
+    }
+}
