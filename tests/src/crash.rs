@@ -386,6 +386,29 @@ impl WriterProcess {
         }
     }
 
+    /// Waits for the first line that starts with `START` or `ERR` (the writer opened its engine,
+    /// or failed to) and returns it; `None` if the writer exited or `timeout` passed first.
+    pub fn wait_for_start(&self, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        let (m, cv) = &*self.seen;
+        let mut g = m.lock().expect("writer lines");
+        loop {
+            if let Some(l) = g.lines.iter().find(|l| l.starts_with("START") || l.starts_with("ERR")) {
+                return Some(l.clone());
+            }
+            let now = Instant::now();
+            if g.eof || now >= deadline {
+                return None;
+            }
+            g = cv.wait_timeout(g, deadline - now).expect("writer lines").0;
+        }
+    }
+
+    /// The writer's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Acknowledgements seen so far.
     pub fn acks_so_far(&self) -> usize {
         self.seen.0.lock().expect("writer lines").acks

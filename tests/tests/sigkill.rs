@@ -15,6 +15,8 @@
 //! acknowledged append were written to the device before the acknowledgement). Offsets run from
 //! the log start with no gap or duplicate, index entries point at batch starts, lookups agree with
 //! a linear scan, and every stored batch is the one the seed says was appended at its offset.
+//! Every third kill, a second writer is started on the directory while the first runs: it must be
+//! refused with the first one's process id and acknowledge nothing.
 //!
 //! 36 kills by default (`SEGLOG_SIGKILL_ITERATIONS`), 6 per directory. A failing kill prints its
 //! seeds; `SEGLOG_CRASH_SEED=<base seed>` repeats the schedule. Needs no root.
@@ -103,6 +105,7 @@ fn sigkill_mid_append_roll_checkpoint_and_delete_loses_no_acknowledged_batch() {
     let mut modes = std::collections::BTreeMap::<String, usize>::new();
     let generations = n.div_ceil(GENERATION);
     let mut kills = 0;
+    let mut second_writers = 0;
     for g in 0..generations {
         let gseed = mix(&[base, g as u64]);
         let mut r = Rng::new(gseed);
@@ -138,6 +141,20 @@ fn sigkill_mid_append_roll_checkpoint_and_delete_loses_no_acknowledged_batch() {
             let kill_after = Duration::from_millis(r.range(0, 250));
 
             let w = WriterProcess::spawn(exe, &args);
+            // Every third kill a second writer tries the same directory while the first runs: it
+            // must be refused (the first owns the directory's lock) and write nothing.
+            let mut second_refused = None;
+            if k % 3 == 2 {
+                match w.wait_for_start(Duration::from_secs(30)) {
+                    Some(l) if l.starts_with("START") => {
+                        let w2 = WriterProcess::spawn(exe, &args);
+                        let line = w2.wait_for_start(Duration::from_secs(30));
+                        let out2 = w2.kill();
+                        second_refused = Some((line, out2.acks.len(), w.pid()));
+                    }
+                    other => failures.push(format!("kill {k}: the first writer did not start: {other:?}")),
+                }
+            }
             std::thread::sleep(kill_after);
             let out = w.kill();
             let desc = format!(
@@ -152,6 +169,15 @@ fn sigkill_mid_append_roll_checkpoint_and_delete_loses_no_acknowledged_batch() {
                 args.retention_bytes,
                 kill_after.as_millis()
             );
+            if let Some((line, acks, pid)) = second_refused {
+                second_writers += 1;
+                let want = format!("locked by process {pid}");
+                if acks != 0 || !line.as_deref().is_some_and(|l| l.starts_with("ERR -1 open") && l.contains(&want)) {
+                    failures.push(format!(
+                        "{desc}: a second writer on the live directory was not refused with '{want}': first line {line:?}, {acks} acknowledged appends"
+                    ));
+                }
+            }
             let errors: Vec<&String> = out.other_lines.iter().filter(|l| l.starts_with("ERR")).collect();
             if !errors.is_empty() {
                 failures.push(format!("{desc}: the writer failed: {errors:?}"));
@@ -213,9 +239,11 @@ fn sigkill_mid_append_roll_checkpoint_and_delete_loses_no_acknowledged_batch() {
          per I/O mode otherwise {modes:?}; kills leaving a checkpoint .tmp {mid_checkpoint}, .deleted files {mid_delete}, \
          an interrupted roll {mid_roll}; torn tails cut in {truncating} partition checks, {removed} segments removed \
          after a truncation; {deleted_acks} acknowledged batches deleted by retention (counted per check); \
-         {from_checkpoint} partitions reopened from a checkpointed recovery point",
+         {from_checkpoint} partitions reopened from a checkpointed recovery point; {second_writers} second writers \
+         refused on a live directory",
         started.elapsed().as_secs_f64()
     );
+    assert!(second_writers > 0 || n < 3, "no second writer was tried");
     assert!(failures.is_empty(), "{} of {kills} kills broke the promise:\n{}", failures.len(), failures.join("\n"));
     assert!(acks_total > 0, "the writer acknowledged nothing in {kills} runs");
 }

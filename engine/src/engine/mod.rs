@@ -558,20 +558,11 @@ impl Engine {
             resources,
             _dir_lock: dir_lock,
         };
-        // Open the partitions already on disk, in parallel across shards.
-        let mut pending = Vec::new();
-        let mut names = engine.storage.list_dir(&engine.config.data_dir)?;
-        names.sort();
-        for name in names {
-            let Some((topic, partition)) = filename::parse_partition_dir(&name) else { continue };
-            if !engine.storage.is_dir(&engine.config.data_dir.join(&name)) {
-                continue;
-            }
-            let tp = TopicPartition::new(topic, partition);
-            pending.push((tp.clone(), engine.open_partition(&tp, None)));
-        }
-        for (tp, p) in pending {
-            engine.load_reports.push((tp, p.wait()?));
+        if let Err(e) = engine.open_existing_partitions() {
+            // Partitions that failed to open were not recovered: stop without checkpoints or a
+            // clean-shutdown marker, which would tell the next start to trust them.
+            engine.abandon();
+            return Err(e);
         }
         if engine.storage.exists(&marker) {
             engine.storage.remove_file(&marker)?;
@@ -580,6 +571,43 @@ impl Engine {
         engine.checkpoint()?;
         engine.start_housekeeper();
         Ok(engine)
+    }
+
+    /// Opens the partitions already on disk, in parallel across shards. A partition that fails to
+    /// open fails the whole start (after every open has answered).
+    fn open_existing_partitions(&mut self) -> Result<()> {
+        let mut pending = Vec::new();
+        let mut names = self.storage.list_dir(&self.config.data_dir)?;
+        names.sort();
+        for name in names {
+            let Some((topic, partition)) = filename::parse_partition_dir(&name) else { continue };
+            if !self.storage.is_dir(&self.config.data_dir.join(&name)) {
+                continue;
+            }
+            let tp = TopicPartition::new(topic, partition);
+            pending.push((tp.clone(), self.open_partition(&tp, None)));
+        }
+        let mut first_err = None;
+        for (tp, p) in pending {
+            match p.wait() {
+                Ok(r) => self.load_reports.push((tp, r)),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Stops the shards (each closes what it opened) without writing checkpoints or the
+    /// clean-shutdown marker: for a start that failed half way.
+    fn abandon(&mut self) {
+        for s in 0..self.shard_count() {
+            let _ = self.call(s, |done| Request::Shutdown { done }).wait();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
     }
 
     fn start_housekeeper(&mut self) {

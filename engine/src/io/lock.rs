@@ -103,7 +103,13 @@ pub fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<L
                 .read(true)
                 .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(path)
-                .map_err(|e| open_error(path, e))?;
+                .map_err(|e| match std::fs::symlink_metadata(path) {
+                    // O_DIRECTORY is checked before O_NOFOLLOW: a link to a directory gives ENOTDIR.
+                    Ok(m) if m.file_type().is_symlink() => {
+                        Error::NotRegular { path: path.to_path_buf(), what: "a symbolic link" }
+                    }
+                    _ => open_error(path, e),
+                })?;
             // SAFETY: flock on a descriptor we own and keep open; no memory is passed.
             let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
             if rc != 0 {

@@ -132,7 +132,9 @@ impl Storage for StdStorage {
                 o.write(true).create(true).truncate(true);
             }
         }
-        let file = o.open(path).map_err(|e| Error::io("open", path, e))?;
+        o.custom_flags(SAFE_OPEN_FLAGS);
+        let file = o.open(path).map_err(|e| open_error(path, e))?;
+        check_regular(&file, path)?;
         Ok(Arc::new(StdFile { file, path: path.to_path_buf() }))
     }
     fn create_dir_all(&self, path: &Path) -> Result<()> {
@@ -154,12 +156,58 @@ impl Storage for StdStorage {
         let d = File::open(path).map_err(|e| Error::io("open", path, e))?;
         d.sync_all().map_err(|e| Error::io("fsync", path, e))
     }
+    /// A symbolic link exists here even when dangling: opening it is then refused, not created.
     fn exists(&self, path: &Path) -> bool {
-        path.exists()
+        std::fs::symlink_metadata(path).is_ok()
     }
     fn is_dir(&self, path: &Path) -> bool {
         path.is_dir()
     }
+}
+
+/// Flags every file inside a data directory is opened with: never through a symbolic link (so
+/// nothing outside the directory is written through one), never blocking on a FIFO (O_NONBLOCK,
+/// cleared by [`check_regular`] once the file is known to be regular), never inherited.
+pub(crate) const SAFE_OPEN_FLAGS: libc::c_int = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+
+/// An open error, with a symbolic link (ELOOP under O_NOFOLLOW) or a directory said plainly.
+pub(crate) fn open_error(path: &Path, e: std::io::Error) -> Error {
+    let what = match e.raw_os_error() {
+        Some(libc::ELOOP) => "a symbolic link",
+        Some(libc::EISDIR) => "a directory",
+        _ => return Error::io("open", path, e),
+    };
+    Error::NotRegular { path: path.to_path_buf(), what }
+}
+
+/// Refuses anything but a regular file (a FIFO, a device, a socket), then clears the O_NONBLOCK
+/// of [`SAFE_OPEN_FLAGS`]: io_uring completes reads of an O_NONBLOCK file with EAGAIN instead of
+/// waiting for them.
+pub(crate) fn check_regular(file: &File, path: &Path) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = file.metadata().map_err(|e| Error::io("stat", path, e))?.file_type();
+    if !t.is_file() {
+        let what = if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_block_device() || t.is_char_device() {
+            "a device"
+        } else if t.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file"
+        };
+        return Err(Error::NotRegular { path: path.to_path_buf(), what });
+    }
+    let fd = file.as_raw_fd();
+    // SAFETY: F_GETFL and F_SETFL on a descriptor we own; no memory is passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(Error::io("fcntl F_SETFL", path, std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 /// `mkdir -p` with `mode` for every directory created (shared by every backend).

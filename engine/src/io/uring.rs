@@ -1174,9 +1174,7 @@ impl UringStorage {
                 o.write(true).create(true).truncate(true);
             }
         }
-        if direct {
-            o.custom_flags(libc::O_DIRECT);
-        }
+        o.custom_flags(super::std_backend::SAFE_OPEN_FLAGS | if direct { libc::O_DIRECT } else { 0 });
         let file = match o.open(path) {
             Ok(f) => f,
             Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
@@ -1194,8 +1192,9 @@ impl UringStorage {
                     ),
                 ));
             }
-            Err(e) => return Err(Error::io("open", path, e)),
+            Err(e) => return Err(super::std_backend::open_error(path, e)),
         };
+        super::std_backend::check_regular(&file, path)?;
         let direct = direct.then(|| super::probe::dio_alignment_fd(file.as_raw_fd()));
         Ok(Arc::new(UringFile { file, path: path.to_path_buf(), direct }))
     }
@@ -1633,8 +1632,9 @@ impl Storage for UringStorage {
         r.and_then(|r| r).map_err(|e| Error::io("fsync", path, e))
     }
 
+    /// A symbolic link exists here even when dangling: opening it is then refused, not created.
     fn exists(&self, path: &Path) -> bool {
-        path.exists()
+        std::fs::symlink_metadata(path).is_ok()
     }
 
     fn is_dir(&self, path: &Path) -> bool {
