@@ -1347,16 +1347,16 @@ fn failed_zero_write_is_not_a_log_error() {
         let (len, data) = active_file_len(&wl, &twin, &twin_log);
         assert!(len >= 8192 && len > data, "{what}: no zero fill after the first append ({len} bytes, data {data})");
 
-        // With the write after the data's failing: the first zero write (written through,
-        // the data, then the zeros, then the new leader epoch's checkpoint; by a group
-        // commit, the checkpoint at the append, then the data linked to its fdatasync, then
-        // the zeros).
+        // With the write after the data's failing: the first zero write (written through, the
+        // new leader epoch's checkpoint (assigned before the data), the data, then the zeros; by
+        // a group commit, the checkpoint at the append, then the data linked to its fdatasync,
+        // then the zeros).
         let sim = new_storage(&wl);
         let mut log = open(&sim);
         let mut model = new_model();
         assert_eq!(sim.counters().writes, before);
         let r = if write_through {
-            sim.inject(Fault::Write(before + 2));
+            sim.inject(Fault::Write(before + 3));
             append_only(&wl, &mut log, &mut model)
         } else {
             append_only(&wl, &mut log, &mut model).unwrap();

@@ -97,8 +97,10 @@ impl ShardLike {
         n_zero
     }
 
+    /// Reports every write outcome, as the shard's loop does (one kept by an operation that
+    /// waited for its write comes first, then the write in flight).
     fn finish_turn(&mut self) {
-        if let Some(r) = self.log.poll_writes(true) {
+        while let Some(r) = self.log.poll_writes(true) {
             r.expect("write");
         }
     }

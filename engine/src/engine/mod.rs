@@ -309,6 +309,16 @@ pub(crate) enum Request {
         log_start_offset: Option<i64>,
         done: crate::completion::Completer<crate::log::LoadReport>,
     },
+    /// Closes one partition: cleanly when it can, else (a failed log) leaving it to recovery at
+    /// its next open.
+    Close {
+        tp: TopicPartition,
+        done: crate::completion::Completer<()>,
+    },
+    /// Every failed partition with the reason.
+    Failed {
+        done: crate::completion::Completer<Vec<(TopicPartition, String)>>,
+    },
     /// (partition, recovery point, log start offset) of every open log.
     Offsets {
         done: crate::completion::Completer<Vec<(TopicPartition, i64, i64)>>,
@@ -681,7 +691,10 @@ impl Engine {
     }
 
     /// Opens (creating if needed) a partition with `config` (default: the engine's), and says
-    /// what loading it did. Opening an open partition does nothing (an empty report).
+    /// what loading it did. Opening an open partition does nothing (an empty report), unless it
+    /// is failed ([`Error::Failed`]): then it is closed and opened again, recovered from its
+    /// recovery point, so that once the cause is gone (space freed, a disk remounted) it takes
+    /// appends again without a restart of the engine.
     pub fn open_partition(&self, tp: &TopicPartition, config: Option<LogConfig>) -> Completion<crate::log::LoadReport> {
         if let Err(detail) = filename::validate_topic_name(&tp.topic) {
             return Completion::ready(Err(Error::InvalidTopicName { name: tp.topic.clone(), detail }));
@@ -698,6 +711,23 @@ impl Engine {
         let log_start_offset = self.startup.log_starts.get(&key).copied();
         let tp = tp.clone();
         self.call(self.shard_of(&tp), |done| Request::Open { tp, config, recovery, log_start_offset, done })
+    }
+
+    /// Closes a partition: cleanly (final index entries, trims, fsyncs) when it can, otherwise (a
+    /// failed log) it is dropped as it is, and the next [`Engine::open_partition`] recovers it.
+    /// Appends waiting for its write are failed. Closing a partition that is not open is
+    /// [`Error::UnknownPartition`].
+    pub fn close_partition(&self, tp: &TopicPartition) -> Completion<()> {
+        let tp = tp.clone();
+        self.call(self.shard_of(&tp), |done| Request::Close { tp, done })
+    }
+
+    /// Every partition in the failed state (a write or fsync failed: it refuses appends until it
+    /// is closed or opened again), with the error that failed it.
+    pub fn failed_partitions(&self) -> Result<Vec<(TopicPartition, String)>> {
+        let mut out = self.inner.gather(|done| Request::Failed { done })?;
+        out.sort();
+        Ok(out)
     }
 
     /// Leader append: offsets assigned by the partition. `records` holds whole v2 batches.

@@ -257,6 +257,15 @@ impl Shard {
                 Request::Open { tp, config, recovery, log_start_offset, done } => {
                     done.complete(self.open(&tp, config, recovery, log_start_offset))
                 }
+                Request::Close { tp, done } => done.complete(self.close(&tp)),
+                Request::Failed { done } => {
+                    let v = self
+                        .logs
+                        .iter()
+                        .filter_map(|(tp, l)| l.failure().map(|r| (tp.clone(), r.to_string())))
+                        .collect();
+                    done.complete(Ok(v));
+                }
                 Request::Offsets { done } => {
                     let v = self
                         .logs
@@ -512,8 +521,17 @@ impl Shard {
         recovery: crate::log::Recovery,
         log_start_offset: Option<i64>,
     ) -> Result<crate::log::LoadReport> {
-        if self.logs.contains_key(tp) {
-            return Ok(crate::log::LoadReport::default());
+        let mut recovery = recovery;
+        let mut log_start_offset = log_start_offset;
+        match self.logs.get(tp) {
+            Some(log) if log.failure().is_some() => {
+                // Open again what a failed write left: recovered from its own recovery point.
+                recovery = crate::log::Recovery::FromRecoveryPoint(log.recovery_point());
+                log_start_offset = Some(log.log_start_offset());
+                self.close(tp)?;
+            }
+            Some(_) => return Ok(crate::log::LoadReport::default()),
+            None => {}
         }
         let options = LogOptions {
             config: config.unwrap_or_else(|| self.default_config.clone()),
@@ -530,6 +548,38 @@ impl Shard {
         let (log, report) = Log::open_with_report(self.data_dir.join(tp.dir_name()), options)?;
         self.logs.insert(tp.clone(), log);
         Ok(report)
+    }
+
+    /// Closes `tp`'s log (see [`super::Engine::close_partition`]) after its writes: cleanly when
+    /// it is not failed, else dropped as it is (the failed write was rolled back already).
+    fn close(&mut self, tp: &TopicPartition) -> Result<()> {
+        if !self.logs.contains_key(tp) {
+            return Err(unknown(tp));
+        }
+        if self.in_flight.contains_key(tp) {
+            let outcome = self.logs.get_mut(tp).and_then(|l| l.poll_writes(true)).unwrap_or(Ok(()));
+            self.acknowledge(tp, outcome.map_err(|e| e.to_string()));
+        }
+        let log = self.logs.remove(tp).expect("checked above");
+        let acks = self.waiting.remove(tp).unwrap_or_default();
+        if let Some(reason) = log.failure() {
+            // Appends not yet written were rolled back with the failed write.
+            fail_acks(acks, &self.data_dir, tp, reason.to_string());
+            return Ok(());
+        }
+        // A clean close writes (and fsyncs) what the appends still waiting put in memory.
+        match log.close() {
+            Ok(()) => {
+                for (done, info) in acks {
+                    done.complete(Ok(info));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                fail_acks(acks, &self.data_dir, tp, e.to_string());
+                Err(e)
+            }
+        }
     }
 
     fn snapshot_stats(&self) -> ShardStats {

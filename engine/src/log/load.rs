@@ -288,6 +288,7 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
         last_flush_ms: now,
         failed: None,
         write_in_flight: None,
+        written: (log_end_offset, 0),
         write_settled: None,
         sync_in_flight: None,
         rng: seed,
@@ -303,6 +304,7 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
     let settings = log.settings();
     let active = log.active.take().expect("active");
     let active = active.into_segment()?.into_active(log.storage.clone(), settings, now, jitter)?;
+    log.written = (log.log_end_offset, active.size());
     log.active = Some(active);
     Ok((log, report))
 }

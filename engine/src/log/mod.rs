@@ -139,8 +139,11 @@ pub struct Log {
     unflushed_messages: i64,
     last_flush_ms: i64,
     /// A write started by [`Log::writes_started`] and not yet reported by [`Log::poll_writes`]:
-    /// `Some(synced_up_to)`.
-    write_in_flight: Option<Option<i64>>,
+    /// `Some((synced_up_to, where it ends))`.
+    write_in_flight: Option<(Option<i64>, (i64, u32))>,
+    /// Where the last write known to have succeeded ends: (offset, byte position in the active
+    /// segment). Fetches see nothing past it, and a failed write rolls the log back to it.
+    written: (i64, u32),
     /// Its outcome, when an operation that had to wait for it (a roll, a flush) got it first.
     write_settled: Option<Result<()>>,
     /// For a write in flight that holds an fsync: the flush counters it will satisfy
@@ -248,6 +251,12 @@ impl Log {
         self.segments().map(|s| s.size() as u64).sum()
     }
 
+    /// Why the log is failed (a write or fsync failed; it refuses appends until reopened), if it
+    /// is.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
     fn check_not_failed(&self) -> Result<()> {
         match &self.failed {
             Some(reason) => Err(Error::Failed { dir: self.dir.clone(), reason: reason.clone() }),
@@ -319,10 +328,11 @@ impl Log {
             next = h.next_offset();
             headers.push(h);
         }
+        self.check_append_fits(&headers)?;
+        let r = self.epochs.assign(leader_epoch, self.log_end_offset);
+        self.guard(r)?;
         let mut info = self.append_batches(records, &headers)?;
         info.log_append_time_ms = if log_append { now } else { -1 };
-        let r = self.epochs.assign(leader_epoch, info.first_offset);
-        self.guard(r)?;
         Ok(info)
     }
 
@@ -341,16 +351,27 @@ impl Log {
             });
         }
         let headers: Vec<BatchHeader> = checked.iter().map(|c| c.header).collect();
-        let mut info = self.append_batches(records, &headers)?;
-        info.log_append_time_ms = -1;
+        self.check_append_fits(&headers)?;
         for h in &headers {
             let r = self.epochs.assign(h.partition_leader_epoch, h.base_offset);
             self.guard(r)?;
         }
+        let mut info = self.append_batches(records, &headers)?;
+        info.log_append_time_ms = -1;
         Ok(info)
     }
 
+    /// Appends checked batches (the leader epochs they start already assigned); on an error
+    /// nothing of them stays, the epochs included.
     fn append_batches(&mut self, records: &[u8], headers: &[BatchHeader]) -> Result<AppendInfo> {
+        let r = self.append_checked(records, headers);
+        if r.is_err() {
+            let _ = self.epochs.truncate_from_end(self.log_end_offset);
+        }
+        r
+    }
+
+    fn append_checked(&mut self, records: &[u8], headers: &[BatchHeader]) -> Result<AppendInfo> {
         let first = headers[0];
         let last = headers[headers.len() - 1];
         let mut max_ts = batch::NO_TIMESTAMP;
@@ -370,12 +391,15 @@ impl Log {
         let base = active.base_offset();
         let r = active.append(records, headers);
         self.guard(r)?;
+        self.log_end_offset = last.next_offset();
         if self.write_through {
             let r = self.active_mut().write_pending(false);
-            self.guard(r)?;
+            if let Err(e) = self.guard(r) {
+                self.roll_back_unwritten();
+                return Err(e);
+            }
             self.active_mut().zero_fill_now();
         }
-        self.log_end_offset = last.next_offset();
         self.unflushed_messages += count as i64;
         let info = AppendInfo {
             first_offset: first.base_offset,
@@ -390,11 +414,56 @@ impl Log {
             position,
         };
         if self.write_through {
+            // Visible once written and, when flush.messages or flush.ms call for it, fsynced: a
+            // failed fsync rolls this append back with the rest (`flush`).
             self.maybe_flush()?;
+            self.written = (self.log_end_offset, self.active_segment().size());
         } else if self.first_unflushed_ms.is_none() {
             self.first_unflushed_ms = Some(self.clock.now_ms());
         }
         Ok(info)
+    }
+
+    /// The refusals that depend on offsets and segment limits rather than on the bytes alone,
+    /// made before anything changes (a roll included), so that a refused append leaves the
+    /// directory as it was: offsets that overflow, an append spanning more offsets than one
+    /// segment's 32-bit relative offsets hold, and more index entries than even a new segment's
+    /// indexes (`segment.index.bytes`) can take.
+    fn check_append_fits(&self, headers: &[BatchHeader]) -> Result<()> {
+        let mut at = 0usize;
+        for h in headers {
+            if h.base_offset.checked_add(h.last_offset_delta as i64).and_then(|l| l.checked_add(1)).is_none() {
+                return Err(Error::InvalidRecord {
+                    at,
+                    detail: format!(
+                        "offsets from {} with last offset delta {} overflow a 64-bit offset",
+                        h.base_offset, h.last_offset_delta
+                    ),
+                });
+            }
+            at += h.size_in_bytes() as usize;
+        }
+        let (first, last) = (headers[0].base_offset, headers[headers.len() - 1].last_offset());
+        if last - first > i32::MAX as i64 {
+            return Err(Error::InvalidRecord {
+                at: 0,
+                detail: format!(
+                    "offsets {first}..={last} span more than one segment's 32-bit relative offsets (Kafka's LogSegmentOffsetOverflowException)"
+                ),
+            });
+        }
+        let active = self.active_segment();
+        if !active.has_index_room(active.index_entries_needed(headers)) && !active.fits_new_segment(headers) {
+            return Err(Error::InvalidRecord {
+                at: 0,
+                detail: format!(
+                    "{} batches need more index entries than segment.index.bytes = {} holds",
+                    headers.len(),
+                    self.config.segment_index_bytes
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// True when `flush.messages` or `flush.ms` (or the stricter of them and an engine-wide
@@ -476,29 +545,38 @@ impl Log {
                 detail: format!("cannot roll to {new_base}: the active segment already starts there"),
             });
         }
-        let old_base = active.base_offset();
-        let sealed = match active.seal() {
-            Ok(s) => s,
+        // The old segment sealed (durable) first, then the new one created: no segment file
+        // exists before every segment below it is durable. Whichever step fails, the old segment
+        // stays the active one (a log always has one; sealing it changed nothing in memory that
+        // reads depend on) and the log is failed.
+        let mut active = active;
+        let created = active.seal().and_then(|()| {
+            [
+                filename::log_file_name(new_base),
+                filename::index_file_name(new_base),
+                filename::time_index_file_name(new_base),
+            ]
+            .iter()
+            .map(|n| self.dir.join(n))
+            .filter(|p| storage.exists(p))
+            .try_for_each(|p| storage.remove_file(&p))
+            .and_then(|()| ActiveSegment::create(storage.clone(), &self.dir, new_base, settings, now, jitter))
+        });
+        let seg = match created {
+            Ok(seg) => seg,
             Err(e) => {
-                self.failed = Some(e.to_string());
+                self.active = Some(active);
+                if matches!(e, Error::Io { .. }) || self.failed.is_none() {
+                    self.failed = Some(e.to_string());
+                }
+                self.roll_back_unwritten();
                 return Err(e);
             }
         };
-        self.sealed.insert(old_base, sealed);
-        for name in [
-            filename::log_file_name(new_base),
-            filename::index_file_name(new_base),
-            filename::time_index_file_name(new_base),
-        ] {
-            let p = self.dir.join(name);
-            if storage.exists(&p) {
-                let r = storage.remove_file(&p);
-                self.guard(r)?;
-            }
-        }
-        let r = ActiveSegment::create(storage.clone(), &self.dir, new_base, settings, now, jitter);
-        let seg = self.guard(r)?;
+        let old_base = active.base_offset();
+        self.sealed.insert(old_base, active.into_sealed());
         self.active = Some(seg);
+        self.written = (new_base, 0);
         let r = storage.sync_dir(&self.dir);
         self.guard(r)?;
         // Everything below the new segment was fsynced by seal().
@@ -512,7 +590,11 @@ impl Log {
         self.settle_writes();
         self.check_not_failed()?;
         let r = self.active_mut().flush();
-        self.guard(r)?;
+        if let Err(e) = self.guard(r) {
+            self.roll_back_unwritten();
+            return Err(e);
+        }
+        self.written = (self.log_end_offset, self.active_segment().size());
         self.recovery_point = self.log_end_offset;
         self.unflushed_messages = 0;
         self.first_unflushed_ms = None;
@@ -574,7 +656,8 @@ impl Log {
     pub fn writes_started(&mut self, io: crate::io::AsyncIo, synced_up_to: Option<i64>) {
         self.settle_writes();
         self.active_mut().writes_started(io);
-        self.write_in_flight = Some(synced_up_to);
+        // take_writes took every appended byte: this write ends at the log end.
+        self.write_in_flight = Some((synced_up_to, (self.log_end_offset, self.active_segment().size())));
         if synced_up_to.is_some() {
             self.sync_in_flight = Some((self.unflushed_messages, self.first_unflushed_ms));
             self.unflushed_messages = 0;
@@ -589,10 +672,14 @@ impl Log {
         if let Some(r) = self.write_settled.take() {
             return Some(r);
         }
-        let synced_up_to = self.write_in_flight?;
+        let (synced_up_to, ends) = self.write_in_flight?;
         let r = self.active.as_mut()?.poll_writes(wait)?;
         self.write_in_flight = None;
         let r = self.guard(r);
+        match &r {
+            Ok(()) => self.written = ends,
+            Err(_) => self.roll_back_unwritten(),
+        }
         let counted = self.sync_in_flight.take();
         match (&r, synced_up_to) {
             (Ok(()), Some(o)) => {
@@ -619,6 +706,26 @@ impl Log {
     /// [`Log::poll_writes`].
     pub fn writes_outstanding(&self) -> bool {
         self.write_in_flight.is_some() || self.write_settled.is_some()
+    }
+
+    /// After a failed write or fsync: every append past the last write known to have succeeded
+    /// goes, from memory (log end, tail, indexes, leader epochs) and from the file, so that no
+    /// fetch, no offset and no reopen shows an append whose caller was told it failed. Best
+    /// effort: the log is failed already, and recovery at the next open cuts whatever stays.
+    fn roll_back_unwritten(&mut self) {
+        let to = self.written.0;
+        if self.log_end_offset <= to {
+            return;
+        }
+        let now = self.clock.now_ms();
+        if let Some(active) = self.active.as_mut() {
+            if let Ok((_, end)) = active.truncate_to(to, now) {
+                self.written = (end, active.size());
+            }
+        }
+        self.log_end_offset = self.written.0.min(self.log_end_offset);
+        self.high_watermark = self.high_watermark.min(self.log_end_offset);
+        let _ = self.epochs.truncate_from_end(self.log_end_offset);
     }
 
     /// Waits for the writes in flight, if any, keeping their outcome for the next poll: called

@@ -86,7 +86,9 @@ impl Log {
                 log_end_offset: self.log_end_offset,
             });
         }
-        let upper = upper_bound.unwrap_or(self.log_end_offset).min(self.log_end_offset);
+        // Only what was written without error is visible: an append whose write is still in
+        // flight may yet fail (then it is removed), so it is not served before it is written.
+        let upper = upper_bound.unwrap_or(self.log_end_offset).min(self.written.0);
         if start_offset >= upper {
             out.segment_base_offset = self.active_segment().base_offset();
             out.position = self.active_segment().size();
@@ -129,7 +131,9 @@ impl Log {
                 log_end_offset: self.log_end_offset,
             });
         }
-        let upper = upper_bound.unwrap_or(self.log_end_offset).min(self.log_end_offset);
+        // Only what was written without error is visible: an append whose write is still in
+        // flight may yet fail (then it is removed), so it is not served before it is written.
+        let upper = upper_bound.unwrap_or(self.log_end_offset).min(self.written.0);
         if start_offset >= upper {
             return Ok(None);
         }
@@ -177,6 +181,9 @@ impl Log {
     fn position_in(&self, seg: &Segment, offset: i64) -> Result<u32> {
         if offset >= self.log_end_offset {
             return Ok(seg.size());
+        }
+        if offset == self.written.0 && seg.base_offset() == self.active_segment().base_offset() {
+            return Ok(self.written.1);
         }
         if offset <= seg.base_offset() {
             return Ok(0);

@@ -920,6 +920,20 @@ impl DerefMut for SealedSegment {
     }
 }
 
+/// Kafka's index rule replayed on the byte counter alone: how many entries appending `batches`
+/// adds when `since` bytes went by since the last entry.
+fn entries_needed(mut since: u32, interval: u32, batches: &[batch::BatchHeader]) -> usize {
+    let mut n = 0;
+    for b in batches {
+        if since > interval {
+            n += 1;
+            since = 0;
+        }
+        since = since.saturating_add(b.size_in_bytes() as u32);
+    }
+    n
+}
+
 /// An index file as a [`LazyFile`]: created if missing, opened otherwise.
 fn open_or_create(storage: &Arc<dyn Storage>, path: &Path, res: &SegmentResources) -> Result<Arc<dyn IoFile>> {
     let mode = if storage.exists(path) { OpenMode::ReadWrite } else { OpenMode::CreateNew };
@@ -1310,16 +1324,14 @@ impl ActiveSegment {
     /// How many index entries appending `batches` would add: the append rule replayed on the
     /// byte counter, without touching anything.
     pub fn index_entries_needed(&self, batches: &[batch::BatchHeader]) -> usize {
-        let mut since = self.bytes_since_last_index_entry;
-        let mut n = 0;
-        for b in batches {
-            if since > self.seg.index_interval_bytes {
-                n += 1;
-                since = 0;
-            }
-            since = since.saturating_add(b.size_in_bytes() as u32);
-        }
-        n
+        entries_needed(self.bytes_since_last_index_entry, self.seg.index_interval_bytes, batches)
+    }
+
+    /// True when a new, empty segment's indexes could take the entries appending `batches` to it
+    /// would add (what a roll makes room for).
+    pub fn fits_new_segment(&self, batches: &[batch::BatchHeader]) -> bool {
+        let n = entries_needed(0, self.seg.index_interval_bytes, batches);
+        n == 0 || (n <= self.seg.offset_index.max_entries() && n < self.seg.time_index.max_entries())
     }
 
     /// True when both indexes can take `entries` more entries (the time index keeps its last slot
@@ -1685,16 +1697,24 @@ impl ActiveSegment {
     /// (dropping O_DIRECT block padding and preallocated space), everything fsynced. The indexes
     /// then move to exact-size packed slots under the memory budget, and the `.log` becomes a
     /// lazily opened file under the descriptor limit.
-    pub fn seal(mut self) -> Result<SealedSegment> {
-        self.finish()?;
+    ///
+    /// On an error the segment is unchanged in memory and stays the caller's: the fallible part
+    /// ([`ActiveSegment::finish`]) runs on `&mut self`, and only its success is consumed.
+    pub fn seal(&mut self) -> Result<()> {
+        self.finish()
+    }
+
+    /// The sealed segment, after a successful [`ActiveSegment::seal`].
+    pub fn into_sealed(mut self) -> SealedSegment {
         let lf = LazyFile::adopt(self.storage.clone(), self.file, Reopen::Log, &self.seg.res.files);
         self.seg.log = lf.clone();
         self.seg.lazy_log = Some(lf);
         self.seg.storage = Some(self.storage);
         self.seg.seal_indexes();
-        Ok(SealedSegment { seg: self.seg })
+        SealedSegment { seg: self.seg }
     }
 
+    /// Everything [`ActiveSegment::seal`] and [`ActiveSegment::close`] write.
     fn finish(&mut self) -> Result<()> {
         self.settle_zero_fill();
         self.write_pending(false)?;
