@@ -131,7 +131,7 @@ fn refused_appends_leave_the_directory_byte_identical() {
     }
     log.flush().unwrap();
     let files = sim.files(DIR);
-    let mut follower = |base: i64, records: usize| {
+    let follower = |base: i64, records: usize| {
         let mut b = BatchBuilder::new();
         for r in 0..records {
             b.push(1_700_000_000_000, None, Some(format!("r{r}").as_bytes()), &[]);
