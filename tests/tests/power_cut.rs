@@ -14,7 +14,9 @@
 //!   entries point at batch starts and lookups agree with a linear scan, and every stored batch
 //!   is the one the seed says was appended at its offset.
 //!
-//! Both must agree on each partition's log start and log end.
+//! Both must agree on each partition's log start and log end. Every fourth iteration a second
+//! writer process is started on the directory before the cut: it must be refused with the first
+//! one's process id (the directory's `.lock`) and acknowledge nothing.
 //!
 //! The promise covers the batches acknowledged before the cut began (acknowledgements the harness
 //! had read before calling the ioctl, so their fdatasync had returned). A batch acknowledged while
@@ -208,6 +210,8 @@ struct Totals {
     deleted_acks: usize,
     /// Partitions the restarted engine recovered from a checkpointed recovery point.
     from_checkpoint: usize,
+    /// Second writers started on the live directory (every fourth iteration), all refused.
+    second_writers: usize,
     truncated_bytes: u64,
     truncating_iterations: usize,
     /// Iterations that lost at least one acknowledged batch.
@@ -254,6 +258,22 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
                 "iteration {i} (seed {seed:#x}): the writer acknowledged nothing: {:?}\nstderr: {}",
                 out.other_lines, out.stderr
             );
+        }
+        if i % 4 == 1 {
+            // A second process on the live directory: refused (the first owns its lock),
+            // acknowledging nothing, and the first goes on to its power cut as before.
+            let w2 = WriterProcess::spawn(exe, &args);
+            let line = w2.wait_for_start(Duration::from_secs(30));
+            let out2 = w2.kill();
+            let want = format!("locked by process {}", w.pid());
+            assert!(
+                out2.acks.is_empty()
+                    && line.as_deref().is_some_and(|l| l.starts_with("ERR -1 open") && l.contains(&want)),
+                "iteration {i} (seed {seed:#x}): a second writer on the live directory was not refused with '{want}': \
+                 first line {line:?}, {} acknowledged appends",
+                out2.acks.len()
+            );
+            t.second_writers += 1;
         }
         std::thread::sleep(Duration::from_millis(run_ms));
         if after_ack {
@@ -380,7 +400,7 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
          lost {} acknowledged batches; per mode (iterations, losing): {:?}; {} batches acknowledged \
          during the cut, {} of them lost in {} iterations (no promise); {} acknowledged batches \
          deleted by retention; {} partitions reopened from a checkpointed recovery point; {} iterations \
-         not checked (filesystem stuck busy after the shutdown)",
+         not checked (filesystem stuck busy after the shutdown); {} second writers refused on the live directory",
         if negative { " negative control" } else { "" },
         t.iterations,
         started.elapsed().as_secs_f64(),
@@ -397,7 +417,8 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
         t.lost_unpromised_iterations,
         t.deleted_acks,
         t.from_checkpoint,
-        t.stuck
+        t.stuck,
+        t.second_writers
     );
     Some(t)
 }
