@@ -50,6 +50,8 @@ impl Log {
         if active_base > floor_base {
             // Newest first, so that whatever prefix of these renames survives a crash removes a
             // suffix of the log, never a segment in the middle.
+            let r = self.active_mut().write_out();
+            self.guard(r)?;
             let active = self.active.take().expect("active");
             let seg = self.guard(active.into_segment())?;
             self.schedule_delete(seg, now)?;
@@ -91,6 +93,8 @@ impl Log {
         self.settle_writes();
         self.check_not_failed()?;
         let now = self.clock.now_ms();
+        let r = self.active_mut().write_out();
+        self.guard(r)?;
         let active = self.active.take().expect("active");
         let old = self.guard(active.into_segment())?;
         let sealed: Vec<i64> = self.sealed.keys().copied().collect();

@@ -1748,10 +1748,16 @@ impl ActiveSegment {
     /// Turns this segment into a plain [`Segment`] after writing what is buffered (for
     /// truncation paths and reopening).
     pub fn into_segment(mut self) -> Result<Segment> {
-        self.settle_zero_fill();
-        self.write_pending(false)?;
+        self.write_out()?;
         self.seg.log = self.file;
         Ok(self.seg)
+    }
+
+    /// What [`ActiveSegment::into_segment`] writes, on `&mut self`: a caller that must keep the
+    /// segment when this fails calls it first, and `into_segment` then has nothing left to fail.
+    pub fn write_out(&mut self) -> Result<()> {
+        self.settle_zero_fill();
+        self.write_pending(false)
     }
 }
 
