@@ -115,6 +115,50 @@ fn a_failed_group_commit_rolls_back_every_append_it_carried() {
     assert!(log.poll_writes(true).unwrap().is_err());
     assert_eq!(visible(&log), before, "appends of a failed write are visible");
     assert!(log.failure().is_some());
+    drop(log);
+    let log = Log::open(DIR, LogOptions { storage: Arc::new(sim.clone()), ..LogOptions::default() }).unwrap();
+    assert_eq!(visible(&log), before, "appends of a failed write came back after a reopen");
+}
+
+/// A partition closed and opened again while the engine runs keeps its log start (DeleteRecords),
+/// its settings and its place in the checkpoints; the restart after a clean shutdown agrees.
+#[test]
+fn a_closed_partition_keeps_its_log_start_settings_and_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = EngineConfig::new(dir.path());
+    config.io_mode = std::env::var("SEGLOG_IO_MODE").ok().and_then(|m| m.parse().ok()).unwrap_or(IoMode::Sync);
+    config.shards = Some(1);
+    config.pin_threads = false;
+    config.checkpoint_interval_ms = 3_600_000;
+    let engine = Engine::open(config.clone()).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    let own = LogConfig { segment_bytes: 4096, ..LogConfig::default() };
+    engine.open_partition(&tp, Some(own)).wait().unwrap();
+    for i in 0..10 {
+        engine.append(&tp, batch(i, 100), 0).wait().unwrap();
+    }
+    engine
+        .with_log(&tp, |l| {
+            l.set_high_watermark(10);
+            l.delete_records(5).map(|_| ())
+        })
+        .wait()
+        .unwrap();
+    engine.close_partition(&tp).wait().unwrap();
+    assert!(matches!(engine.close_partition(&tp).wait(), Err(Error::UnknownPartition { .. })));
+    engine.checkpoint().unwrap();
+    let starts = std::fs::read_to_string(dir.path().join("log-start-offset-checkpoint")).unwrap();
+    assert!(starts.contains("t 0 5"), "a closed partition left the checkpoint: {starts:?}");
+    engine.open_partition(&tp, None).wait().unwrap();
+    assert_eq!(engine.partitions().unwrap(), vec![(tp.clone(), 5, 10)]);
+    let segment_bytes = engine.with_log(&tp, |l| Ok(l.config().segment_bytes)).wait().unwrap();
+    assert_eq!(segment_bytes, 4096, "reopened with other settings");
+    engine.close_partition(&tp).wait().unwrap();
+    engine.shutdown().unwrap();
+    let engine = Engine::open(config).unwrap();
+    assert!(engine.started_clean());
+    assert_eq!(engine.partitions().unwrap(), vec![(tp, 5, 10)]);
+    engine.shutdown().unwrap();
 }
 
 /// A follower batch whose offsets overflow, an append spanning more than one segment's relative
@@ -204,7 +248,8 @@ fn full_disk(root: &Path, mode: IoMode) {
     config.checkpoint_interval_ms = 3_600_000;
     let engine = Engine::open(config.clone()).unwrap();
     let tp = TopicPartition::new("t", 0);
-    engine.open_partition(&tp, None).wait().unwrap();
+    let own = LogConfig { segment_bytes: 1 << 20, index_interval_bytes: 8192, ..LogConfig::default() };
+    engine.open_partition(&tp, Some(own)).wait().unwrap();
     // Fill the filesystem but for about a megabyte.
     let filler = root.join("filler");
     let free = free_bytes(root).saturating_sub(1 << 20);
@@ -238,6 +283,8 @@ fn full_disk(root: &Path, mode: IoMode) {
     std::fs::remove_file(&filler).unwrap();
     engine.open_partition(&tp, None).wait().unwrap();
     assert!(engine.failed_partitions().unwrap().is_empty(), "{mode}");
+    let interval = engine.with_log(&tp, |l| Ok(l.config().index_interval_bytes)).wait().unwrap();
+    assert_eq!(interval, 8192, "{mode}: opened again with other settings");
     assert_eq!(engine.partitions().unwrap()[0].2, end, "{mode}: reopened at another end");
     let info = engine.append(&tp, batch(i, 10), 0).wait().unwrap();
     assert_eq!(info.first_offset, end, "{mode}");

@@ -106,6 +106,16 @@ fn a_log_and_an_engine_exclude_each_other() {
     assert_locked(Log::open(&part, options()), "Log on an engine's partition");
     assert_locked(Log::open(dir.path().join("t-1"), options()), "Log on a new partition of an engine's directory");
     assert!(snapshot(dir.path()) == before, "a refused Log changed the directory");
+    assert!(!dir.path().join("t-1").exists(), "a refused Log created its partition directory");
+    // Logs sharing the engine's kind of lock still have one owner each.
+    let shared = seglog::io::default_storage();
+    let other = tempfile::tempdir().unwrap();
+    let held = shared.lock(other.path(), seglog::io::lock::LockKind::LogDir).unwrap().map(std::sync::Arc::new);
+    let under = || LogOptions { storage: shared.clone(), log_dir_lock: held.clone(), ..LogOptions::default() };
+    let first = Log::open(other.path().join("t-0"), under()).unwrap();
+    assert_locked(Log::open(other.path().join("t-0"), under()), "second Log under one shared lock");
+    drop(first);
+    Log::open(other.path().join("t-0"), under()).unwrap();
     engine.shutdown().unwrap();
     let log = Log::open(&part, options()).unwrap();
     assert_eq!(log.log_end_offset(), 1);

@@ -279,7 +279,7 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let mut _locks = Vec::new();
     if args.write {
         for p in &d.partitions {
-            _locks.extend(seglog::io::lock::lock_partition_dir(&p.path)?);
+            _locks.push(seglog::io::lock::lock_partition_dir(&p.path)?);
         }
     }
     let total: u64 = d.partitions.iter().map(|p| p.log_segments().count() as u64).sum();

@@ -72,6 +72,18 @@ fn writing_commands_are_refused_while_an_engine_owns_the_directory() {
         assert!(r.stderr.contains(&me), "{args:?} does not name the owner: {}", r.stderr);
         assert!(snapshot(dir.path()) == before, "{args:?} changed a live directory");
     }
+    // The same with a relative partition directory (its log directory is then `.`).
+    for args in [["recover", "orders-0", "--io-mode", "sync"], ["rebuild-index", "orders-0", "--write", "--json"]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_seglog"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?} from inside the live directory ran");
+        assert!(stderr.contains(&me), "{args:?}: {stderr}");
+        assert!(snapshot(dir.path()) == before, "{args:?} changed a live directory");
+    }
     engine.shutdown().unwrap();
     // With the engine gone both run.
     let r = seglog(["recover", &dir.path().display().to_string(), "--io-mode", "sync"]);

@@ -77,12 +77,27 @@ pub(crate) struct Shard {
     next_retention_ms: i64,
     last_periodic: std::time::Instant,
     logs: HashMap<TopicPartition, Log>,
+    /// Partitions closed by [`super::Engine::close_partition`] (or to be opened again after a
+    /// failure), until they are opened again.
+    closed: HashMap<TopicPartition, Closed>,
     /// Appends done in memory whose write has not been started yet, per partition.
     waiting: HashMap<TopicPartition, Vec<Ack>>,
     /// Appends covered by the partition's write in flight (one per partition at a time), with
     /// the moment it was handed to the kernel.
     in_flight: HashMap<TopicPartition, (std::time::Instant, Vec<Ack>)>,
     stats: ShardStats,
+}
+
+/// A partition closed while the engine runs: what its next open needs, and what the checkpoints
+/// keep saying about it meanwhile.
+#[derive(Clone, Debug)]
+struct Closed {
+    recovery_point: i64,
+    log_start_offset: i64,
+    end: i64,
+    config: LogConfig,
+    /// Closed cleanly (everything fsynced, indexes final); a failed log is not.
+    clean: bool,
 }
 
 /// An append to acknowledge once the write (and, when durable, the fdatasync) covering it is done.
@@ -121,6 +136,7 @@ impl Shard {
             storage,
             dir_lock,
             logs: HashMap::new(),
+            closed: HashMap::new(),
             waiting: HashMap::new(),
             in_flight: HashMap::new(),
         }
@@ -204,9 +220,21 @@ impl Shard {
     }
 
     /// Closes every log; returns (partition, log end, log start) of each.
+    /// A partition closed earlier counts as closed cleanly only if it was; one that was failed
+    /// fails the whole close, so no clean-shutdown marker tells the next start to trust it.
     fn close_all(&mut self) -> Result<Vec<(TopicPartition, i64, i64)>> {
         let mut first = None;
         let mut closed = Vec::new();
+        for (tp, c) in self.closed.drain() {
+            if c.clean {
+                closed.push((tp, c.end, c.log_start_offset));
+            } else {
+                first.get_or_insert(Error::Failed {
+                    dir: self.data_dir.join(tp.dir_name()),
+                    reason: "closed after a failed write; not recovered since".into(),
+                });
+            }
+        }
         for (tp, log) in self.logs.drain() {
             let (leo, start) = (log.log_end_offset(), log.log_start_offset());
             match log.close() {
@@ -267,12 +295,9 @@ impl Shard {
                     done.complete(Ok(v));
                 }
                 Request::Offsets { done } => {
-                    let v = self
-                        .logs
-                        .iter()
-                        .map(|(tp, l)| (tp.clone(), l.recovery_point(), l.log_start_offset()))
-                        .collect();
-                    done.complete(Ok(v));
+                    let open = self.logs.iter().map(|(tp, l)| (tp.clone(), l.recovery_point(), l.log_start_offset()));
+                    let closed = self.closed.iter().map(|(tp, c)| (tp.clone(), c.recovery_point, c.log_start_offset));
+                    done.complete(Ok(open.chain(closed).collect()));
                 }
                 Request::WithLog { tp, f } => {
                     let before = self.logs.get(&tp).map(|l| l.log_end_offset());
@@ -521,20 +546,25 @@ impl Shard {
         recovery: crate::log::Recovery,
         log_start_offset: Option<i64>,
     ) -> Result<crate::log::LoadReport> {
-        let mut recovery = recovery;
-        let mut log_start_offset = log_start_offset;
         match self.logs.get(tp) {
-            Some(log) if log.failure().is_some() => {
-                // Open again what a failed write left: recovered from its own recovery point.
-                recovery = crate::log::Recovery::FromRecoveryPoint(log.recovery_point());
-                log_start_offset = Some(log.log_start_offset());
-                self.close(tp)?;
-            }
+            // Open again what a failed write left (closing it records where it stood).
+            Some(log) if log.failure().is_some() => self.close(tp)?,
             Some(_) => return Ok(crate::log::LoadReport::default()),
             None => {}
         }
+        // A partition closed in this run opens from where it stood, with its own settings, not
+        // from what the data directory's files said at startup.
+        let before = self.closed.remove(tp);
+        let (recovery, log_start_offset, config) = match &before {
+            Some(c) => (
+                crate::log::Recovery::FromRecoveryPoint(c.recovery_point),
+                Some(c.log_start_offset),
+                config.unwrap_or_else(|| c.config.clone()),
+            ),
+            None => (recovery, log_start_offset, config.unwrap_or_else(|| self.default_config.clone())),
+        };
         let options = LogOptions {
-            config: config.unwrap_or_else(|| self.default_config.clone()),
+            config,
             storage: self.storage.clone(),
             tail_cache_bytes: self.tail_cache_bytes,
             zero_fill_bytes: self.zero_fill_bytes,
@@ -545,9 +575,18 @@ impl Shard {
             log_dir_lock: Some(self.dir_lock.clone()),
             ..LogOptions::default()
         };
-        let (log, report) = Log::open_with_report(self.data_dir.join(tp.dir_name()), options)?;
-        self.logs.insert(tp.clone(), log);
-        Ok(report)
+        match Log::open_with_report(self.data_dir.join(tp.dir_name()), options) {
+            Ok((log, report)) => {
+                self.logs.insert(tp.clone(), log);
+                Ok(report)
+            }
+            Err(e) => {
+                if let Some(c) = before {
+                    self.closed.insert(tp.clone(), c);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Closes `tp`'s log (see [`super::Engine::close_partition`]) after its writes: cleanly when
@@ -562,24 +601,37 @@ impl Shard {
         }
         let log = self.logs.remove(tp).expect("checked above");
         let acks = self.waiting.remove(tp).unwrap_or_default();
-        if let Some(reason) = log.failure() {
-            // Appends not yet written were rolled back with the failed write.
-            fail_acks(acks, &self.data_dir, tp, reason.to_string());
-            return Ok(());
-        }
-        // A clean close writes (and fsyncs) what the appends still waiting put in memory.
-        match log.close() {
-            Ok(()) => {
-                for (done, info) in acks {
-                    done.complete(Ok(info));
-                }
+        let mut closed = Closed {
+            recovery_point: log.recovery_point(),
+            log_start_offset: log.log_start_offset(),
+            end: log.log_end_offset(),
+            config: log.config().clone(),
+            clean: false,
+        };
+        let r = match log.failure().map(str::to_string) {
+            Some(reason) => {
+                // Appends not yet written were rolled back with the failed write.
+                fail_acks(acks, &self.data_dir, tp, reason);
                 Ok(())
             }
-            Err(e) => {
-                fail_acks(acks, &self.data_dir, tp, e.to_string());
-                Err(e)
-            }
-        }
+            // A clean close writes (and fsyncs) what the appends still waiting put in memory.
+            None => match log.close() {
+                Ok(()) => {
+                    closed.clean = true;
+                    closed.recovery_point = closed.end;
+                    for (done, info) in acks {
+                        done.complete(Ok(info));
+                    }
+                    Ok(())
+                }
+                Err(e) => {
+                    fail_acks(acks, &self.data_dir, tp, e.to_string());
+                    Err(e)
+                }
+            },
+        };
+        self.closed.insert(tp.clone(), closed);
+        r
     }
 
     fn snapshot_stats(&self) -> ShardStats {

@@ -6,7 +6,10 @@
 //! owned through `flock` on the directory itself (no file is added to it), taken by every
 //! [`crate::log::Log`]; a `Log` opened on its own also read-locks the `.lock` of the log directory
 //! above it, when there is one, so it cannot open a partition of a directory an engine or a broker
-//! owns (and they cannot start while it is open).
+//! owns, and they cannot start while it is open. It creates no `.lock` (nothing outside the
+//! directory it was given), so where the log directory has none (Kafka deletes its own at a clean
+//! shutdown) a broker starting later does not see the `Log`; an engine does (it tries each
+//! partition's lock).
 //!
 //! Locks are advisory: they keep seglog processes, tools and Kafka brokers apart, not programs that
 //! ignore them. Each is released when its guard is dropped (or the process dies).
@@ -15,11 +18,15 @@
 //! disturbs a lock: read-only commands use [`lock_holder`] to say a directory is live.
 #![allow(unsafe_code)]
 
+use std::collections::HashSet;
+use std::ffi::OsString;
 use std::fs::File;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
+use super::Storage;
 use crate::error::{Error, Result};
 
 /// The name of Kafka's log-directory lock file.
@@ -41,13 +48,108 @@ pub enum LockKind {
 /// A held lock: released when dropped.
 #[derive(Debug)]
 pub struct LockGuard {
+    path: PathBuf,
+    kind: LockKind,
+    /// Under an exclusive log-directory lock: the partition directories (by name) open under it
+    /// in this process, so that logs sharing the lock still have one owner each.
+    claims: Mutex<HashSet<OsString>>,
     _held: Box<dyn std::fmt::Debug + Send + Sync>,
 }
 
 impl LockGuard {
-    pub(crate) fn new(held: impl std::fmt::Debug + Send + Sync + 'static) -> LockGuard {
-        LockGuard { _held: Box::new(held) }
+    pub(crate) fn new(path: &Path, kind: LockKind, held: impl std::fmt::Debug + Send + Sync + 'static) -> LockGuard {
+        LockGuard { path: path.to_path_buf(), kind, claims: Mutex::new(HashSet::new()), _held: Box::new(held) }
     }
+    /// The directory locked (a log directory for the `LogDir` kinds).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn kind(&self) -> LockKind {
+        self.kind
+    }
+}
+
+/// One partition's claim under a held log-directory lock, given back when dropped.
+#[derive(Debug)]
+struct Claim {
+    guard: Arc<LockGuard>,
+    name: OsString,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.guard.claims.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.name);
+    }
+}
+
+/// What makes a [`crate::log::Log`] the only owner of its partition directory, held as long as
+/// the log lives.
+#[derive(Debug)]
+pub struct PartitionLocks {
+    _own: Option<LockGuard>,
+    _log_dir: Option<Arc<LockGuard>>,
+    _claim: Option<Claim>,
+}
+
+/// The log directory a partition directory is in (`.` for a bare relative name).
+pub fn log_dir_of(dir: &Path) -> &Path {
+    match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Makes the caller the only owner of the partition directory `dir`, creating it (and fsyncing
+/// the log directory) when `create` and it is missing; nothing is created when it is refused.
+///
+/// - `held`, the exclusive lock of `dir`'s log directory (the engine's): the partition is claimed
+///   in it (a second log on it in this process is refused), and `dir`'s own lock is only tried,
+///   to refuse a partition a log opened on its own holds, not kept: a descriptor per partition is
+///   what ten thousand partitions cannot spare.
+/// - alone: a shared lock on the log directory's `.lock` when it has one, then `dir`'s own lock,
+///   held; then the log directory's lock is looked at again if it had none, so an engine that
+///   started meanwhile is seen (it locks its directory before it tries a partition's lock).
+///
+/// # Panics
+/// When `held` is not an exclusive lock of `dir`'s log directory (a caller bug).
+pub fn lock_partition(
+    storage: &dyn Storage,
+    dir: &Path,
+    held: Option<Arc<LockGuard>>,
+    create: bool,
+) -> Result<PartitionLocks> {
+    let log_dir = log_dir_of(dir);
+    let make = |storage: &dyn Storage| -> Result<()> {
+        if create && !storage.exists(dir) {
+            storage.create_dir_all(dir)?;
+            storage.sync_dir(log_dir)?;
+        }
+        Ok(())
+    };
+    if let Some(held) = held {
+        assert!(
+            held.kind == LockKind::LogDir && held.path == log_dir,
+            "the lock passed for {} is {:?} of {}, not the log directory's exclusive lock",
+            dir.display(),
+            held.kind,
+            held.path.display()
+        );
+        let name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+        if !held.claims.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone()) {
+            return Err(Error::Locked { path: dir.to_path_buf(), holder: Some(std::process::id()) });
+        }
+        let claim = Claim { guard: held.clone(), name };
+        make(storage)?;
+        drop(storage.lock(dir, LockKind::Partition)?);
+        return Ok(PartitionLocks { _own: None, _log_dir: Some(held), _claim: Some(claim) });
+    }
+    let mut shared = storage.lock(log_dir, LockKind::LogDirShared)?;
+    make(storage)?;
+    let own = storage.lock(dir, LockKind::Partition)?;
+    if shared.is_none() {
+        shared = storage.lock(log_dir, LockKind::LogDirShared)?;
+    }
+    Ok(PartitionLocks { _own: own, _log_dir: shared.map(Arc::new), _claim: None })
 }
 
 /// An open file or directory whose lock lives as long as it stays open.
@@ -72,14 +174,14 @@ pub fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<L
                 .mode(file_mode)
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(&lock)
-                .map_err(|e| open_error(&lock, e))?;
+                .map_err(|e| super::std_backend::open_error(&lock, e))?;
             ofd_lock(&f, &lock, libc::F_WRLCK)?;
             // Kafka leaves the file empty and reads nothing from it; seglog notes its process id
             // there, because /proc/locks does not name the holder of an OFD lock.
             let _ = f.set_len(0).and_then(|()| {
                 std::os::unix::fs::FileExt::write_all_at(&f, format!("{}\n", std::process::id()).as_bytes(), 0)
             });
-            Ok(Some(LockGuard::new(Held { _file: f })))
+            Ok(Some(LockGuard::new(path, kind, Held { _file: f })))
         }
         LockKind::LogDirShared => {
             let lock = path.join(LOCK_FILE);
@@ -93,10 +195,10 @@ pub fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<L
                 // Not ours to judge (unreadable, not a file): no broker can hold it as a lock we
                 // could see, so there is nothing to exclude against.
                 Err(e) if e.raw_os_error() == Some(libc::EACCES) => return Ok(None),
-                Err(e) => return Err(open_error(&lock, e)),
+                Err(e) => return Err(super::std_backend::open_error(&lock, e)),
             };
             ofd_lock(&f, &lock, libc::F_RDLCK)?;
-            Ok(Some(LockGuard::new(Held { _file: f })))
+            Ok(Some(LockGuard::new(path, kind, Held { _file: f })))
         }
         LockKind::Partition => {
             let f = std::fs::OpenOptions::new()
@@ -108,7 +210,8 @@ pub fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<L
                     Ok(m) if m.file_type().is_symlink() => {
                         Error::NotRegular { path: path.to_path_buf(), what: "a symbolic link" }
                     }
-                    _ => open_error(path, e),
+                    Ok(m) if !m.is_dir() => Error::NotRegular { path: path.to_path_buf(), what: "not a directory" },
+                    _ => super::std_backend::open_error(path, e),
                 })?;
             // SAFETY: flock on a descriptor we own and keep open; no memory is passed.
             let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
@@ -119,31 +222,16 @@ pub fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<L
                 }
                 return Err(Error::io("flock", path, e));
             }
-            Ok(Some(LockGuard::new(Held { _file: f })))
+            Ok(Some(LockGuard::new(path, kind, Held { _file: f })))
         }
     }
 }
 
-/// What owning a partition directory takes on a real filesystem, for a command that changes one
-/// without opening a [`crate::log::Log`] (the same locks a log opened on its own holds): the
-/// directory's own lock, then a shared lock on the `.lock` of the log directory above, if any.
-/// Refused with [`Error::Locked`] while an engine, a log, another command or a Kafka broker owns
-/// either.
-pub fn lock_partition_dir(dir: &Path) -> Result<Vec<LockGuard>> {
-    let mut held: Vec<LockGuard> = lock_path(dir, LockKind::Partition, 0o600)?.into_iter().collect();
-    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        held.extend(lock_path(parent, LockKind::LogDirShared, 0o600)?);
-    }
-    Ok(held)
-}
-
-/// An open error, with a symlink (ELOOP under O_NOFOLLOW) or a non-directory said plainly.
-fn open_error(path: &Path, e: std::io::Error) -> Error {
-    match e.raw_os_error() {
-        Some(libc::ELOOP) => Error::NotRegular { path: path.to_path_buf(), what: "a symbolic link" },
-        Some(libc::ENOTDIR) => Error::NotRegular { path: path.to_path_buf(), what: "not a directory" },
-        _ => Error::io("open", path, e),
-    }
+/// [`lock_partition`] on the real filesystem, without creating anything: for a command that
+/// changes a partition directory without opening a [`crate::log::Log`] (`seglog rebuild-index
+/// --write`).
+pub fn lock_partition_dir(dir: &Path) -> Result<PartitionLocks> {
+    lock_partition(&super::std_backend::StdStorage::default(), dir, None, false)
 }
 
 /// `F_OFD_SETLK` of `kind` over the whole file, without waiting.

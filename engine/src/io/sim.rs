@@ -840,7 +840,7 @@ impl Storage for SimStorage {
             _ => return Err(Error::Locked { path: key, holder: Some(std::process::id()) }),
         }
         drop(t);
-        Ok(Some(LockGuard::new(SimLock { table, path: key })))
+        Ok(Some(LockGuard::new(path, kind, SimLock { table, path: key })))
     }
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         let path = norm(path);

@@ -180,9 +180,9 @@ pub(crate) fn open_error(path: &Path, e: std::io::Error) -> Error {
     Error::NotRegular { path: path.to_path_buf(), what }
 }
 
-/// Refuses anything but a regular file (a FIFO, a device, a socket), then clears the O_NONBLOCK
-/// of [`SAFE_OPEN_FLAGS`]: io_uring completes reads of an O_NONBLOCK file with EAGAIN instead of
-/// waiting for them.
+/// Refuses anything but a regular file (a FIFO, a device, a socket). The O_NONBLOCK of
+/// [`SAFE_OPEN_FLAGS`] then does nothing to `pread`/`pwrite` of a regular file; io_uring needs it
+/// cleared ([`set_status_flags`]).
 pub(crate) fn check_regular(file: &File, path: &Path) -> Result<()> {
     use std::os::unix::fs::FileTypeExt;
     let t = file.metadata().map_err(|e| Error::io("stat", path, e))?.file_type();
@@ -200,11 +200,14 @@ pub(crate) fn check_regular(file: &File, path: &Path) -> Result<()> {
         };
         return Err(Error::NotRegular { path: path.to_path_buf(), what });
     }
-    let fd = file.as_raw_fd();
-    // SAFETY: F_GETFL and F_SETFL on a descriptor we own; no memory is passed.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+    Ok(())
+}
+
+/// Sets the file's changeable status flags to `flags` (O_DIRECT or none): for io_uring, which
+/// completes reads of an O_NONBLOCK file with EAGAIN instead of waiting for them.
+pub(crate) fn set_status_flags(file: &File, path: &Path, flags: libc::c_int) -> Result<()> {
+    // SAFETY: F_SETFL on a descriptor we own; no memory is passed.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags) } < 0 {
         return Err(Error::io("fcntl F_SETFL", path, std::io::Error::last_os_error()));
     }
     Ok(())

@@ -1195,6 +1195,7 @@ impl UringStorage {
             Err(e) => return Err(super::std_backend::open_error(path, e)),
         };
         super::std_backend::check_regular(&file, path)?;
+        super::std_backend::set_status_flags(&file, path, if direct { libc::O_DIRECT } else { 0 })?;
         let direct = direct.then(|| super::probe::dio_alignment_fd(file.as_raw_fd()));
         Ok(Arc::new(UringFile { file, path: path.to_path_buf(), direct }))
     }

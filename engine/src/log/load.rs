@@ -5,12 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
 use super::{Log, LogOptions};
 use crate::error::{Error, Result};
 use crate::format::filename::{FileKind, FileSuffix, SegmentFileName};
-use crate::io::lock::LockKind;
 use crate::segment::{ActiveSegment, Segment};
 
 /// What the caller knows about the previous shutdown.
@@ -63,14 +61,8 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
     } = options;
     let mut report = LoadReport::default();
     let mut recovered_epochs: Vec<(i32, i64)> = Vec::new();
-    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
-    if !storage.exists(dir) {
-        storage.create_dir_all(dir)?;
-        if let Some(parent) = parent {
-            storage.sync_dir(parent)?;
-        }
-    }
-    let locks = lock_dirs(&*storage, dir, parent, log_dir_lock)?;
+    // One owner, before anything in the directory is read or changed (or it is created).
+    let locks = crate::io::lock::lock_partition(&*storage, dir, log_dir_lock, true)?;
     let mut names = storage.list_dir(dir)?;
     names.sort();
     if names.iter().any(|n| {
@@ -288,7 +280,7 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
         last_flush_ms: now,
         failed: None,
         write_in_flight: None,
-        written: (log_end_offset, 0),
+        written: log_end_offset,
         write_settled: None,
         sync_in_flight: None,
         rng: seed,
@@ -304,36 +296,8 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
     let settings = log.settings();
     let active = log.active.take().expect("active");
     let active = active.into_segment()?.into_active(log.storage.clone(), settings, now, jitter)?;
-    log.written = (log.log_end_offset, active.size());
     log.active = Some(active);
     Ok((log, report))
-}
-
-/// Makes the log the only owner of `dir` before anything in it is read or changed.
-///
-/// Opened on its own, a log holds `dir`'s lock, then a shared lock on the `.lock` of the log
-/// directory above when it has one. Under an owner of that log directory (`held`: the engine),
-/// `dir`'s lock is only tried, to refuse a partition a log opened on its own still holds, and not
-/// kept: the engine already excludes every other owner, and a descriptor per partition is what
-/// ten thousand partitions cannot spare. The order closes every race: an engine locks its
-/// directory before trying a partition's lock, a lone log takes the partition's lock before
-/// looking at the directory's.
-fn lock_dirs(
-    storage: &dyn crate::io::Storage,
-    dir: &Path,
-    parent: Option<&Path>,
-    held: Option<Arc<crate::io::lock::LockGuard>>,
-) -> Result<super::LogLocks> {
-    let own = storage.lock(dir, LockKind::Partition)?;
-    if held.is_some() {
-        drop(own);
-        return Ok((None, held));
-    }
-    let parent_lock = match parent {
-        Some(p) => storage.lock(p, LockKind::LogDirShared)?.map(Arc::new),
-        None => None,
-    };
-    Ok((own, parent_lock))
 }
 
 /// Recovery progress, reported after each segment.

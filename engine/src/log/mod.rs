@@ -139,11 +139,12 @@ pub struct Log {
     unflushed_messages: i64,
     last_flush_ms: i64,
     /// A write started by [`Log::writes_started`] and not yet reported by [`Log::poll_writes`]:
-    /// `Some((synced_up_to, where it ends))`.
-    write_in_flight: Option<(Option<i64>, (i64, u32))>,
-    /// Where the last write known to have succeeded ends: (offset, byte position in the active
-    /// segment). Fetches see nothing past it, and a failed write rolls the log back to it.
-    written: (i64, u32),
+    /// `Some((synced_up_to, the offset it ends before))`.
+    write_in_flight: Option<(Option<i64>, i64)>,
+    /// The offset the last write known to have succeeded ends before (its byte position in the
+    /// active segment is [`Log::written_position`]). Fetches see nothing past it, and a failed
+    /// write rolls the log back to it.
+    written: i64,
     /// Its outcome, when an operation that had to wait for it (a roll, a flush) got it first.
     write_settled: Option<Result<()>>,
     /// For a write in flight that holds an fsync: the flush counters it will satisfy
@@ -162,11 +163,8 @@ pub struct Log {
     first_unflushed_ms: Option<i64>,
     /// The locks that make this log the only owner of its directory: the partition directory's,
     /// and the log directory's (shared, or the engine's); released when the log is dropped.
-    _locks: LogLocks,
+    _locks: crate::io::lock::PartitionLocks,
 }
-
-/// A log's own directory lock (not kept under an engine) and the log directory's.
-type LogLocks = (Option<crate::io::lock::LockGuard>, Option<Arc<crate::io::lock::LockGuard>>);
 
 impl Log {
     /// Opens (creating if needed) the partition directory `dir`.
@@ -328,10 +326,10 @@ impl Log {
             next = h.next_offset();
             headers.push(h);
         }
-        self.check_append_fits(&headers)?;
+        let needed = self.check_append_fits(&headers)?;
         let r = self.epochs.assign(leader_epoch, self.log_end_offset);
         self.guard(r)?;
-        let mut info = self.append_batches(records, &headers)?;
+        let mut info = self.append_batches(records, &headers, needed)?;
         info.log_append_time_ms = if log_append { now } else { -1 };
         Ok(info)
     }
@@ -351,27 +349,27 @@ impl Log {
             });
         }
         let headers: Vec<BatchHeader> = checked.iter().map(|c| c.header).collect();
-        self.check_append_fits(&headers)?;
+        let needed = self.check_append_fits(&headers)?;
         for h in &headers {
             let r = self.epochs.assign(h.partition_leader_epoch, h.base_offset);
             self.guard(r)?;
         }
-        let mut info = self.append_batches(records, &headers)?;
+        let mut info = self.append_batches(records, &headers, needed)?;
         info.log_append_time_ms = -1;
         Ok(info)
     }
 
     /// Appends checked batches (the leader epochs they start already assigned); on an error
     /// nothing of them stays, the epochs included.
-    fn append_batches(&mut self, records: &[u8], headers: &[BatchHeader]) -> Result<AppendInfo> {
-        let r = self.append_checked(records, headers);
+    fn append_batches(&mut self, records: &[u8], headers: &[BatchHeader], needed: usize) -> Result<AppendInfo> {
+        let r = self.append_checked(records, headers, needed);
         if r.is_err() {
             let _ = self.epochs.truncate_from_end(self.log_end_offset);
         }
         r
     }
 
-    fn append_checked(&mut self, records: &[u8], headers: &[BatchHeader]) -> Result<AppendInfo> {
+    fn append_checked(&mut self, records: &[u8], headers: &[BatchHeader], needed: usize) -> Result<AppendInfo> {
         let first = headers[0];
         let last = headers[headers.len() - 1];
         let mut max_ts = batch::NO_TIMESTAMP;
@@ -384,7 +382,6 @@ impl Log {
             }
             count += h.records_count.max(0) as u64;
         }
-        let needed = self.active_segment().index_entries_needed(headers);
         self.maybe_roll(records.len() as u32, max_ts, last.last_offset(), first.base_offset, needed)?;
         let active = self.active.as_mut().expect("active segment");
         let position = active.size();
@@ -417,7 +414,7 @@ impl Log {
             // Visible once written and, when flush.messages or flush.ms call for it, fsynced: a
             // failed fsync rolls this append back with the rest (`flush`).
             self.maybe_flush()?;
-            self.written = (self.log_end_offset, self.active_segment().size());
+            self.written = self.log_end_offset;
         } else if self.first_unflushed_ms.is_none() {
             self.first_unflushed_ms = Some(self.clock.now_ms());
         }
@@ -428,8 +425,9 @@ impl Log {
     /// made before anything changes (a roll included), so that a refused append leaves the
     /// directory as it was: offsets that overflow, an append spanning more offsets than one
     /// segment's 32-bit relative offsets hold, and more index entries than even a new segment's
-    /// indexes (`segment.index.bytes`) can take.
-    fn check_append_fits(&self, headers: &[BatchHeader]) -> Result<()> {
+    /// indexes (`segment.index.bytes`) can take. Returns the index entries the append adds to the
+    /// active segment as it stands.
+    fn check_append_fits(&self, headers: &[BatchHeader]) -> Result<usize> {
         let mut at = 0usize;
         for h in headers {
             if h.base_offset.checked_add(h.last_offset_delta as i64).and_then(|l| l.checked_add(1)).is_none() {
@@ -453,7 +451,8 @@ impl Log {
             });
         }
         let active = self.active_segment();
-        if !active.has_index_room(active.index_entries_needed(headers)) && !active.fits_new_segment(headers) {
+        let needed = active.index_entries_needed(headers);
+        if !active.has_index_room(needed) && !active.fits_new_segment(headers) {
             return Err(Error::InvalidRecord {
                 at: 0,
                 detail: format!(
@@ -463,7 +462,7 @@ impl Log {
                 ),
             });
         }
-        Ok(())
+        Ok(needed)
     }
 
     /// True when `flush.messages` or `flush.ms` (or the stricter of them and an engine-wide
@@ -532,12 +531,22 @@ impl Log {
         let active = self.active.take().expect("active segment");
         if active.base_offset() == new_base {
             if active.size() == 0 {
-                // Replace the empty active segment in place.
-                drop(active);
-                let r = ActiveSegment::create(storage.clone(), &self.dir, new_base, settings, now, jitter);
-                let seg = self.guard(r)?;
-                self.active = Some(seg);
-                return Ok(());
+                // Replace the empty active segment in place; on an error it stays.
+                let mut active = active;
+                let r = active
+                    .write_out()
+                    .and_then(|()| ActiveSegment::create(storage.clone(), &self.dir, new_base, settings, now, jitter));
+                match r {
+                    Ok(seg) => {
+                        drop(active);
+                        self.active = Some(seg);
+                        return Ok(());
+                    }
+                    Err(e) => {
+                        self.active = Some(active);
+                        return self.guard(Err(e));
+                    }
+                }
             }
             self.active = Some(active);
             return Err(Error::InvalidRecord {
@@ -566,9 +575,7 @@ impl Log {
             Ok(seg) => seg,
             Err(e) => {
                 self.active = Some(active);
-                if matches!(e, Error::Io { .. }) || self.failed.is_none() {
-                    self.failed = Some(e.to_string());
-                }
+                self.failed.get_or_insert_with(|| e.to_string());
                 self.roll_back_unwritten();
                 return Err(e);
             }
@@ -576,7 +583,7 @@ impl Log {
         let old_base = active.base_offset();
         self.sealed.insert(old_base, active.into_sealed());
         self.active = Some(seg);
-        self.written = (new_base, 0);
+        self.written = new_base;
         let r = storage.sync_dir(&self.dir);
         self.guard(r)?;
         // Everything below the new segment was fsynced by seal().
@@ -594,7 +601,7 @@ impl Log {
             self.roll_back_unwritten();
             return Err(e);
         }
-        self.written = (self.log_end_offset, self.active_segment().size());
+        self.written = self.log_end_offset;
         self.recovery_point = self.log_end_offset;
         self.unflushed_messages = 0;
         self.first_unflushed_ms = None;
@@ -657,7 +664,7 @@ impl Log {
         self.settle_writes();
         self.active_mut().writes_started(io);
         // take_writes took every appended byte: this write ends at the log end.
-        self.write_in_flight = Some((synced_up_to, (self.log_end_offset, self.active_segment().size())));
+        self.write_in_flight = Some((synced_up_to, self.log_end_offset));
         if synced_up_to.is_some() {
             self.sync_in_flight = Some((self.unflushed_messages, self.first_unflushed_ms));
             self.unflushed_messages = 0;
@@ -709,23 +716,34 @@ impl Log {
     }
 
     /// After a failed write or fsync: every append past the last write known to have succeeded
-    /// goes, from memory (log end, tail, indexes, leader epochs) and from the file, so that no
-    /// fetch, no offset and no reopen shows an append whose caller was told it failed. Best
-    /// effort: the log is failed already, and recovery at the next open cuts whatever stays.
+    /// goes, from memory (log end, tail, indexes, leader epochs) and from the file (cut there and
+    /// fsynced), so that no fetch, no offset and no reopen shows an append whose caller was told
+    /// it failed. If the cut itself fails (the device is gone), memory still forgets them, but
+    /// whole batches left in the file can come back at the next open: the log is failed, and
+    /// that is the one case docs/durability.md lists.
     fn roll_back_unwritten(&mut self) {
-        let to = self.written.0;
+        let to = self.written;
         if self.log_end_offset <= to {
             return;
         }
         let now = self.clock.now_ms();
         if let Some(active) = self.active.as_mut() {
-            if let Ok((_, end)) = active.truncate_to(to, now) {
-                self.written = (end, active.size());
+            let cut = active.truncate_to(to, now).and_then(|r| active.log_file_inner().sync_data().map(|()| r));
+            if let Ok((_, end)) = cut {
+                self.written = end;
             }
         }
-        self.log_end_offset = self.written.0.min(self.log_end_offset);
+        self.log_end_offset = self.written.min(self.log_end_offset);
         self.high_watermark = self.high_watermark.min(self.log_end_offset);
+        self.log_start_offset = self.log_start_offset.min(self.log_end_offset);
         let _ = self.epochs.truncate_from_end(self.log_end_offset);
+    }
+
+    /// Where the last write known to have succeeded ends in the active segment: every byte
+    /// before it is in the file (the tail counts it written only on success).
+    pub(crate) fn written_position(&self) -> u32 {
+        let a = self.active_segment();
+        (a.size() as u64 - a.unwritten_bytes()) as u32
     }
 
     /// Waits for the writes in flight, if any, keeping their outcome for the next poll: called

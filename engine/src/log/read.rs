@@ -88,7 +88,7 @@ impl Log {
         }
         // Only what was written without error is visible: an append whose write is still in
         // flight may yet fail (then it is removed), so it is not served before it is written.
-        let upper = upper_bound.unwrap_or(self.log_end_offset).min(self.written.0);
+        let upper = upper_bound.unwrap_or(self.log_end_offset).min(self.written);
         if start_offset >= upper {
             out.segment_base_offset = self.active_segment().base_offset();
             out.position = self.active_segment().size();
@@ -133,7 +133,7 @@ impl Log {
         }
         // Only what was written without error is visible: an append whose write is still in
         // flight may yet fail (then it is removed), so it is not served before it is written.
-        let upper = upper_bound.unwrap_or(self.log_end_offset).min(self.written.0);
+        let upper = upper_bound.unwrap_or(self.log_end_offset).min(self.written);
         if start_offset >= upper {
             return Ok(None);
         }
@@ -182,8 +182,8 @@ impl Log {
         if offset >= self.log_end_offset {
             return Ok(seg.size());
         }
-        if offset == self.written.0 && seg.base_offset() == self.active_segment().base_offset() {
-            return Ok(self.written.1);
+        if offset == self.written && seg.base_offset() == self.active_segment().base_offset() {
+            return Ok(self.written_position());
         }
         if offset <= seg.base_offset() {
             return Ok(0);
