@@ -175,7 +175,7 @@ fn dump_file(path: &Path, kind: Kind, args: &Args, out: &mut Out, st: &mut Statu
         Kind::Index => dump_offset_index(path, args, out, st),
         Kind::TimeIndex => dump_time_index(path, args, out, st),
         Kind::Snapshot => {
-            let bytes = std::fs::read(path).map_err(io)?;
+            let bytes = sidecar::read_all(path).map_err(io)?;
             match sidecar::decode_snapshot(&bytes) {
                 Ok(entries) => {
                     for e in &entries {
@@ -196,7 +196,7 @@ fn dump_file(path: &Path, kind: Kind, args: &Args, out: &mut Out, st: &mut Statu
             }
         }
         Kind::TxnIndex => {
-            let bytes = std::fs::read(path).map_err(io)?;
+            let bytes = sidecar::read_all(path).map_err(io)?;
             match sidecar::decode_txn_index(&bytes) {
                 Ok(entries) => {
                     for t in &entries {
@@ -526,7 +526,7 @@ fn dump_log(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -> std::io
 /// The sibling `.log` of an index file, walked, or why not.
 fn sibling_log(path: &Path) -> Result<LogSummary, String> {
     let log = indexcheck::sibling(path, "log");
-    if !log.exists() {
+    if std::fs::symlink_metadata(&log).is_err() {
         return Err(format!("{}: no segment log {} to check against", path.display(), log.display()));
     }
     crate::logscan::summarize_log(&log, |_, _| {}).map_err(|e| format!("{}: {e}", log.display()))

@@ -199,6 +199,10 @@ fn replay(p: &PartitionDir, segs: &[SegData], every: u64, points: &mut Vec<(i64,
     let progress = Progress::new(total, "lookups", false);
     let (mut bytes, mut hops, mut not_found) = (Vec::new(), Vec::new(), 0usize);
     for s in segs {
+        // The engine opens the files itself: refuse a FIFO or a link before it gets the paths.
+        if let Some(files) = p.segments.get(&s.base) {
+            files.check_regular()?;
+        }
         let (seg, _) = Segment::open_existing(&storage, &p.path, s.base, settings)
             .map_err(|e| format!("opening segment {} in {}: {e}", s.base, p.path.display()))?;
         let mut n = 0u64;

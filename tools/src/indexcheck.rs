@@ -12,7 +12,7 @@
 //! equal the entry's timestamp, and timestamps must strictly increase. Errors come in Kafka's
 //! three kinds: shallow offset not found, timestamp mismatch, out of order.
 
-use std::fs::File;
+use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -91,7 +91,8 @@ pub struct OffsetIndexFile {
 
 impl OffsetIndexFile {
     pub fn read(path: &Path, base_offset: i64) -> std::io::Result<OffsetIndexFile> {
-        let bytes = std::fs::read(path)?;
+        let mut bytes = Vec::new();
+        crate::files::open_regular(path)?.read_to_end(&mut bytes)?;
         Ok(Self::from_bytes(path, base_offset, bytes))
     }
 
@@ -206,7 +207,8 @@ pub struct TimeIndexFile {
 
 impl TimeIndexFile {
     pub fn read(path: &Path, base_offset: i64) -> std::io::Result<TimeIndexFile> {
-        let bytes = std::fs::read(path)?;
+        let mut bytes = Vec::new();
+        crate::files::open_regular(path)?.read_to_end(&mut bytes)?;
         Ok(Self::from_bytes(path, base_offset, bytes))
     }
 
@@ -356,7 +358,7 @@ fn record_timestamps(b: &BatchInfo, bytes: &[u8], offset: i64) -> Result<(i64, O
 }
 
 pub fn check_time_index(idx: &TimeIndexFile, log: &LogSummary) -> std::io::Result<TimeIndexCheck> {
-    let file = File::open(&log.path)?;
+    let file = crate::files::open_regular(&log.path)?;
     let mut buf = Vec::new();
     let mut errors = Vec::new();
     let mut flavours = Vec::new();

@@ -123,10 +123,11 @@ pub struct LogWalker {
 }
 
 impl LogWalker {
-    /// Opens `path` read-only; `max_bytes` limits the walk to batches wholly inside
-    /// `[0, max_bytes)` (kafka-dump-log's `--max-bytes`).
+    /// Opens `path` read-only (a regular file only: [`crate::files::open_regular`]);
+    /// `max_bytes` limits the walk to batches wholly inside `[0, max_bytes)` (kafka-dump-log's
+    /// `--max-bytes`).
     pub fn open(path: &Path, max_bytes: Option<u64>) -> std::io::Result<LogWalker> {
-        let file = File::open(path)?;
+        let file = crate::files::open_regular(path)?;
         let file_len = file.metadata()?.len();
         let end = max_bytes.map_or(file_len, |m| m.min(file_len));
         Ok(LogWalker {
@@ -378,5 +379,14 @@ mod tests {
         let mut magic = all.clone();
         magic[a.len() + 16] = 1;
         assert!(matches!(walk(&magic).1, LogEnd::Corrupt { position, .. } if position == a.len() as u64));
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("00000000000000000000.log");
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = LogWalker::open(&p, None).unwrap_err();
+        assert!(e.to_string().contains("a FIFO, not a regular file"), "{e}");
     }
 }

@@ -6,6 +6,9 @@
 //!
 //! Directory operations that would change the directory (rename, remove, create) are refused:
 //! the tools never need them through the engine.
+//!
+//! Files are opened through [`crate::files::open_regular`]: a FIFO, a socket or a symbolic link
+//! named like a segment file is refused, never blocked on.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -60,7 +63,7 @@ impl Storage for OverlayStorage {
                 if let Some(f) = self.lookup(path) {
                     return Ok(f);
                 }
-                let file = File::open(path).map_err(|e| io_err("open", path, e))?;
+                let file = crate::files::open_regular(path).map_err(|e| io_err("open", path, e))?;
                 let meta = file.metadata().map_err(|e| io_err("stat", path, e))?;
                 let modified_ms = meta
                     .modified()

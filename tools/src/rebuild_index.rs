@@ -180,10 +180,10 @@ fn compare_time(disk: Option<&[u8]>, rebuilt: &[u8], base: i64, log: &LogSummary
     }
 }
 
-fn read_opt(path: &Option<PathBuf>) -> std::io::Result<Option<Vec<u8>>> {
+fn read_opt(path: &Option<PathBuf>) -> Result<Option<Vec<u8>>, String> {
     match path {
         None => Ok(None),
-        Some(p) => std::fs::read(p).map(Some),
+        Some(p) => crate::sidecar::read_all(p).map(Some).map_err(|e| format!("{}: {e}", p.display())),
     }
 }
 
@@ -247,8 +247,10 @@ fn rebuild_segment(
         segment_bytes: i32::MAX as u32,
     };
     let io = |e: std::io::Error| format!("{}: {e}", log_path.display());
-    let disk_idx = read_opt(&s.index).map_err(io)?;
-    let disk_tidx = read_opt(&s.time_index).map_err(io)?;
+    // The engine opens the files itself: refuse a FIFO or a link before it gets the paths.
+    s.check_regular()?;
+    let disk_idx = read_opt(&s.index)?;
+    let disk_tidx = read_opt(&s.time_index)?;
     let summary = logscan::summarize_log(&log_path, |_, _| {}).map_err(io)?;
     let (mut seg, _) = Segment::open_existing(storage, &p.path, s.base_offset, settings)
         .map_err(|e| format!("opening segment {}: {e}", log_path.display()))?;

@@ -20,11 +20,12 @@ pub struct Decoded {
 }
 
 fn read_text(path: &Path) -> Result<String, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if meta.len() > MAX_CHECKPOINT_BYTES {
-        return Err(format!("{}: {} bytes is too large for a checkpoint file", path.display(), meta.len()));
-    }
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = crate::files::read_capped(path, MAX_CHECKPOINT_BYTES).map_err(|e| match e.kind() {
+        std::io::ErrorKind::FileTooLarge => {
+            format!("{}: more than {MAX_CHECKPOINT_BYTES} bytes is too large for a checkpoint file", path.display())
+        }
+        _ => format!("{}: {e}", path.display()),
+    })?;
     String::from_utf8(bytes).map_err(|e| {
         format!("{}: not UTF-8 text (invalid byte at byte {})", path.display(), e.utf8_error().valid_up_to())
     })
@@ -89,6 +90,14 @@ pub struct ProducerEntry {
 
 const SNAPSHOT_HEADER: usize = 10;
 const SNAPSHOT_ENTRY: usize = 46;
+
+/// A whole file, through [`crate::files::open_regular`] (only a regular file, never blocked on).
+pub fn read_all(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    crate::files::open_regular(path)?.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
 
 fn be_i64(b: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))

@@ -8,6 +8,10 @@
 //! Not damage (reported as notes): a missing `.index` or `.timeindex` (Kafka rebuilds or creates
 //! it at load), an index not trimmed (zero padding), files Kafka keeps beside segments, unknown
 //! files.
+//!
+//! A file named like a segment or sidecar file that is not a regular file (a FIFO, a socket, a
+//! directory, a symbolic link) is damage of kind `file-type`; it is never opened for reading in a
+//! way that could block, and the rest of the partition is checked.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,6 +20,7 @@ use std::process::ExitCode;
 use seglog::format::record;
 use serde::Serialize;
 
+use crate::files;
 use crate::indexcheck::{self, FileFlavour, OffsetIndexFile, TimeIndexFile};
 use crate::layout::{self, PartitionDir};
 use crate::logscan::{self, LogSummary};
@@ -213,6 +218,16 @@ fn check_log(
     Ok(summary)
 }
 
+/// A file that is not a regular file, as damage; any other error as the command's error.
+fn not_regular_or(path: &Path, e: std::io::Error, r: &mut PartitionReport) -> Result<(), String> {
+    if files::as_not_regular(&e).is_some() {
+        r.problems.push(problem(path, None, "file-type", e.to_string()));
+        Ok(())
+    } else {
+        Err(format!("{}: {e}", path.display()))
+    }
+}
+
 fn padding_notes(path: &Path, p: &indexcheck::Padding, entry_size: u64, last: bool, r: &mut PartitionReport) {
     if p.trailing_zero_entries > 0 {
         let why = if last {
@@ -246,16 +261,20 @@ fn check_indexes(
     log: &LogSummary,
     last: bool,
     r: &mut PartitionReport,
-) -> std::io::Result<()> {
+) -> Result<(), String> {
     let base = seg.base_offset;
     let log_path = seg.log.as_ref().expect("segments with a log");
+    let log_err = |e: std::io::Error| format!("{}: {e}", log_path.display());
     match &seg.index {
         None => r.notes.push(format!(
             "{}: no .index beside it (not damage: Kafka rebuilds a missing offset index at load)",
             log_path.display()
         )),
-        Some(path) => {
-            let idx = OffsetIndexFile::read(path, base)?;
+        Some(path) => 'index: {
+            let idx = match OffsetIndexFile::read(path, base) {
+                Ok(i) => i,
+                Err(e) => break 'index not_regular_or(path, e, r)?,
+            };
             r.offset_index_entries += idx.entries.len() as u64;
             if let Err(e) = &idx.sanity {
                 r.problems.push(problem(path, None, "index-sanity", format!("fails Kafka's sanity check: {e}")));
@@ -271,14 +290,17 @@ fn check_indexes(
             "{}: no .timeindex beside it (not damage: Kafka creates an empty one at load)",
             log_path.display()
         )),
-        Some(path) => {
-            let idx = TimeIndexFile::read(path, base)?;
+        Some(path) => 'index: {
+            let idx = match TimeIndexFile::read(path, base) {
+                Ok(i) => i,
+                Err(e) => break 'index not_regular_or(path, e, r)?,
+            };
             r.time_index_entries += idx.entries.len() as u64;
             if let Err(e) = &idx.sanity {
                 r.problems.push(problem(path, None, "timeindex-sanity", format!("fails Kafka's sanity check: {e}")));
             }
             padding_notes(path, &idx.padding, 12, last, r);
-            let check = indexcheck::check_time_index(&idx, log)?;
+            let check = indexcheck::check_time_index(&idx, log).map_err(log_err)?;
             if !idx.entries.is_empty() {
                 let key = match check.flavour {
                     FileFlavour::BatchLastOffset => "batch-last-offset",
@@ -305,9 +327,13 @@ fn check_indexes(
         }
     }
     if let Some(path) = &seg.txn_index {
-        let bytes = std::fs::read(path)?;
-        if let Err(e) = sidecar::decode_txn_index(&bytes) {
-            r.problems.push(problem(path, None, "txnindex", e));
+        match sidecar::read_all(path) {
+            Err(e) => not_regular_or(path, e, r)?,
+            Ok(bytes) => {
+                if let Err(e) = sidecar::decode_txn_index(&bytes) {
+                    r.problems.push(problem(path, None, "txnindex", e));
+                }
+            }
         }
     }
     Ok(())
@@ -315,6 +341,14 @@ fn check_indexes(
 
 fn check_checkpoints(files: &[(PathBuf, layout::CheckpointKind)], problems: &mut Vec<Problem>) -> Result<(), String> {
     for (path, kind) in files {
+        // Looked at first so that a FIFO or a link is damage, not the command's error (the read
+        // itself refuses them too, race-free).
+        if let Err(e) = files::check_regular(path) {
+            if files::as_not_regular(&e).is_some() {
+                problems.push(problem(path, None, "file-type", e.to_string()));
+                continue;
+            }
+        }
         match sidecar::decode_checkpoint(path, *kind) {
             Ok(_) => {}
             Err((true, e)) => return Err(e),
@@ -341,7 +375,6 @@ pub fn verify_partition(p: &PartitionDir, deep: bool, progress: &Progress) -> Re
     let mut prev_next: Option<(i64, PathBuf)> = None;
     for (i, seg) in segs.iter().enumerate() {
         let log_path = seg.log.as_ref().expect("log segments");
-        let io = |e: std::io::Error| format!("{}: {e}", log_path.display());
         if let Some((next, file)) = &prev_next {
             if seg.base_offset < *next {
                 r.problems.push(problem(
@@ -356,8 +389,14 @@ pub fn verify_partition(p: &PartitionDir, deep: bool, progress: &Progress) -> Re
                 ));
             }
         }
-        let summary = check_log(log_path, seg.base_offset, deep, &mut prev, &mut r).map_err(io)?;
-        check_indexes(seg, &summary, i + 1 == segs.len(), &mut r).map_err(io)?;
+        let summary = match check_log(log_path, seg.base_offset, deep, &mut prev, &mut r) {
+            Ok(s) => s,
+            Err(e) => {
+                not_regular_or(log_path, e, &mut r)?;
+                continue;
+            }
+        };
+        check_indexes(seg, &summary, i + 1 == segs.len(), &mut r)?;
         if let Some(b) = summary.batches.last() {
             prev_next = Some((b.last_offset() + 1, log_path.clone()));
         }
@@ -366,9 +405,13 @@ pub fn verify_partition(p: &PartitionDir, deep: bool, progress: &Progress) -> Re
         progress.inc(summary.file_len);
     }
     for s in &p.snapshots {
-        let bytes = std::fs::read(s).map_err(|e| format!("{}: {e}", s.display()))?;
-        if let Err(e) = sidecar::decode_snapshot(&bytes) {
-            r.problems.push(problem(s, None, "snapshot", e));
+        match sidecar::read_all(s) {
+            Err(e) => not_regular_or(s, e, &mut r)?,
+            Ok(bytes) => {
+                if let Err(e) = sidecar::decode_snapshot(&bytes) {
+                    r.problems.push(problem(s, None, "snapshot", e));
+                }
+            }
         }
     }
     check_checkpoints(&p.checkpoints, &mut r.problems)?;
