@@ -132,6 +132,19 @@ pub fn read_capped(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// `n` with thousands separators: `3,099,900`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,5 +188,13 @@ mod tests {
         std::fs::write(&p, vec![7u8; 100]).unwrap();
         assert_eq!(read_capped(&p, 100).unwrap().len(), 100);
         assert!(read_capped(&p, 99).unwrap_err().to_string().contains("more than 99 bytes"));
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(3_099_900), "3,099,900");
     }
 }
