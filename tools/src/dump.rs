@@ -5,6 +5,10 @@
 //! keep working; seglog adds lines of its own for what Kafka's tool leaves out (how a `.log`
 //! ends, zero padding of an index, the time-index flavour). `--json` prints one JSON document.
 //! Nothing is written to the files.
+//!
+//! Output is streamed, text and JSON alike: each batch, record and entry is written as it is
+//! decoded, and files are read in bounded chunks, so memory does not grow with a file's length
+//! (only the few lists that close a file's JSON object are capped, at [`LISTED`] items).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,12 +17,17 @@ use std::process::ExitCode;
 use seglog::format::batch::BatchHeader;
 use seglog::format::filename::FileKind;
 use seglog::format::record::{self, Record};
+use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::indexcheck::{self, OffsetIndexFile, TimeIndexFile};
+use crate::indexcheck::{self, IndexEntry, IndexStream, OffsetIndexStream, TimeCheckEvent, TimeIndexStream};
 use crate::layout::{self, CheckpointKind, FileClass};
-use crate::logscan::{BatchInfo, LogEnd, LogSummary, LogWalker};
+use crate::logscan::{BatchInfo, LogEnd, LogSummary, LogWalker, MAX_BATCH_IN_MEMORY};
 use crate::sidecar;
+
+/// Items kept of a list that is printed after a file's batches (non-consecutive offsets, record
+/// errors in `--json`); the rest are counted.
+const LISTED: usize = 100;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = crate::EXIT_CODES)]
@@ -104,13 +113,23 @@ struct Status {
     error: bool,
 }
 
-/// Text output, or nothing when JSON is collected instead.
+/// Where dump's output goes: text lines (`line`), or one JSON document written piece by piece as
+/// it is produced (`begin_*`, `key`, `value`, `end`), laid out as `serde_json`'s pretty printer
+/// does. In text mode the JSON calls do nothing, and in JSON mode `line` does nothing.
 struct Out {
     text: bool,
     w: std::io::BufWriter<std::io::Stdout>,
+    /// JSON: the open containers (`true` for an object) and whether each has a member yet.
+    stack: Vec<(bool, bool)>,
+    /// JSON: a key was written, its value comes next.
+    after_key: bool,
 }
 
 impl Out {
+    fn new(text: bool) -> Out {
+        Out { text, w: std::io::BufWriter::new(std::io::stdout()), stack: Vec::new(), after_key: false }
+    }
+
     fn line(&mut self, s: impl AsRef<str>) -> std::io::Result<()> {
         if self.text {
             self.w.write_all(s.as_ref().as_bytes())?;
@@ -118,6 +137,123 @@ impl Out {
         }
         Ok(())
     }
+
+    fn json(&self) -> bool {
+        !self.text
+    }
+
+    fn indent(&mut self) -> std::io::Result<()> {
+        for _ in 0..self.stack.len() {
+            self.w.write_all(b"  ")?;
+        }
+        Ok(())
+    }
+
+    /// What goes before a member: nothing after a key, else a comma (but for the first) and a new
+    /// line.
+    fn separate(&mut self) -> std::io::Result<()> {
+        if std::mem::take(&mut self.after_key) {
+            return Ok(());
+        }
+        if let Some(top) = self.stack.last_mut() {
+            let first = !top.1;
+            top.1 = true;
+            self.w.write_all(if first { b"\n" } else { b",\n" })?;
+            self.indent()?;
+        }
+        Ok(())
+    }
+
+    fn begin(&mut self, object: bool) -> std::io::Result<()> {
+        if self.json() {
+            self.separate()?;
+            self.w.write_all(if object { b"{" } else { b"[" })?;
+            self.stack.push((object, false));
+        }
+        Ok(())
+    }
+    fn begin_object(&mut self) -> std::io::Result<()> {
+        self.begin(true)
+    }
+    fn begin_array(&mut self) -> std::io::Result<()> {
+        self.begin(false)
+    }
+
+    /// Closes the innermost container.
+    fn end(&mut self) -> std::io::Result<()> {
+        if let Some((object, members)) = self.stack.pop() {
+            if members {
+                self.w.write_all(b"\n")?;
+                self.indent()?;
+            }
+            self.w.write_all(if object { b"}" } else { b"]" })?;
+        }
+        Ok(())
+    }
+
+    /// Containers open (JSON).
+    fn depth(&self) -> usize {
+        self.stack.len()
+    }
+
+    /// Closes containers until `depth` are open (after an error in the middle of a file).
+    fn close_to(&mut self, depth: usize) -> std::io::Result<()> {
+        if std::mem::take(&mut self.after_key) {
+            self.w.write_all(b"null")?; // a key whose value never came
+        }
+        while self.stack.len() > depth {
+            self.end()?;
+        }
+        Ok(())
+    }
+
+    fn key(&mut self, k: &str) -> std::io::Result<()> {
+        if self.json() {
+            self.separate()?;
+            serde_json::to_writer(&mut self.w, k)?;
+            self.w.write_all(b": ")?;
+            self.after_key = true;
+        }
+        Ok(())
+    }
+
+    /// One value, pretty-printed at the current depth.
+    fn value(&mut self, v: &impl Serialize) -> std::io::Result<()> {
+        if self.json() {
+            self.separate()?;
+            let s = serde_json::to_string_pretty(v)?;
+            let mut lines = s.split('\n');
+            if let Some(first) = lines.next() {
+                self.w.write_all(first.as_bytes())?;
+            }
+            for l in lines {
+                self.w.write_all(b"\n")?;
+                self.indent()?;
+                self.w.write_all(l.as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn field(&mut self, k: &str, v: &impl Serialize) -> std::io::Result<()> {
+        self.key(k)?;
+        self.value(v)
+    }
+
+    /// Each member of a JSON object as a field of the open object.
+    fn fields(&mut self, v: &Value) -> std::io::Result<()> {
+        if let Some(m) = v.as_object() {
+            for (k, v) in m {
+                self.field(k, v)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A path as JSON text (lossy for a name that is not UTF-8, which `serde` refuses).
+fn path_str(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
@@ -126,10 +262,15 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     if files.is_empty() {
         return Err("no files given (seglog dump FILES..., see --help)".into());
     }
-    let mut out = Out { text: !args.json, w: std::io::BufWriter::new(std::io::stdout()) };
+    let mut out = Out::new(!args.json);
     let mut status = Status::default();
-    let mut docs = Vec::new();
+    out.begin_object()?;
+    out.key("files")?;
+    out.begin_array()?;
     for path in &files {
+        let depth = out.depth();
+        out.begin_object()?;
+        out.field("path", &path_str(path))?;
         let r = match kind_of(path) {
             None => Err(format!(
                 "{}: unknown file type (expected .log, .index, .timeindex, .snapshot, .txnindex, or one of Kafka's checkpoint files: {})",
@@ -141,19 +282,20 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
                 dump_file(path, kind, &args, &mut out, &mut status)
             }
         };
-        match r {
-            Ok(v) => docs.push(v),
-            Err(e) => {
-                status.error = true;
-                out.w.flush()?;
-                eprintln!("seglog dump: {e}");
-                docs.push(json!({"path": path, "error": e}));
-            }
+        if let Err(e) = r {
+            status.error = true;
+            out.w.flush()?;
+            eprintln!("seglog dump: {e}");
+            out.close_to(depth + 1)?;
+            out.field("error", &e)?;
         }
+        out.close_to(depth)?;
     }
-    if args.json {
-        let doc = json!({"files": docs, "damage_found": status.damage, "errors": status.error});
-        serde_json::to_writer_pretty(&mut out.w, &doc)?;
+    out.end()?;
+    out.field("damage_found", &status.damage)?;
+    out.field("errors", &status.error)?;
+    out.end()?;
+    if out.json() {
         out.w.write_all(b"\n")?;
     }
     out.w.flush()?;
@@ -168,67 +310,84 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
 
 const CHECKPOINT_NAMES: &str = "recovery-point-offset-checkpoint, log-start-offset-checkpoint, replication-offset-checkpoint, cleaner-offset-checkpoint, leader-epoch-checkpoint, .kafka_cleanshutdown, partition.metadata";
 
-fn dump_file(path: &Path, kind: Kind, args: &Args, out: &mut Out, st: &mut Status) -> Result<Value, String> {
+/// Dumps one file, writing the members of its JSON object (the caller opened it and wrote the
+/// path). `Err` is an error for this file (I/O, not a regular file, ...), naming it.
+fn dump_file(path: &Path, kind: Kind, args: &Args, out: &mut Out, st: &mut Status) -> Result<(), String> {
     let io = |e: std::io::Error| format!("{}: {e}", path.display());
     match kind {
         Kind::Log => dump_log(path, args, out, st).map_err(io),
         Kind::Index => dump_offset_index(path, args, out, st),
         Kind::TimeIndex => dump_time_index(path, args, out, st),
-        Kind::Snapshot => {
-            let bytes = std::fs::read(path).map_err(io)?;
-            match sidecar::decode_snapshot(&bytes) {
-                Ok(entries) => {
-                    for e in &entries {
-                        out.line(format!(
-                            "producerId: {} producerEpoch: {} coordinatorEpoch: {} currentTxnFirstOffset: {} lastSequence: {} lastOffset: {} offsetDelta: {} timestamp: {}",
-                            e.producer_id, e.producer_epoch, e.coordinator_epoch, e.current_txn_first_offset,
-                            e.last_sequence, e.last_offset, e.offset_delta, e.timestamp
-                        )).map_err(io)?;
-                    }
-                    out.line(format!("{} producers", entries.len())).map_err(io)?;
-                    Ok(json!({"path": path, "kind": "snapshot", "producers": entries}))
-                }
-                Err(e) => {
-                    st.damage = true;
-                    out.line(format!("corrupt snapshot {}: {e}", path.display())).map_err(io)?;
-                    Ok(json!({"path": path, "kind": "snapshot", "problem": e}))
-                }
-            }
-        }
-        Kind::TxnIndex => {
-            let bytes = std::fs::read(path).map_err(io)?;
-            match sidecar::decode_txn_index(&bytes) {
-                Ok(entries) => {
-                    for t in &entries {
-                        out.line(format!(
-                            "version: {} producerId: {} firstOffset: {} lastOffset: {} lastStableOffset: {}",
-                            t.version, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset
-                        ))
-                        .map_err(io)?;
-                    }
-                    Ok(json!({"path": path, "kind": "txnindex", "aborted_transactions": entries}))
-                }
-                Err(e) => {
-                    st.damage = true;
-                    out.line(format!("corrupt transaction index {}: {e}", path.display())).map_err(io)?;
-                    Ok(json!({"path": path, "kind": "txnindex", "problem": e}))
-                }
-            }
-        }
+        Kind::Snapshot => dump_snapshot(path, out, st).map_err(io),
+        Kind::TxnIndex => dump_txn_index(path, out, st).map_err(io),
         Kind::Checkpoint(k) => match sidecar::decode_checkpoint(path, k) {
             Ok(d) => {
                 for l in &d.lines {
                     out.line(l).map_err(io)?;
                 }
-                Ok(json!({"path": path, "kind": "checkpoint", "contents": d.json}))
+                out.field("kind", &"checkpoint").map_err(io)?;
+                out.field("contents", &d.json).map_err(io)
             }
             Err((true, e)) => Err(e),
             Err((false, e)) => {
                 st.damage = true;
                 out.line(format!("invalid checkpoint file: {e}")).map_err(io)?;
-                Ok(json!({"path": path, "kind": "checkpoint", "problem": e}))
+                out.field("kind", &"checkpoint").map_err(io)?;
+                out.field("problem", &e).map_err(io)
             }
         },
+    }
+}
+
+fn dump_snapshot(path: &Path, out: &mut Out, st: &mut Status) -> std::io::Result<()> {
+    let snap = sidecar::Snapshot::open(path)?;
+    out.field("kind", &"snapshot")?;
+    match snap.check()? {
+        Ok(n) => {
+            out.key("producers")?;
+            out.begin_array()?;
+            snap.each(|e| {
+                out.line(format!(
+                    "producerId: {} producerEpoch: {} coordinatorEpoch: {} currentTxnFirstOffset: {} lastSequence: {} lastOffset: {} offsetDelta: {} timestamp: {}",
+                    e.producer_id, e.producer_epoch, e.coordinator_epoch, e.current_txn_first_offset,
+                    e.last_sequence, e.last_offset, e.offset_delta, e.timestamp
+                ))?;
+                out.value(&e)
+            })?;
+            out.end()?;
+            out.line(format!("{n} producers"))
+        }
+        Err(e) => {
+            st.damage = true;
+            out.line(format!("corrupt snapshot {}: {e}", path.display()))?;
+            out.field("problem", &e)
+        }
+    }
+}
+
+fn dump_txn_index(path: &Path, out: &mut Out, st: &mut Status) -> std::io::Result<()> {
+    let txn = sidecar::TxnIndex::open(path)?;
+    out.field("kind", &"txnindex")?;
+    // A first pass checks every entry, so that a bad file prints none (as a whole-file decode).
+    match txn.each(|_| Ok(()))? {
+        Ok(_) => {
+            out.key("aborted_transactions")?;
+            out.begin_array()?;
+            txn.each(|t| {
+                out.line(format!(
+                    "version: {} producerId: {} firstOffset: {} lastOffset: {} lastStableOffset: {}",
+                    t.version, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset
+                ))?;
+                out.value(&t)
+            })?
+            .map_err(|e| std::io::Error::other(format!("the file changed while reading it: {e}")))?;
+            out.end()
+        }
+        Err(e) => {
+            st.damage = true;
+            out.line(format!("corrupt transaction index {}: {e}", path.display()))?;
+            out.field("problem", &e)
+        }
     }
 }
 
@@ -355,26 +514,74 @@ fn headers_text(r: &Record) -> String {
     format!("[{}]", hs.join(","))
 }
 
-/// Prints (or collects) the records of one batch. Returns the records' JSON, and an error text
-/// when they could not be decoded.
+/// The first [`LISTED`] items of a list, and how many there were.
+#[derive(Debug)]
+struct Capped<T> {
+    items: Vec<T>,
+    total: u64,
+}
+
+impl<T> Default for Capped<T> {
+    fn default() -> Self {
+        Capped { items: Vec::new(), total: 0 }
+    }
+}
+
+impl<T> Capped<T> {
+    fn push(&mut self, t: T) {
+        if self.items.len() < LISTED {
+            self.items.push(t);
+        }
+        self.total += 1;
+    }
+}
+
+/// Offsets that do not follow each other, written to stderr as they are found (text mode; Kafka
+/// prints them after the file's batches) and kept, capped, for the JSON summary.
+struct Gaps<'a> {
+    path: &'a Path,
+    last_offset: Option<i64>,
+    list: Capped<(i64, i64)>,
+    err: std::io::BufWriter<std::io::Stderr>,
+}
+
+impl Gaps<'_> {
+    fn see(&mut self, offset: i64, out: &mut Out) -> std::io::Result<()> {
+        if let Some(l) = self.last_offset {
+            if l.checked_add(1) != Some(offset) {
+                if out.text {
+                    if self.list.total == 0 {
+                        out.w.flush()?;
+                        writeln!(self.err, "Non-consecutive offsets in {}", self.path.display())?;
+                    }
+                    writeln!(self.err, "  {l} is followed by {offset}")?;
+                }
+                self.list.push((l, offset));
+            }
+        }
+        self.last_offset = Some(offset);
+        Ok(())
+    }
+}
+
+/// Prints the records of one batch (as text lines, or as JSON values of the open array); an
+/// error text when they could not be decoded.
 fn dump_records(
     b: &BatchInfo,
     bytes: &[u8],
     args: &Args,
     out: &mut Out,
-    last_offset: &mut Option<i64>,
-    gaps: &mut Vec<(i64, i64)>,
-) -> std::io::Result<(Vec<Value>, Option<String>)> {
+    gaps: &mut Gaps,
+) -> std::io::Result<Option<String>> {
     let h = &b.header;
     let print_data = args.print_data_log;
     let mut scratch = Vec::new();
-    let mut recs = Vec::new();
     let iter = match record::batch_records(bytes, &mut scratch) {
         Ok(i) => i,
         Err(e) => {
             let msg = format!("records of the batch at byte {} cannot be read: {e}", b.position);
             out.line(format!("| {msg}"))?;
-            return Ok((recs, Some(msg)));
+            return Ok(Some(msg));
         }
     };
     for r in iter {
@@ -383,16 +590,11 @@ fn dump_records(
             Err(e) => {
                 let msg = format!("record error in the batch at byte {}: {e}", b.position);
                 out.line(format!("| {msg}"))?;
-                return Ok((recs, Some(msg)));
+                return Ok(Some(msg));
             }
         };
         let offset = r.offset(h.base_offset);
-        if let Some(l) = *last_offset {
-            if offset != l + 1 {
-                gaps.push((l, offset));
-            }
-        }
-        *last_offset = Some(offset);
+        gaps.see(offset, out)?;
         let ts = r.timestamp(h.base_timestamp, h.max_timestamp, h.timestamp_type());
         let key_size = r.key.map_or(-1, |k| k.len() as i64);
         let value_size = r.value.map_or(-1, |v| v.len() as i64);
@@ -443,25 +645,29 @@ fn dump_records(
                     .map(|hd| json!({"key": lossy(hd.key), "value": hd.value.map(lossy)}))
                     .collect::<Vec<_>>());
             }
-            recs.push(v);
+            out.value(&v)?;
         }
     }
-    Ok((recs, None))
+    Ok(None)
 }
 
-fn dump_log(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -> std::io::Result<Value> {
+fn dump_log(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -> std::io::Result<()> {
+    let mut w = LogWalker::open(path, args.max_bytes)?;
     let base = indexcheck::base_offset_from_name(path);
     match base {
         Some(b) => out.line(format!("Log starting offset: {b}"))?,
         None => out.line("Log starting offset: unknown (the file name has no offset)")?,
     }
+    out.field("kind", &"log")?;
+    out.field("base_offset", &base)?;
+    out.field("file_len", &w.file_len())?;
     let deep = args.deep_iteration || args.print_data_log;
-    let mut w = LogWalker::open(path, args.max_bytes)?;
-    let mut batches = Vec::new();
     let (mut n, mut records, mut bad_crc) = (0u64, 0u64, 0u64);
-    let mut last_offset = None;
-    let mut gaps = Vec::new();
-    let mut record_errors = Vec::new();
+    let mut gaps =
+        Gaps { path, last_offset: None, list: Capped::default(), err: std::io::BufWriter::new(std::io::stderr()) };
+    let mut record_errors = Capped::default();
+    out.key("batches")?;
+    out.begin_array()?;
     while let Some((b, bytes)) = w.next_batch()? {
         n += 1;
         records += b.header.records_count.max(0) as u64;
@@ -469,20 +675,35 @@ fn dump_log(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -> std::io
             bad_crc += 1;
         }
         out.line(batch_line(&b))?;
-        let mut j = batch_json(&b);
-        if deep {
-            let (recs, err) = dump_records(&b, bytes, args, out, &mut last_offset, &mut gaps)?;
-            if !out.text {
-                j["records"] = json!(recs);
-            }
-            if let Some(e) = err {
-                record_errors.push(e);
-            }
+        if !deep {
+            out.value(&batch_json(&b))?;
+            continue;
         }
-        if !out.text {
-            batches.push(j);
+        out.begin_object()?;
+        out.fields(&batch_json(&b))?;
+        out.key("records")?;
+        out.begin_array()?;
+        let err = match bytes {
+            Some(bytes) => dump_records(&b, bytes, args, out, &mut gaps)?,
+            None => {
+                // Not damage: the batch's CRC was checked (in chunks); only its records are not
+                // shown.
+                out.line(format!(
+                    "| records of the batch at byte {} not decoded: {} bytes, more than the tools hold in memory ({MAX_BATCH_IN_MEMORY})",
+                    b.position,
+                    b.size()
+                ))?;
+                None
+            }
+        };
+        out.end()?;
+        out.end()?;
+        if let Some(e) = err {
+            record_errors.push(e);
         }
     }
+    out.end()?;
+    gaps.err.flush()?;
     let end = w.end_state();
     let valid_bytes = w.position();
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -490,43 +711,34 @@ fn dump_log(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -> std::io
         out.line(format!("Found {} invalid bytes at the end of {name}", end.invalid_bytes()))?;
         out.line(format!("{}: {}", path.display(), end.describe()))?;
     }
-    if !gaps.is_empty() && out.text {
-        out.w.flush()?;
-        eprintln!("Non-consecutive offsets in {}", path.display());
-        for (a, b) in &gaps {
-            eprintln!("  {a} is followed by {b}");
-        }
-    }
     out.line(format!(
         "Summary: {n} batches, {records} records, {bad_crc} invalid CRCs, {valid_bytes} of {} bytes in whole batches, {}",
         w.file_len(),
         end.describe()
     ))?;
-    if bad_crc > 0 || end.problem_position().is_some() || !record_errors.is_empty() {
+    if bad_crc > 0 || end.problem_position().is_some() || record_errors.total > 0 {
         st.damage = true;
     }
-    Ok(json!({
-        "path": path,
-        "kind": "log",
-        "base_offset": base,
-        "file_len": w.file_len(),
-        "batches": batches,
-        "summary": {
+    out.field(
+        "summary",
+        &json!({
             "batches": n,
             "records": records,
             "invalid_crcs": bad_crc,
             "valid_bytes": valid_bytes,
-            "non_consecutive_offsets": gaps,
-            "record_errors": record_errors,
-        },
-        "end": end_json(&end),
-    }))
+            "non_consecutive_offsets": gaps.list.items,
+            "non_consecutive_offsets_count": gaps.list.total,
+            "record_errors": record_errors.items,
+            "record_errors_count": record_errors.total,
+        }),
+    )?;
+    out.field("end", &end_json(&end))
 }
 
 /// The sibling `.log` of an index file, walked, or why not.
 fn sibling_log(path: &Path) -> Result<LogSummary, String> {
     let log = indexcheck::sibling(path, "log");
-    if !log.exists() {
+    if std::fs::symlink_metadata(&log).is_err() {
         return Err(format!("{}: no segment log {} to check against", path.display(), log.display()));
     }
     crate::logscan::summarize_log(&log, |_, _| {}).map_err(|e| format!("{}: {e}", log.display()))
@@ -556,13 +768,17 @@ fn base_of(path: &Path) -> Result<i64, String> {
         .ok_or_else(|| format!("{}: cannot tell the segment's base offset from the file name", path.display()))
 }
 
+fn sanity_json(sanity: &Result<(), String>) -> Value {
+    json!({"passed": sanity.is_ok(), "detail": sanity.as_ref().err()})
+}
+
 fn sanity_only(
     path: &Path,
     sanity: &Result<(), String>,
     out: &mut Out,
     st: &mut Status,
     kind: &str,
-) -> Result<Value, String> {
+) -> Result<(), String> {
     let io = |e: std::io::Error| format!("{}: {e}", path.display());
     match sanity {
         Ok(()) => out.line(format!("{} passed sanity check.", path.display())).map_err(io)?,
@@ -571,24 +787,49 @@ fn sanity_only(
             out.line(format!("{} failed sanity check: {e}", path.display())).map_err(io)?;
         }
     }
-    Ok(json!({"path": path, "kind": kind, "sanity_check": {"passed": sanity.is_ok(), "detail": sanity.as_ref().err()}}))
+    out.field("kind", &kind).map_err(io)?;
+    out.field("sanity_check", &sanity_json(sanity)).map_err(io)
 }
 
-fn dump_offset_index(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -> Result<Value, String> {
+/// The entries of an index, streamed (unless `--verify-index-only`): text lines and the JSON
+/// `entries` array.
+fn dump_entries<E: IndexEntry>(
+    idx: &mut IndexStream<E>,
+    args: &Args,
+    out: &mut Out,
+    line: impl Fn(&E) -> String,
+) -> std::io::Result<()> {
+    if args.verify_index_only {
+        return out.field("entries", &Value::Null);
+    }
+    out.key("entries")?;
+    out.begin_array()?;
+    idx.rewind();
+    while let Some((_, e)) = idx.next_entry()? {
+        out.line(line(&e))?;
+        out.value(&e)?;
+    }
+    out.end()
+}
+
+fn dump_offset_index(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -> Result<(), String> {
     let io = |e: std::io::Error| format!("{}: {e}", path.display());
     let base = base_of(path)?;
-    let idx = OffsetIndexFile::read(path, base).map_err(io)?;
-    if idx.padding.slots == 0 {
+    let mut idx = OffsetIndexStream::open(path, base).map_err(io)?;
+    if idx.slots() == 0 {
         out.line(format!("{} is empty.", path.display())).map_err(io)?;
         if args.index_sanity_check {
-            return sanity_only(path, &idx.sanity, out, st, "index");
+            return sanity_only(path, &idx.sanity().map_err(io)?, out, st, "index");
         }
-        return Ok(json!({"path": path, "kind": "index", "base_offset": base, "entries": [], "padding": idx.padding}));
+        out.field("kind", &"index").map_err(io)?;
+        out.field("base_offset", &base).map_err(io)?;
+        out.field("entries", &json!([])).map_err(io)?;
+        return out.field("padding", &idx.padding().map_err(io)?).map_err(io);
     }
     if args.index_sanity_check {
-        return sanity_only(path, &idx.sanity, out, st, "index");
+        return sanity_only(path, &idx.sanity().map_err(io)?, out, st, "index");
     }
-    let log = match sibling_log(path) {
+    let mut log = match sibling_log(path) {
         Ok(l) => Some(l),
         Err(e) if args.verify_index_only => return Err(e),
         Err(e) => {
@@ -596,56 +837,57 @@ fn dump_offset_index(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -
             None
         }
     };
-    let check = log.as_ref().map(|l| indexcheck::check_offset_index(&idx, l));
-    if !args.verify_index_only {
-        for e in &idx.entries {
-            out.line(format!("offset: {} position: {}", e.offset, e.position)).map_err(io)?;
-        }
-    }
-    padding_line(out, &idx.padding).map_err(io)?;
-    if let Some(c) = &check {
-        if !c.mismatches.is_empty() {
-            st.damage = true;
-            out.line(format!("Mismatches in :{}", path.display())).map_err(io)?;
-            for m in &c.mismatches {
+    out.field("kind", &"index").map_err(io)?;
+    out.field("base_offset", &base).map_err(io)?;
+    out.field("file_len", &idx.file_len).map_err(io)?;
+    dump_entries(&mut idx, args, out, |e| format!("offset: {} position: {}", e.offset, e.position)).map_err(io)?;
+    let padding = idx.padding().map_err(io)?;
+    padding_line(out, &padding).map_err(io)?;
+    match &mut log {
+        None => out.field("mismatches", &Value::Null).map_err(io)?,
+        Some(log) => {
+            out.key("mismatches").map_err(io)?;
+            out.begin_array().map_err(io)?;
+            let mut first = true;
+            let mismatches = indexcheck::check_offset_index(&mut idx, log, |m| {
+                if std::mem::take(&mut first) {
+                    out.line(format!("Mismatches in :{}", path.display()))?;
+                }
                 out.line(format!(
                     "  Index offset: {}, log offset: {}",
                     m.index_offset,
                     m.log_offset.map_or_else(|| "none".to_owned(), |o| o.to_string())
-                ))
-                .map_err(io)?;
-                out.line(format!("    {}", m.detail)).map_err(io)?;
+                ))?;
+                out.line(format!("    {}", m.detail))?;
+                out.value(&m)
+            })
+            .map_err(|e| format!("{}: {e}", indexcheck::sibling(path, "log").display()))?;
+            out.end().map_err(io)?;
+            if mismatches > 0 {
+                st.damage = true;
             }
+            out.line(format!(
+                "{}: offset index: {} entries checked against the log, {} mismatches",
+                path.display(),
+                padding.entries,
+                mismatches
+            ))
+            .map_err(io)?;
         }
-        out.line(format!(
-            "{}: offset index: {} entries checked against the log, {} mismatches",
-            path.display(),
-            idx.entries.len(),
-            c.mismatches.len()
-        ))
-        .map_err(io)?;
     }
-    Ok(json!({
-        "path": path,
-        "kind": "index",
-        "base_offset": base,
-        "file_len": idx.file_len,
-        "entries": if args.verify_index_only { json!(null) } else { json!(idx.entries) },
-        "entries_checked": idx.entries.len(),
-        "padding": idx.padding,
-        "sanity_check": {"passed": idx.sanity.is_ok(), "detail": idx.sanity.as_ref().err()},
-        "mismatches": check.map(|c| c.mismatches),
-    }))
+    out.field("entries_checked", &padding.entries).map_err(io)?;
+    out.field("padding", &padding).map_err(io)?;
+    out.field("sanity_check", &sanity_json(&idx.sanity().map_err(io)?)).map_err(io)
 }
 
-fn dump_time_index(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -> Result<Value, String> {
+fn dump_time_index(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -> Result<(), String> {
     let io = |e: std::io::Error| format!("{}: {e}", path.display());
     let base = base_of(path)?;
-    let idx = TimeIndexFile::read(path, base).map_err(io)?;
+    let mut idx = TimeIndexStream::open(path, base).map_err(io)?;
     if args.index_sanity_check {
-        return sanity_only(path, &idx.sanity, out, st, "timeindex");
+        return sanity_only(path, &idx.sanity().map_err(io)?, out, st, "timeindex");
     }
-    let log = match sibling_log(path) {
+    let mut log = match sibling_log(path) {
         Ok(l) => Some(l),
         Err(e) if args.verify_index_only => return Err(e),
         Err(e) => {
@@ -653,43 +895,59 @@ fn dump_time_index(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -> 
             None
         }
     };
-    let check = match &log {
-        Some(l) => Some(indexcheck::check_time_index(&idx, l).map_err(io)?),
-        None => None,
-    };
-    if !args.verify_index_only {
-        for e in &idx.entries {
-            out.line(format!("timestamp: {} offset: {}", e.timestamp, e.offset)).map_err(io)?;
+    out.field("kind", &"timeindex").map_err(io)?;
+    out.field("base_offset", &base).map_err(io)?;
+    out.field("file_len", &idx.file_len).map_err(io)?;
+    dump_entries(&mut idx, args, out, |e| format!("timestamp: {} offset: {}", e.timestamp, e.offset)).map_err(io)?;
+    let padding = idx.padding().map_err(io)?;
+    padding_line(out, &padding).map_err(io)?;
+    let flavour = match &mut log {
+        None => {
+            out.field("entry_flavours", &Value::Null).map_err(io)?;
+            out.field("errors", &Value::Null).map_err(io)?;
+            None
         }
-    }
-    padding_line(out, &idx.padding).map_err(io)?;
-    if let Some(c) = &check {
-        if !c.errors.is_empty() {
-            st.damage = true;
-            for e in &c.errors {
-                out.line(format!("{}: {}", path.display(), e.describe())).map_err(io)?;
+        Some(log) => {
+            let log_path = log.path.clone();
+            let log_err = |e: std::io::Error| format!("{}: {e}", log_path.display());
+            // JSON: the entries' flavours and the errors are two arrays, so two passes.
+            if out.json() {
+                out.key("entry_flavours").map_err(io)?;
+                out.begin_array().map_err(io)?;
+                indexcheck::check_time_index(&mut idx, log, |ev| match ev {
+                    TimeCheckEvent::Entry(f) => out.value(&f),
+                    TimeCheckEvent::Error(_) => Ok(()),
+                })
+                .map_err(log_err)?;
+                out.end().map_err(io)?;
+                out.key("errors").map_err(io)?;
+                out.begin_array().map_err(io)?;
             }
+            let check = indexcheck::check_time_index(&mut idx, log, |ev| match ev {
+                TimeCheckEvent::Entry(..) => Ok(()),
+                TimeCheckEvent::Error(e) => {
+                    out.line(format!("{}: {}", path.display(), e.describe()))?;
+                    out.value(&e)
+                }
+            })
+            .map_err(log_err)?;
+            out.end().map_err(io)?;
+            if check.errors > 0 {
+                st.damage = true;
+            }
+            out.line(format!(
+                "{}: time index: {} entries checked against the log, flavour: {}, {} errors",
+                path.display(),
+                padding.entries,
+                check.flavour.describe(),
+                check.errors
+            ))
+            .map_err(io)?;
+            Some(check.flavour)
         }
-        out.line(format!(
-            "{}: time index: {} entries checked against the log, flavour: {}, {} errors",
-            path.display(),
-            idx.entries.len(),
-            c.flavour.describe(),
-            c.errors.len()
-        ))
-        .map_err(io)?;
-    }
-    Ok(json!({
-        "path": path,
-        "kind": "timeindex",
-        "base_offset": base,
-        "file_len": idx.file_len,
-        "entries": if args.verify_index_only { json!(null) } else { json!(idx.entries) },
-        "entries_checked": idx.entries.len(),
-        "padding": idx.padding,
-        "sanity_check": {"passed": idx.sanity.is_ok(), "detail": idx.sanity.as_ref().err()},
-        "flavour": check.as_ref().map(|c| c.flavour),
-        "entry_flavours": check.as_ref().map(|c| c.entry_flavours.clone()),
-        "errors": check.map(|c| c.errors),
-    }))
+    };
+    out.field("entries_checked", &padding.entries).map_err(io)?;
+    out.field("padding", &padding).map_err(io)?;
+    out.field("sanity_check", &sanity_json(&idx.sanity().map_err(io)?)).map_err(io)?;
+    out.field("flavour", &flavour).map_err(io)
 }

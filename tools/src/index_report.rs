@@ -136,7 +136,16 @@ fn load(p: &PartitionDir) -> Result<(Vec<SegData>, Vec<String>), String> {
     let mut notes = Vec::new();
     for s in p.log_segments() {
         let log = s.log.as_ref().expect("log segments");
-        let sum = logscan::summarize_log(log, |_, _| {}).map_err(|e| format!("{}: {e}", log.display()))?;
+        let mut batches = Vec::new();
+        let sum = logscan::summarize_log(log, |b, _| {
+            batches.push(SimBatch {
+                position: b.position,
+                size: b.size(),
+                last_offset: b.last_offset(),
+                max_timestamp: b.header.max_timestamp,
+            })
+        })
+        .map_err(|e| format!("{}: {e}", log.display()))?;
         if let Some(pos) = sum.end.problem_position() {
             notes.push(format!(
                 "{}: {} (lookups cover the valid bytes before byte {pos}; run verify)",
@@ -164,22 +173,7 @@ fn load(p: &PartitionDir) -> Result<(Vec<SegData>, Vec<String>), String> {
                 Some(idx.entries.iter().map(|e| (e.offset, e.position as u64)).collect())
             }
         };
-        segs.push(SegData {
-            base: s.base_offset,
-            size: sum.valid_bytes(),
-            batches: sum
-                .batches
-                .iter()
-                .map(|b| SimBatch {
-                    position: b.position,
-                    size: b.size(),
-                    last_offset: b.last_offset(),
-                    max_timestamp: b.header.max_timestamp,
-                })
-                .collect(),
-            existing,
-            padded,
-        });
+        segs.push(SegData { base: s.base_offset, size: sum.valid_bytes(), batches, existing, padded });
     }
     Ok((segs, notes))
 }
@@ -199,6 +193,10 @@ fn replay(p: &PartitionDir, segs: &[SegData], every: u64, points: &mut Vec<(i64,
     let progress = Progress::new(total, "lookups", false);
     let (mut bytes, mut hops, mut not_found) = (Vec::new(), Vec::new(), 0usize);
     for s in segs {
+        // The engine opens the files itself: refuse a FIFO or a link before it gets the paths.
+        if let Some(files) = p.segments.get(&s.base) {
+            files.check_regular()?;
+        }
         let (seg, _) = Segment::open_existing(&storage, &p.path, s.base, settings)
             .map_err(|e| format!("opening segment {} in {}: {e}", s.base, p.path.display()))?;
         let mut n = 0u64;

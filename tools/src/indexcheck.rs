@@ -11,17 +11,20 @@
 //! accepted and each entry says which one it fits. The max record timestamp of that batch must
 //! equal the entry's timestamp, and timestamps must strictly increase. Errors come in Kafka's
 //! three kinds: shallow offset not found, timestamp mismatch, out of order.
+//!
+//! Index files are read in bounded chunks ([`IndexStream`]) and checked entry by entry, the
+//! problems handed to the caller as they are found: memory does not grow with the file.
 
 use std::fs::File;
+use std::marker::PhantomData;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use seglog::format::index_entry::{OffsetEntry, TimeEntry, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE};
 use seglog::format::record;
-use seglog::index::{OffsetIndex, TimeIndex};
 use serde::Serialize;
 
-use crate::logscan::{BatchInfo, LogSummary};
+use crate::logscan::{BatchInfo, LogSummary, MAX_BATCH_IN_MEMORY};
 
 /// The base offset from a segment file name (`<digits>.<ext>...`), as Kafka takes it.
 pub fn base_offset_from_name(path: &Path) -> Option<i64> {
@@ -55,20 +58,6 @@ pub struct Padding {
     pub partial_bytes: u64,
 }
 
-fn padding(bytes: &[u8], entry_size: usize, stop_at: Option<usize>) -> Padding {
-    let slots = bytes.len() / entry_size;
-    let entries = stop_at.unwrap_or(slots);
-    let mut p = Padding { slots, entries, partial_bytes: (bytes.len() % entry_size) as u64, ..Default::default() };
-    for s in entries..slots {
-        if bytes[s * entry_size..(s + 1) * entry_size].iter().all(|&b| b == 0) {
-            p.trailing_zero_entries += 1;
-        } else {
-            p.nonzero_after_stop += 1;
-        }
-    }
-    p
-}
-
 /// An offset index entry made absolute.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
 pub struct OffsetEntryAbs {
@@ -76,42 +65,276 @@ pub struct OffsetEntryAbs {
     pub position: i64,
 }
 
-/// A decoded `.index` file.
+/// A time index entry made absolute.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct TimeEntryAbs {
+    pub timestamp: i64,
+    pub offset: i64,
+}
+
+/// What the two index kinds differ in: the entry layout and Kafka's sanity check.
+pub trait IndexEntry: Copy + Serialize {
+    const SIZE: usize;
+    /// The entry in `slot` (exactly `SIZE` bytes) made absolute (saturating, as the engine's
+    /// `entry`), and its relative offset.
+    fn decode(slot: &[u8], base: i64) -> (Self, i32);
+    /// Kafka's `sanityCheck` over the file length and the first and last slots, with the engine's
+    /// wording (`OffsetIndex::sanity_check`, `TimeIndex::sanity_check`).
+    fn sanity(file_len: u64, base: i64, first: &[u8], last: (usize, &[u8])) -> Result<(), String>;
+    fn size_error(file_len: u64) -> String;
+}
+
+/// The engine's `checked_entry`: the absolute offset of a slot, or why it is not one.
+fn checked_offset(slot: usize, rel: i32, base: i64) -> Result<i64, String> {
+    if rel < 0 {
+        return Err(format!("entry {slot} has a negative relative offset ({rel})"));
+    }
+    base.checked_add(rel as i64)
+        .ok_or_else(|| format!("entry {slot}: relative offset {rel} overflows added to the base offset {base}"))
+}
+
+impl IndexEntry for OffsetEntryAbs {
+    const SIZE: usize = OFFSET_ENTRY_SIZE;
+    fn decode(slot: &[u8], base: i64) -> (Self, i32) {
+        let e = OffsetEntry::decode(slot, 0);
+        let abs = OffsetEntryAbs { offset: base.saturating_add(e.relative_offset as i64), position: e.position as i64 };
+        (abs, e.relative_offset)
+    }
+    fn size_error(file_len: u64) -> String {
+        format!("index file size {file_len} is not a multiple of {OFFSET_ENTRY_SIZE}")
+    }
+    fn sanity(_file_len: u64, base: i64, _first: &[u8], (n, last): (usize, &[u8])) -> Result<(), String> {
+        let last = checked_offset(n, OffsetEntry::decode(last, 0).relative_offset, base)?;
+        if last < base {
+            return Err(format!("last offset {last} is below the base offset {base}"));
+        }
+        Ok(())
+    }
+}
+
+impl IndexEntry for TimeEntryAbs {
+    const SIZE: usize = TIME_ENTRY_SIZE;
+    fn decode(slot: &[u8], base: i64) -> (Self, i32) {
+        let e = TimeEntry::decode(slot, 0);
+        (
+            TimeEntryAbs { timestamp: e.timestamp, offset: base.saturating_add(e.relative_offset as i64) },
+            e.relative_offset,
+        )
+    }
+    fn size_error(file_len: u64) -> String {
+        format!("time index file size {file_len} is not a multiple of {TIME_ENTRY_SIZE}")
+    }
+    fn sanity(_file_len: u64, base: i64, first: &[u8], (n, last): (usize, &[u8])) -> Result<(), String> {
+        let f = TimeEntry::decode(first, 0);
+        checked_offset(0, f.relative_offset, base)?;
+        let l = TimeEntry::decode(last, 0);
+        let last_offset = checked_offset(n, l.relative_offset, base)?;
+        if l.timestamp < f.timestamp {
+            return Err(format!("last timestamp {} is below the first {}", l.timestamp, f.timestamp));
+        }
+        if last_offset < base {
+            return Err(format!("last offset {last_offset} is below the base offset {base}"));
+        }
+        Ok(())
+    }
+}
+
+/// Bytes of an index file read at once.
+const INDEX_CHUNK_BYTES: usize = 64 << 10;
+
+/// Where index bytes come from: a file, read in chunks, or bytes already in memory (an index the
+/// engine rebuilt).
+#[derive(Debug)]
+enum Source {
+    File(File),
+    Memory(Vec<u8>),
+}
+
+/// An index file's entries, read in bounded chunks: [`IndexStream::next_entry`] up to Kafka's
+/// stop rule (the first zero entry: `offset == base` at a slot above 0), [`IndexStream::padding`]
+/// for what follows, [`IndexStream::sanity`] for Kafka's sanity check. Memory is one chunk
+/// whatever the file's length.
+#[derive(Debug)]
+pub struct IndexStream<E> {
+    pub path: PathBuf,
+    pub base_offset: i64,
+    pub file_len: u64,
+    source: Source,
+    chunk: Vec<u8>,
+    chunk_start: u64,
+    next: usize,
+    done: bool,
+    entry: PhantomData<E>,
+}
+
+pub type OffsetIndexStream = IndexStream<OffsetEntryAbs>;
+pub type TimeIndexStream = IndexStream<TimeEntryAbs>;
+
+impl<E: IndexEntry> IndexStream<E> {
+    /// Opens `path` (a regular file only: [`crate::files::open_regular`]).
+    pub fn open(path: &Path, base_offset: i64) -> std::io::Result<Self> {
+        let file = crate::files::open_regular(path)?;
+        let file_len = file.metadata()?.len();
+        Ok(Self::with_source(path, base_offset, file_len, Source::File(file)))
+    }
+
+    /// An index held in memory.
+    pub fn from_bytes(path: &Path, base_offset: i64, bytes: Vec<u8>) -> Self {
+        Self::with_source(path, base_offset, bytes.len() as u64, Source::Memory(bytes))
+    }
+
+    fn with_source(path: &Path, base_offset: i64, file_len: u64, source: Source) -> Self {
+        IndexStream {
+            path: path.to_path_buf(),
+            base_offset,
+            file_len,
+            source,
+            chunk: Vec::new(),
+            chunk_start: 0,
+            next: 0,
+            done: false,
+            entry: PhantomData,
+        }
+    }
+
+    /// Whole entries in the file.
+    pub fn slots(&self) -> usize {
+        usize::try_from(self.file_len / E::SIZE as u64).unwrap_or(usize::MAX)
+    }
+
+    /// The bytes of slot `i` (`i < slots()`).
+    fn slot(&mut self, i: usize) -> std::io::Result<&[u8]> {
+        let at = i as u64 * E::SIZE as u64;
+        let inside = at >= self.chunk_start && at + E::SIZE as u64 <= self.chunk_start + self.chunk.len() as u64;
+        if !inside {
+            let whole = self.slots() as u64 * E::SIZE as u64;
+            let per_chunk = (INDEX_CHUNK_BYTES / E::SIZE * E::SIZE) as u64;
+            let len = (whole - at).min(per_chunk) as usize;
+            self.chunk.resize(len, 0);
+            match &self.source {
+                Source::Memory(b) => self.chunk.copy_from_slice(&b[at as usize..at as usize + len]),
+                Source::File(f) => f.read_exact_at(&mut self.chunk, at).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::UnexpectedEof => std::io::Error::new(
+                        e.kind(),
+                        format!("{}: file shrank while reading at byte {at}", self.path.display()),
+                    ),
+                    _ => e,
+                })?,
+            }
+            self.chunk_start = at;
+        }
+        let off = (at - self.chunk_start) as usize;
+        Ok(&self.chunk[off..off + E::SIZE])
+    }
+
+    /// Starts the entries again from the first.
+    pub fn rewind(&mut self) {
+        self.next = 0;
+        self.done = false;
+    }
+
+    /// The next entry before Kafka's stop rule, with its slot, or `None`.
+    pub fn next_entry(&mut self) -> std::io::Result<Option<(usize, E)>> {
+        if self.done || self.next >= self.slots() {
+            self.done = true;
+            return Ok(None);
+        }
+        let i = self.next;
+        let base = self.base_offset;
+        let (e, rel) = E::decode(self.slot(i)?, base);
+        if rel == 0 && i > 0 {
+            self.done = true;
+            return Ok(None);
+        }
+        self.next += 1;
+        Ok(Some((i, e)))
+    }
+
+    /// Where the entries end and what follows, from a pass over the whole file (the entries are
+    /// rewound).
+    pub fn padding(&mut self) -> std::io::Result<Padding> {
+        self.rewind();
+        while self.next_entry()?.is_some() {}
+        let slots = self.slots();
+        let entries = self.next;
+        let mut p = Padding { slots, entries, partial_bytes: self.file_len % E::SIZE as u64, ..Default::default() };
+        for s in entries..slots {
+            if self.slot(s)?.iter().all(|&b| b == 0) {
+                p.trailing_zero_entries += 1;
+            } else {
+                p.nonzero_after_stop += 1;
+            }
+        }
+        self.rewind();
+        Ok(p)
+    }
+
+    /// Kafka's `sanityCheck` verdict (every whole slot counts as an entry, as in Kafka).
+    pub fn sanity(&mut self) -> std::io::Result<Result<(), String>> {
+        if !self.file_len.is_multiple_of(E::SIZE as u64) {
+            return Ok(Err(E::size_error(self.file_len)));
+        }
+        let Some(n) = self.slots().checked_sub(1) else {
+            return Ok(Ok(()));
+        };
+        let first = self.slot(0)?.to_vec();
+        let base = self.base_offset;
+        let file_len = self.file_len;
+        let last = self.slot(n)?;
+        Ok(E::sanity(file_len, base, &first, (n, last)))
+    }
+
+    /// True when the file holds exactly `other`, compared chunk by chunk.
+    pub fn bytes_equal(&mut self, other: &[u8]) -> std::io::Result<bool> {
+        if self.file_len != other.len() as u64 {
+            return Ok(false);
+        }
+        if !self.file_len.is_multiple_of(E::SIZE as u64) {
+            return Ok(false); // `other` comes from an index, whole entries only
+        }
+        for (i, want) in other.chunks_exact(E::SIZE).enumerate() {
+            if self.slot(i)? != want {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// A decoded index, whole in memory: for `index-report` and `rebuild-index`, which work on the
+/// entry lists (the entries only; the file is read through an [`IndexStream`]).
 #[derive(Clone, Debug, Serialize)]
-pub struct OffsetIndexFile {
+pub struct IndexFile<E> {
     pub path: PathBuf,
     pub base_offset: i64,
     pub file_len: u64,
     /// Entries up to Kafka's stop rule.
-    pub entries: Vec<OffsetEntryAbs>,
+    pub entries: Vec<E>,
     pub padding: Padding,
     /// Kafka's `sanityCheck` verdict.
     pub sanity: Result<(), String>,
 }
 
-impl OffsetIndexFile {
-    pub fn read(path: &Path, base_offset: i64) -> std::io::Result<OffsetIndexFile> {
-        let bytes = std::fs::read(path)?;
-        Ok(Self::from_bytes(path, base_offset, bytes))
+pub type OffsetIndexFile = IndexFile<OffsetEntryAbs>;
+pub type TimeIndexFile = IndexFile<TimeEntryAbs>;
+
+impl<E: IndexEntry> IndexFile<E> {
+    pub fn read(path: &Path, base_offset: i64) -> std::io::Result<Self> {
+        Self::collect(IndexStream::open(path, base_offset)?)
     }
 
-    pub fn from_bytes(path: &Path, base_offset: i64, bytes: Vec<u8>) -> OffsetIndexFile {
-        let slots = bytes.len() / OFFSET_ENTRY_SIZE;
+    pub fn from_bytes(path: &Path, base_offset: i64, bytes: Vec<u8>) -> Self {
+        Self::collect(IndexStream::from_bytes(path, base_offset, bytes)).expect("reading memory does not fail")
+    }
+
+    fn collect(mut s: IndexStream<E>) -> std::io::Result<Self> {
+        let padding = s.padding()?;
+        let sanity = s.sanity()?;
         let mut entries = Vec::new();
-        let mut stop = None;
-        for i in 0..slots {
-            let e = OffsetEntry::decode(&bytes, i);
-            let offset = base_offset + e.relative_offset as i64;
-            if offset == base_offset && i > 0 {
-                stop = Some(i);
-                break;
-            }
-            entries.push(OffsetEntryAbs { offset, position: e.position as i64 });
+        while let Some((_, e)) = s.next_entry()? {
+            entries.push(e);
         }
-        let padding = padding(&bytes, OFFSET_ENTRY_SIZE, stop);
-        let file_len = bytes.len() as u64;
-        let sanity = OffsetIndex::from_bytes(base_offset, bytes, i32::MAX as u32, None).sanity_check();
-        OffsetIndexFile { path: path.to_path_buf(), base_offset, file_len, entries, padding, sanity }
+        Ok(IndexFile { path: s.path, base_offset: s.base_offset, file_len: s.file_len, entries, padding, sanity })
     }
 }
 
@@ -126,26 +349,26 @@ pub struct OffsetMismatch {
     pub detail: String,
 }
 
-/// kafka-dump-log's offset-index verification, plus order checks.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct OffsetIndexCheck {
-    pub mismatches: Vec<OffsetMismatch>,
-}
-
-pub fn check_offset_index(idx: &OffsetIndexFile, log: &LogSummary) -> OffsetIndexCheck {
-    let mut out = OffsetIndexCheck::default();
+/// kafka-dump-log's offset-index verification, plus order checks, over every entry of `idx`
+/// (from its first): each mismatch is handed to `on` as it is found. Returns how many there were.
+pub fn check_offset_index(
+    idx: &mut OffsetIndexStream,
+    log: &mut LogSummary,
+    mut on: impl FnMut(OffsetMismatch) -> std::io::Result<()>,
+) -> std::io::Result<u64> {
+    idx.rewind();
+    let mut count = 0u64;
     let mut prev: Option<OffsetEntryAbs> = None;
-    for (slot, e) in idx.entries.iter().enumerate() {
+    while let Some((slot, e)) = idx.next_entry()? {
         let mut mismatch = |log_offset: Option<i64>, detail: String| {
-            out.mismatches.push(OffsetMismatch {
-                slot,
-                index_offset: e.offset,
-                position: e.position,
-                log_offset,
-                detail,
-            })
+            count += 1;
+            on(OffsetMismatch { slot, index_offset: e.offset, position: e.position, log_offset, detail })
         };
-        match (e.position >= 0).then(|| log.batch_at(e.position as u64)).flatten() {
+        let found = match u64::try_from(e.position) {
+            Ok(p) => log.batch_at(p)?,
+            Err(_) => None,
+        };
+        match found {
             None => mismatch(
                 None,
                 format!(
@@ -154,16 +377,14 @@ pub fn check_offset_index(idx: &OffsetIndexFile, log: &LogSummary) -> OffsetInde
                     e.position,
                     log.valid_bytes()
                 ),
-            ),
-            Some(b) if b.last_offset() != e.offset => mismatch(
-                Some(b.last_offset()),
+            )?,
+            Some(b) if b.last_offset != e.offset => mismatch(
+                Some(b.last_offset),
                 format!(
                     "entry {slot}: index offset {}, but the batch at byte {} ends at offset {}",
-                    e.offset,
-                    e.position,
-                    b.last_offset()
+                    e.offset, e.position, b.last_offset
                 ),
-            ),
+            )?,
             Some(_) => {}
         }
         if let Some(p) = prev {
@@ -178,56 +399,13 @@ pub fn check_offset_index(idx: &OffsetIndexFile, log: &LogSummary) -> OffsetInde
                         p.offset,
                         p.position
                     ),
-                );
+                )?;
             }
         }
-        prev = Some(*e);
+        prev = Some(e);
     }
-    out
-}
-
-/// A time index entry made absolute.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
-pub struct TimeEntryAbs {
-    pub timestamp: i64,
-    pub offset: i64,
-}
-
-/// A decoded `.timeindex` file.
-#[derive(Clone, Debug, Serialize)]
-pub struct TimeIndexFile {
-    pub path: PathBuf,
-    pub base_offset: i64,
-    pub file_len: u64,
-    pub entries: Vec<TimeEntryAbs>,
-    pub padding: Padding,
-    pub sanity: Result<(), String>,
-}
-
-impl TimeIndexFile {
-    pub fn read(path: &Path, base_offset: i64) -> std::io::Result<TimeIndexFile> {
-        let bytes = std::fs::read(path)?;
-        Ok(Self::from_bytes(path, base_offset, bytes))
-    }
-
-    pub fn from_bytes(path: &Path, base_offset: i64, bytes: Vec<u8>) -> TimeIndexFile {
-        let slots = bytes.len() / TIME_ENTRY_SIZE;
-        let mut entries = Vec::new();
-        let mut stop = None;
-        for i in 0..slots {
-            let e = TimeEntry::decode(&bytes, i);
-            let offset = base_offset + e.relative_offset as i64;
-            if offset == base_offset && i > 0 {
-                stop = Some(i);
-                break;
-            }
-            entries.push(TimeEntryAbs { timestamp: e.timestamp, offset });
-        }
-        let padding = padding(&bytes, TIME_ENTRY_SIZE, stop);
-        let file_len = bytes.len() as u64;
-        let sanity = TimeIndex::from_bytes(base_offset, bytes, i32::MAX as u32, None).sanity_check();
-        TimeIndexFile { path: path.to_path_buf(), base_offset, file_len, entries, padding, sanity }
-    }
+    idx.rewind();
+    Ok(count)
 }
 
 /// Which convention a time-index entry's offset follows.
@@ -328,13 +506,19 @@ impl TimeIndexError {
     }
 }
 
-/// The result of checking a time index.
-#[derive(Clone, Debug, Serialize)]
+/// What checking a time index hands its caller, entry by entry.
+#[derive(Clone, Debug)]
+pub enum TimeCheckEvent {
+    /// The convention the next entry fits (`None` for an entry in error).
+    Entry(Option<EntryFlavour>),
+    Error(TimeIndexError),
+}
+
+/// The result of checking a time index (the entries and errors went to the caller).
+#[derive(Clone, Copy, Debug, Serialize)]
 pub struct TimeIndexCheck {
     pub flavour: FileFlavour,
-    /// Per entry, the convention it fits (`None` for entries in error).
-    pub entry_flavours: Vec<Option<EntryFlavour>>,
-    pub errors: Vec<TimeIndexError>,
+    pub errors: u64,
 }
 
 /// Timestamps of a batch's records: (max, timestamp of the record at `offset`).
@@ -355,38 +539,62 @@ fn record_timestamps(b: &BatchInfo, bytes: &[u8], offset: i64) -> Result<(i64, O
     Ok((max, at))
 }
 
-pub fn check_time_index(idx: &TimeIndexFile, log: &LogSummary) -> std::io::Result<TimeIndexCheck> {
-    let file = File::open(&log.path)?;
-    let mut buf = Vec::new();
-    let mut errors = Vec::new();
-    let mut flavours = Vec::new();
+/// Checks every entry of `idx` against `log`, handing `on` each entry's flavour and each error
+/// as they are found (in slot order; an entry's errors follow its flavour).
+pub fn check_time_index(
+    idx: &mut TimeIndexStream,
+    log: &mut LogSummary,
+    mut on: impl FnMut(TimeCheckEvent) -> std::io::Result<()>,
+) -> std::io::Result<TimeIndexCheck> {
+    idx.rewind();
+    let (mut batch_last, mut exact_only, mut either) = (false, false, false);
+    let mut errors = 0u64;
     let mut prev_ts = seglog::format::batch::NO_TIMESTAMP;
-    for (slot, e) in idx.entries.iter().enumerate() {
-        let Some(bi) = log.first_batch_ending_at_or_after(e.offset) else {
-            errors.push(TimeIndexError::ShallowOffsetNotFound {
+    let mut error = |e: TimeIndexError, on: &mut dyn FnMut(TimeCheckEvent) -> std::io::Result<()>| {
+        errors += 1;
+        on(TimeCheckEvent::Error(e))
+    };
+    while let Some((slot, e)) = idx.next_entry()? {
+        let Some(found) = log.first_batch_ending_at_or_after(e.offset)? else {
+            on(TimeCheckEvent::Entry(None))?;
+            let err = TimeIndexError::ShallowOffsetNotFound {
                 slot,
                 index_offset: e.offset,
                 found_log_offset: -1,
                 position: None,
-            });
-            flavours.push(None);
+            };
+            error(err, &mut on)?;
             prev_ts = e.timestamp;
             continue;
         };
-        let b = log.batches[bi];
+        let Some((b, bytes)) = log.read_batch(found.position)? else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{}: the batch at byte {} is gone: the file changed while checking",
+                    log.path.display(),
+                    found.position
+                ),
+            ));
+        };
         if !b.crc_ok() {
-            errors.push(TimeIndexError::CorruptBatch { slot, position: b.position });
-            flavours.push(None);
+            on(TimeCheckEvent::Entry(None))?;
+            error(TimeIndexError::CorruptBatch { slot, position: b.position }, &mut on)?;
             prev_ts = e.timestamp;
             continue;
         }
-        buf.resize(b.size() as usize, 0);
-        file.read_exact_at(&mut buf, b.position)?;
-        let (max_ts, at_ts) = match record_timestamps(&b, &buf, e.offset) {
+        let timestamps = match bytes {
+            Some(bytes) => record_timestamps(&b, bytes, e.offset),
+            None => Err(format!(
+                "the batch is {} bytes, more than the tools decode ({MAX_BATCH_IN_MEMORY} bytes)",
+                b.size()
+            )),
+        };
+        let (max_ts, at_ts) = match timestamps {
             Ok(v) => v,
             Err(detail) => {
-                errors.push(TimeIndexError::Records { slot, position: b.position, detail });
-                flavours.push(None);
+                on(TimeCheckEvent::Entry(None))?;
+                error(TimeIndexError::Records { slot, position: b.position, detail }, &mut on)?;
                 prev_ts = e.timestamp;
                 continue;
             }
@@ -397,41 +605,135 @@ pub fn check_time_index(idx: &TimeIndexFile, log: &LogSummary) -> std::io::Resul
         } else if exact {
             Some(EntryFlavour::ExactRecordOffset)
         } else {
-            errors.push(TimeIndexError::ShallowOffsetNotFound {
-                slot,
-                index_offset: e.offset,
-                found_log_offset: b.last_offset(),
-                position: Some(b.position),
-            });
             None
         };
+        on(TimeCheckEvent::Entry(flavour))?;
+        match flavour {
+            Some(EntryFlavour::Either) => either = true,
+            Some(EntryFlavour::BatchLastOffset) => batch_last = true,
+            Some(EntryFlavour::ExactRecordOffset) => exact_only = true,
+            None => {
+                let err = TimeIndexError::ShallowOffsetNotFound {
+                    slot,
+                    index_offset: e.offset,
+                    found_log_offset: b.last_offset(),
+                    position: Some(b.position),
+                };
+                error(err, &mut on)?;
+            }
+        }
         if flavour.is_some() {
             if max_ts != e.timestamp {
-                errors.push(TimeIndexError::Mismatch {
+                let err = TimeIndexError::Mismatch {
                     slot,
                     index_timestamp: e.timestamp,
                     log_timestamp: max_ts,
                     position: b.position,
-                });
+                };
+                error(err, &mut on)?;
             }
             if prev_ts >= e.timestamp {
-                errors.push(TimeIndexError::OutOfOrder {
-                    slot,
-                    index_timestamp: e.timestamp,
-                    previous_timestamp: prev_ts,
-                });
+                let err =
+                    TimeIndexError::OutOfOrder { slot, index_timestamp: e.timestamp, previous_timestamp: prev_ts };
+                error(err, &mut on)?;
             }
         }
-        flavours.push(flavour);
         prev_ts = e.timestamp;
     }
-    let has = |f| flavours.contains(&Some(f));
-    let flavour = match (has(EntryFlavour::BatchLastOffset), has(EntryFlavour::ExactRecordOffset)) {
+    idx.rewind();
+    let flavour = match (batch_last, exact_only) {
         (true, true) => FileFlavour::Mixed,
         (true, false) => FileFlavour::BatchLastOffset,
         (false, true) => FileFlavour::ExactRecordOffset,
-        (false, false) if has(EntryFlavour::Either) => FileFlavour::Indistinguishable,
+        (false, false) if either => FileFlavour::Indistinguishable,
         _ => FileFlavour::Unknown,
     };
-    Ok(TimeIndexCheck { flavour, entry_flavours: flavours, errors })
+    Ok(TimeIndexCheck { flavour, errors })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use seglog::index::{OffsetIndex, TimeIndex};
+
+    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut x = seed | 1;
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    /// The streamed sanity check says exactly what the engine's says, on files of every shape.
+    #[test]
+    fn sanity_check_matches_the_engine() {
+        let mut rng = xorshift(7);
+        for round in 0..4000 {
+            let len = (rng() % 64) as usize;
+            let mut bytes: Vec<u8> = (0..len).map(|_| rng() as u8).collect();
+            if round % 3 == 0 {
+                // Mostly small, non-negative relative offsets, so the other rules are reached.
+                for b in bytes.iter_mut().step_by(4) {
+                    *b &= 0x01;
+                }
+            }
+            let base = match round % 4 {
+                0 => 0,
+                1 => 1000,
+                2 => i64::MAX - 3,
+                _ => (rng() >> 2) as i64,
+            };
+            let p = Path::new("x");
+            let ours = OffsetIndexFile::from_bytes(p, base, bytes.clone()).sanity;
+            let engine = OffsetIndex::from_bytes(base, bytes.clone(), i32::MAX as u32, None).sanity_check();
+            assert_eq!(ours, engine, "offset index {bytes:?} base {base}");
+            let ours = TimeIndexFile::from_bytes(p, base, bytes.clone()).sanity;
+            let engine = TimeIndex::from_bytes(base, bytes.clone(), i32::MAX as u32, None).sanity_check();
+            assert_eq!(ours, engine, "time index {bytes:?} base {base}");
+        }
+    }
+
+    #[test]
+    fn entries_stop_at_the_first_zero_entry_and_padding_is_counted() {
+        let mut bytes = Vec::new();
+        for (rel, pos) in [(5i32, 100i32), (9, 200), (0, 0), (0, 0), (3, 7), (0, 0)] {
+            bytes.extend_from_slice(&rel.to_be_bytes());
+            bytes.extend_from_slice(&pos.to_be_bytes());
+        }
+        bytes.extend_from_slice(&[1, 2, 3]);
+        let f = OffsetIndexFile::from_bytes(Path::new("x"), 10, bytes.clone());
+        assert_eq!(
+            f.entries,
+            [OffsetEntryAbs { offset: 15, position: 100 }, OffsetEntryAbs { offset: 19, position: 200 }]
+        );
+        let p = &f.padding;
+        assert_eq!(
+            (p.slots, p.entries, p.trailing_zero_entries, p.nonzero_after_stop, p.partial_bytes),
+            (6, 2, 3, 1, 3)
+        );
+
+        // The same through a file, in chunks smaller than the file.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000010.index");
+        let mut big = Vec::new();
+        for i in 1..=20_000i32 {
+            big.extend_from_slice(&i.to_be_bytes());
+            big.extend_from_slice(&(i * 10).to_be_bytes());
+        }
+        big.extend_from_slice(&[0u8; 8 * 9000]);
+        std::fs::write(&path, &big).unwrap();
+        let mut s = OffsetIndexStream::open(&path, 10).unwrap();
+        let p = s.padding().unwrap();
+        assert_eq!((p.slots, p.entries, p.trailing_zero_entries), (29_000, 20_000, 9000));
+        let mut n = 0;
+        while let Some((slot, e)) = s.next_entry().unwrap() {
+            assert_eq!(e, OffsetEntryAbs { offset: 10 + slot as i64 + 1, position: (slot as i64 + 1) * 10 });
+            n += 1;
+        }
+        assert_eq!(n, 20_000);
+        assert!(s.bytes_equal(&big).unwrap());
+        assert!(!s.bytes_equal(&big[8..]).unwrap());
+    }
 }

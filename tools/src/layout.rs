@@ -76,6 +76,18 @@ pub struct SegmentFiles {
     pub txn_index: Option<PathBuf>,
 }
 
+impl SegmentFiles {
+    /// Refuses the segment unless each of its files is a regular file (by `lstat`: a symbolic
+    /// link is refused, not followed), naming the first that is not. For code that hands the
+    /// paths to the engine, which opens them itself.
+    pub fn check_regular(&self) -> Result<(), String> {
+        for f in [&self.log, &self.index, &self.time_index, &self.txn_index].into_iter().flatten() {
+            crate::files::check_regular(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        }
+        Ok(())
+    }
+}
+
 /// A partition directory and what it holds.
 #[derive(Clone, Debug, Default)]
 pub struct PartitionDir {
@@ -136,11 +148,16 @@ pub fn read_partition_dir(dir: &Path) -> std::io::Result<PartitionDir> {
         ..Default::default()
     };
     for (name, path, is_dir) in entries {
-        if is_dir {
+        let class = classify(&name);
+        // A directory named like a segment or sidecar file stays where the file is expected, so
+        // that the tools report it as not a regular file when they come to read it.
+        let named_like_a_file = matches!(class, FileClass::Segment(ref s) if s.suffix == FileSuffix::None)
+            || matches!(class, FileClass::Checkpoint(_));
+        if is_dir && !named_like_a_file {
             p.notes.push(format!("{}: a directory inside a partition directory, not looked at", path.display()));
             continue;
         }
-        match classify(&name) {
+        match class {
             FileClass::Segment(s) if s.suffix != FileSuffix::None => {
                 let what = match s.suffix {
                     FileSuffix::Deleted => "scheduled for deletion; Kafka deletes it at the next load",

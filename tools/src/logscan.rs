@@ -4,17 +4,21 @@
 //! engine's `BatchScanner`, which stops quietly at a partial batch as Kafka's reader does, this
 //! walker says how the file ends, because the tools must report a torn tail with its position.
 //!
-//! Every batch is read whole and its CRC-32C checked; a batch whose CRC fails is reported and the
-//! walk goes on (the framing is still usable), as kafka-dump-log prints `isvalid: false` and goes
-//! on. Nothing here writes.
+//! Every batch is read whole (up to [`MAX_BATCH_IN_MEMORY`]; a larger one in bounded chunks) and
+//! its CRC-32C checked; a batch whose CRC fails is reported and the walk goes on (the framing is
+//! still usable), as kafka-dump-log prints `isvalid: false` and goes on. Nothing here writes.
+//!
+//! Memory is bounded whatever a file holds: a walk keeps a read-ahead window, and a summary of a
+//! whole log ([`LogSummary`]) keeps a table of at most [`BATCH_TABLE_ENTRIES`] batch positions, not
+//! a list of every batch.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use seglog::format::batch::{
-    compute_crc, BatchHeader, EntryFrame, BATCH_HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2,
-    RECORD_OVERHEAD_V0,
+    compute_crc, BatchHeader, EntryFrame, ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
+    MAGIC_V2, RECORD_OVERHEAD_V0,
 };
 
 /// Bytes read ahead in one `pread`: many small batches per system call.
@@ -33,9 +37,6 @@ pub struct BatchInfo {
 impl BatchInfo {
     pub fn size(&self) -> u64 {
         self.header.size_in_bytes() as u64
-    }
-    pub fn end(&self) -> u64 {
-        self.position + self.size()
     }
     pub fn crc_ok(&self) -> bool {
         self.computed_crc == self.header.crc
@@ -106,7 +107,20 @@ impl LogEnd {
     }
 }
 
-/// A read-only walk over one `.log` file.
+/// Batches larger than this are checked (CRC-32C computed in bounded chunks) but not held in
+/// memory whole: their records are not decoded. Kafka's default `max.message.bytes` is 1 MiB; a
+/// batch this large in a segment file is almost certainly damage, and reading it whole would let
+/// one hostile length field decide how much memory the tools take.
+pub const MAX_BATCH_IN_MEMORY: u64 = 64 << 20;
+
+/// Bytes read ahead by the lookups after a walk (see [`LogSummary`]): headers are small.
+const LOOKUP_WINDOW_BYTES: usize = 64 << 10;
+
+/// A batch and its bytes (`None` for a batch larger than [`MAX_BATCH_IN_MEMORY`]).
+pub type Batch<'a> = (BatchInfo, Option<&'a [u8]>);
+
+/// A read-only walk over one `.log` file. Memory is bounded whatever the file holds: a read-ahead
+/// window, and one batch of at most [`MAX_BATCH_IN_MEMORY`] bytes.
 #[derive(Debug)]
 pub struct LogWalker {
     path: PathBuf,
@@ -116,6 +130,7 @@ pub struct LogWalker {
     limited: bool,
     pos: u64,
     window: Vec<u8>,
+    window_cap: usize,
     window_start: u64,
     window_len: usize,
     big: Vec<u8>,
@@ -123,25 +138,31 @@ pub struct LogWalker {
 }
 
 impl LogWalker {
-    /// Opens `path` read-only; `max_bytes` limits the walk to batches wholly inside
-    /// `[0, max_bytes)` (kafka-dump-log's `--max-bytes`).
+    /// Opens `path` read-only (a regular file only: [`crate::files::open_regular`]);
+    /// `max_bytes` limits the walk to batches wholly inside `[0, max_bytes)` (kafka-dump-log's
+    /// `--max-bytes`).
     pub fn open(path: &Path, max_bytes: Option<u64>) -> std::io::Result<LogWalker> {
-        let file = File::open(path)?;
+        let file = crate::files::open_regular(path)?;
         let file_len = file.metadata()?.len();
         let end = max_bytes.map_or(file_len, |m| m.min(file_len));
-        Ok(LogWalker {
+        Ok(LogWalker::over(path, file, file_len, 0, end, WINDOW_BYTES))
+    }
+
+    fn over(path: &Path, file: File, file_len: u64, start: u64, end: u64, window_cap: usize) -> LogWalker {
+        LogWalker {
             path: path.to_path_buf(),
             file,
             file_len,
             end,
             limited: end < file_len,
-            pos: 0,
+            pos: start,
             window: Vec::new(),
+            window_cap,
             window_start: 0,
             window_len: 0,
             big: Vec::new(),
             finished: None,
-        })
+        }
     }
 
     pub fn file_len(&self) -> u64 {
@@ -152,19 +173,36 @@ impl LogWalker {
         self.pos
     }
 
-    /// Reads `len` bytes at `pos` (which the caller checked lie before `end`).
+    /// Starts the walk again at `pos`, which must be where a batch starts.
+    fn seek(&mut self, pos: u64) {
+        self.pos = pos;
+        self.finished = None;
+    }
+
+    fn shrank(&self, pos: u64) -> std::io::Error {
+        std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("{}: file shrank while reading at byte {pos}", self.path.display()),
+        )
+    }
+
+    /// Reads `len` bytes at `pos` (which the caller checked lie before `end`); `len` is at most
+    /// [`MAX_BATCH_IN_MEMORY`].
     fn bytes(&mut self, pos: u64, len: usize) -> std::io::Result<&[u8]> {
         let inside = pos >= self.window_start && pos + len as u64 <= self.window_start + self.window_len as u64;
         if !inside {
-            if len > WINDOW_BYTES {
+            if len > self.window_cap {
                 self.big.resize(len, 0);
-                self.file.read_exact_at(&mut self.big, pos)?;
+                self.file.read_exact_at(&mut self.big, pos).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::UnexpectedEof => self.shrank(pos),
+                    _ => e,
+                })?;
                 return Ok(&self.big);
             }
-            if self.window.len() < WINDOW_BYTES {
-                self.window.resize(WINDOW_BYTES, 0);
+            if self.window.len() < self.window_cap {
+                self.window.resize(self.window_cap, 0);
             }
-            let want = ((self.end - pos) as usize).min(WINDOW_BYTES);
+            let want = ((self.end - pos) as usize).min(self.window_cap);
             let mut got = 0;
             while got < want {
                 let n = self.file.read_at(&mut self.window[got..want], pos + got as u64)?;
@@ -176,10 +214,7 @@ impl LogWalker {
             self.window_start = pos;
             self.window_len = got;
             if got < len {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!("{}: file shrank while reading at byte {pos}", self.path.display()),
-                ));
+                return Err(self.shrank(pos));
             }
         }
         let off = (pos - self.window_start) as usize;
@@ -190,7 +225,7 @@ impl LogWalker {
     fn all_zero_from(&mut self, pos: u64) -> std::io::Result<bool> {
         let mut p = pos;
         while p < self.end {
-            let n = ((self.end - p) as usize).min(WINDOW_BYTES);
+            let n = ((self.end - p) as usize).min(self.window_cap);
             if self.bytes(p, n)?.iter().any(|&b| b != 0) {
                 return Ok(false);
             }
@@ -199,9 +234,22 @@ impl LogWalker {
         Ok(true)
     }
 
-    /// The next batch and its bytes, or `None` at the end (then [`LogWalker::end_state`] says how
-    /// the file ends). I/O errors name the file.
-    pub fn next_batch(&mut self) -> std::io::Result<Option<(BatchInfo, &[u8])>> {
+    /// The CRC-32C of `[pos + 21, pos + size)`, read in window-sized chunks.
+    fn chunked_crc(&mut self, pos: u64, size: u64) -> std::io::Result<u32> {
+        let mut crc = 0u32;
+        let mut p = pos + ATTRIBUTES_OFFSET as u64;
+        let end = pos + size;
+        while p < end {
+            let n = ((end - p) as usize).min(self.window_cap);
+            crc = crc32c::crc32c_append(crc, self.bytes(p, n)?);
+            p += n as u64;
+        }
+        Ok(crc)
+    }
+
+    /// Kafka's framing of the entry at the walk's position: its header, with the walk moved past
+    /// it, or `None` at the end (then [`LogWalker::end_state`] says how the file ends).
+    fn next_frame(&mut self) -> std::io::Result<Option<(u64, BatchHeader)>> {
         if self.finished.is_some() {
             return Ok(None);
         }
@@ -255,7 +303,6 @@ impl LogWalker {
                 Some(corrupt(format!("batch of {} bytes is smaller than the 61-byte v2 header", frame.size)));
             return Ok(None);
         }
-        let size = frame.size as usize;
         let header = match BatchHeader::parse(self.bytes(pos, BATCH_HEADER_SIZE)?) {
             Ok(h) => h,
             Err(e) => {
@@ -263,10 +310,25 @@ impl LogWalker {
                 return Ok(None);
             }
         };
-        self.pos = pos + size as u64;
-        let bytes = self.bytes(pos, size)?;
+        self.pos = pos + frame.size as u64;
+        Ok(Some((pos, header)))
+    }
+
+    /// The next batch and its bytes, or `None` at the end (then [`LogWalker::end_state`] says how
+    /// the file ends). The bytes are `None` for a batch larger than [`MAX_BATCH_IN_MEMORY`],
+    /// whose CRC is computed in chunks. I/O errors name the file.
+    pub fn next_batch(&mut self) -> std::io::Result<Option<Batch<'_>>> {
+        let Some((pos, header)) = self.next_frame()? else {
+            return Ok(None);
+        };
+        let size = header.size_in_bytes() as u64;
+        if size > MAX_BATCH_IN_MEMORY {
+            let computed_crc = self.chunked_crc(pos, size)?;
+            return Ok(Some((BatchInfo { position: pos, header, computed_crc }, None)));
+        }
+        let bytes = self.bytes(pos, size as usize)?;
         let computed_crc = compute_crc(bytes);
-        Ok(Some((BatchInfo { position: pos, header, computed_crc }, bytes)))
+        Ok(Some((BatchInfo { position: pos, header, computed_crc }, Some(bytes))))
     }
 
     /// How the file ends; only meaningful after `next_batch` returned `None`.
@@ -275,40 +337,161 @@ impl LogWalker {
     }
 }
 
-/// Headers of every batch of a `.log` file and how it ends.
-#[derive(Debug, Clone)]
+/// A batch found again after the walk: where it starts and its last offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchRef {
+    pub position: u64,
+    pub last_offset: i64,
+}
+
+/// Most entries [`BatchTable`] keeps (16 bytes each): every batch of a segment up to this many
+/// batches, every 2nd, 4th, ... beyond.
+const BATCH_TABLE_ENTRIES: usize = 1 << 20;
+
+/// `(position, last offset)` of every `stride`-th batch of a walk, `stride` doubling whenever the
+/// table is full, so the table stays within [`BATCH_TABLE_ENTRIES`] whatever the file holds.
+#[derive(Debug, Default)]
+struct BatchTable {
+    entries: Vec<BatchRef>,
+    stride: u64,
+    count: u64,
+    cap: usize,
+}
+
+impl BatchTable {
+    fn new(cap: usize) -> BatchTable {
+        BatchTable { entries: Vec::new(), stride: 1, count: 0, cap: cap.max(2) }
+    }
+
+    fn push(&mut self, b: BatchRef) {
+        if self.count.is_multiple_of(self.stride) && self.entries.len() == self.cap {
+            let mut i = 0;
+            self.entries.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            self.stride *= 2;
+        }
+        if self.count.is_multiple_of(self.stride) {
+            self.entries.push(b);
+        }
+        self.count += 1;
+    }
+}
+
+/// What a walk of a whole `.log` file found, kept in bounded memory: the batch count, how the file
+/// ends, and a table of batch positions with which [`LogSummary::batch_at`] and
+/// [`LogSummary::first_batch_ending_at_or_after`] find any batch again (walking at most a few
+/// headers from the nearest table entry, through the file descriptor the walk used).
+#[derive(Debug)]
 pub struct LogSummary {
     pub path: PathBuf,
     pub file_len: u64,
-    pub batches: Vec<BatchInfo>,
     pub end: LogEnd,
+    /// The last batch, when there is one.
+    pub last: Option<BatchRef>,
+    table: BatchTable,
+    lookup: LogWalker,
 }
 
 impl LogSummary {
     /// Bytes of whole batches.
     pub fn valid_bytes(&self) -> u64 {
-        self.batches.last().map_or(0, |b| b.end())
+        self.lookup.end
     }
+
+    /// Walking forward from the batch `from`, the first batch `f` accepts (`Some(true)`), looking
+    /// at `limit` batches at most; `f` ends the search early with `None`.
+    fn walk_from(
+        &mut self,
+        from: BatchRef,
+        limit: u64,
+        mut f: impl FnMut(u64, &BatchHeader) -> Option<bool>,
+    ) -> std::io::Result<Option<BatchRef>> {
+        self.lookup.seek(from.position);
+        for _ in 0..limit {
+            let Some((pos, h)) = self.lookup.next_frame()? else {
+                return Ok(None);
+            };
+            match f(pos, &h) {
+                Some(true) => return Ok(Some(BatchRef { position: pos, last_offset: h.last_offset() })),
+                Some(false) => {}
+                None => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
     /// The batch starting exactly at `position`, if any.
-    pub fn batch_at(&self, position: u64) -> Option<&BatchInfo> {
-        self.batches.binary_search_by_key(&position, |b| b.position).ok().map(|i| &self.batches[i])
+    pub fn batch_at(&mut self, position: u64) -> std::io::Result<Option<BatchRef>> {
+        if position >= self.valid_bytes() {
+            return Ok(None);
+        }
+        let i = self.table.entries.partition_point(|b| b.position <= position);
+        let Some(&from) = i.checked_sub(1).and_then(|i| self.table.entries.get(i)) else {
+            return Ok(None);
+        };
+        if from.position == position {
+            return Ok(Some(from));
+        }
+        if self.table.stride == 1 {
+            return Ok(None);
+        }
+        let stride = self.table.stride;
+        self.walk_from(from, stride, |pos, _| match pos.cmp(&position) {
+            std::cmp::Ordering::Less => Some(false),
+            std::cmp::Ordering::Equal => Some(true),
+            std::cmp::Ordering::Greater => None,
+        })
     }
-    /// The index of the first batch whose last offset is `>= offset`.
-    pub fn first_batch_ending_at_or_after(&self, offset: i64) -> Option<usize> {
-        let i = self.batches.partition_point(|b| b.last_offset() < offset);
-        (i < self.batches.len()).then_some(i)
+
+    /// The first batch whose last offset is `>= offset` (batches in offset order, as a valid
+    /// log's are).
+    pub fn first_batch_ending_at_or_after(&mut self, offset: i64) -> std::io::Result<Option<BatchRef>> {
+        let j = self.table.entries.partition_point(|b| b.last_offset < offset);
+        if self.table.stride == 1 {
+            return Ok(self.table.entries.get(j).copied());
+        }
+        let Some(&from) = j.checked_sub(1).and_then(|j| self.table.entries.get(j)) else {
+            return Ok(self.table.entries.first().copied());
+        };
+        // Between `from` (below `offset`) and the next table entry (at or above it, if any).
+        let stride = self.table.stride;
+        self.walk_from(from, stride + 1, |_, h| Some(h.last_offset() >= offset))
+    }
+
+    /// The batch starting at `position` (found by [`Self::batch_at`] or
+    /// [`Self::first_batch_ending_at_or_after`]), read again with its bytes (`None` when larger
+    /// than [`MAX_BATCH_IN_MEMORY`]).
+    pub fn read_batch(&mut self, position: u64) -> std::io::Result<Option<Batch<'_>>> {
+        self.lookup.seek(position);
+        self.lookup.next_batch()
     }
 }
 
-/// Walks a whole `.log` file, calling `each` with every batch's bytes.
-pub fn summarize_log(path: &Path, mut each: impl FnMut(&BatchInfo, &[u8])) -> std::io::Result<LogSummary> {
+/// Walks a whole `.log` file, calling `each` with every batch and its bytes (`None` for a batch
+/// larger than [`MAX_BATCH_IN_MEMORY`]). Memory stays bounded whatever the file holds.
+pub fn summarize_log(path: &Path, each: impl FnMut(&BatchInfo, Option<&[u8]>)) -> std::io::Result<LogSummary> {
+    summarize_with_table(path, BATCH_TABLE_ENTRIES, each)
+}
+
+fn summarize_with_table(
+    path: &Path,
+    table_cap: usize,
+    mut each: impl FnMut(&BatchInfo, Option<&[u8]>),
+) -> std::io::Result<LogSummary> {
     let mut w = LogWalker::open(path, None)?;
-    let mut batches = Vec::new();
+    let mut table = BatchTable::new(table_cap);
+    let mut last = None;
     while let Some((b, bytes)) = w.next_batch()? {
         each(&b, bytes);
-        batches.push(b);
+        let r = BatchRef { position: b.position, last_offset: b.last_offset() };
+        table.push(r);
+        last = Some(r);
     }
-    Ok(LogSummary { path: path.to_path_buf(), file_len: w.file_len(), batches, end: w.end_state() })
+    let valid = w.position();
+    let lookup = LogWalker::over(path, w.file.try_clone()?, w.file_len, 0, valid, LOOKUP_WINDOW_BYTES);
+    Ok(LogSummary { path: path.to_path_buf(), file_len: w.file_len(), end: w.end_state(), last, table, lookup })
 }
 
 #[cfg(test)]
@@ -328,8 +511,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("00000000000000000000.log");
         std::fs::write(&p, bytes).unwrap();
-        let s = summarize_log(&p, |_, _| {}).unwrap();
-        (s.batches, s.end)
+        let mut bs = Vec::new();
+        let s = summarize_log(&p, |b, _| bs.push(*b)).unwrap();
+        assert_eq!(s.table.count, bs.len() as u64);
+        (bs, s.end)
     }
 
     #[test]
@@ -378,5 +563,64 @@ mod tests {
         let mut magic = all.clone();
         magic[a.len() + 16] = 1;
         assert!(matches!(walk(&magic).1, LogEnd::Corrupt { position, .. } if position == a.len() as u64));
+    }
+
+    #[test]
+    fn lookups_through_a_thinned_table_match_the_full_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("00000000000000000100.log");
+        let mut bytes = Vec::new();
+        let mut next = 100;
+        for i in 0..37 {
+            let n = 1 + i % 4;
+            bytes.extend_from_slice(&batch(next, n));
+            next += n as i64;
+        }
+        std::fs::write(&p, &bytes).unwrap();
+        let mut all = Vec::new();
+        let full = summarize_with_table(&p, 1 << 20, |b, _| {
+            all.push(BatchRef { position: b.position, last_offset: b.last_offset() })
+        })
+        .unwrap();
+        assert_eq!(full.table.stride, 1);
+        for cap in [2, 4, 6, 1 << 20] {
+            let mut s = summarize_with_table(&p, cap, |_, _| {}).unwrap();
+            assert!(s.table.entries.len() <= cap, "cap {cap}");
+            assert_eq!(s.table.count, 37);
+            for pos in 0..=bytes.len() as u64 + 1 {
+                let want = all.iter().find(|b| b.position == pos).copied();
+                assert_eq!(s.batch_at(pos).unwrap(), want, "cap {cap}, position {pos}");
+            }
+            for offset in 90..next + 2 {
+                let want = all.iter().find(|b| b.last_offset >= offset).copied();
+                assert_eq!(s.first_batch_ending_at_or_after(offset).unwrap(), want, "cap {cap}, offset {offset}");
+            }
+            let third = all[3];
+            let (b, bytes) = s.read_batch(third.position).unwrap().unwrap();
+            assert_eq!((b.position, b.last_offset(), b.crc_ok()), (third.position, third.last_offset, true));
+            assert_eq!(bytes.map(<[u8]>::len), Some(b.size() as usize));
+        }
+    }
+
+    #[test]
+    fn chunked_crc_equals_the_whole_batch_crc() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("00000000000000000000.log");
+        let mut b = BatchBuilder::new();
+        b.push(1, None, Some(&vec![7u8; 100_000]), &[]);
+        let bytes = b.build().unwrap();
+        std::fs::write(&p, &bytes).unwrap();
+        let f = crate::files::open_regular(&p).unwrap();
+        let mut w = LogWalker::over(&p, f, bytes.len() as u64, 0, bytes.len() as u64, 4096);
+        assert_eq!(w.chunked_crc(0, bytes.len() as u64).unwrap(), compute_crc(&bytes));
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("00000000000000000000.log");
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = LogWalker::open(&p, None).unwrap_err();
+        assert!(e.to_string().contains("a FIFO, not a regular file"), "{e}");
     }
 }

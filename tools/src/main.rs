@@ -8,6 +8,7 @@ mod bench;
 mod capacity;
 mod demo;
 mod dump;
+mod files;
 mod index_report;
 mod indexcheck;
 mod indexsim;

@@ -6,6 +6,11 @@
 //!
 //! Directory operations that would change the directory (rename, remove, create) are refused:
 //! the tools never need them through the engine.
+//!
+//! Files are opened through [`crate::files::open_regular`]: a FIFO, a socket or a symbolic link
+//! named like a segment file is refused, never blocked on. For a rebuild
+//! ([`OverlayStorage::rebuilding`]) the index files read as empty: the engine's rebuild starts by
+//! emptying them anyway, and so never reads (or holds in memory) what a damaged index file holds.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -36,11 +41,22 @@ fn refused(op: &'static str, path: &Path) -> Error {
 pub struct OverlayStorage {
     /// Files opened so far, so a file opened twice shares its in-memory changes.
     files: Mutex<HashMap<PathBuf, Arc<CowFile>>>,
+    /// `.index` and `.timeindex` files read as empty (see the module comment).
+    empty_indexes: bool,
 }
 
 impl OverlayStorage {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An overlay for rebuilding indexes: index files exist but read as empty.
+    pub fn rebuilding() -> Self {
+        OverlayStorage { empty_indexes: true, ..Self::default() }
+    }
+
+    fn is_index(path: &Path) -> bool {
+        path.extension().is_some_and(|e| e == "index" || e == "timeindex")
     }
 
     fn lookup(&self, path: &Path) -> Option<Arc<CowFile>> {
@@ -60,7 +76,15 @@ impl Storage for OverlayStorage {
                 if let Some(f) = self.lookup(path) {
                     return Ok(f);
                 }
-                let file = File::open(path).map_err(|e| io_err("open", path, e))?;
+                let file = crate::files::open_regular(path).map_err(|e| io_err("open", path, e))?;
+                if self.empty_indexes && Self::is_index(path) {
+                    return Ok(self.insert(Arc::new(CowFile {
+                        path: path.to_path_buf(),
+                        disk: None,
+                        modified_ms: 0,
+                        state: Mutex::new(CowState { mem: Some(Vec::new()), len: 0 }),
+                    })));
+                }
                 let meta = file.metadata().map_err(|e| io_err("stat", path, e))?;
                 let modified_ms = meta
                     .modified()

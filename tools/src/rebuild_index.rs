@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use seglog::segment::{Segment, SegmentSettings};
 use serde::Serialize;
 
-use crate::indexcheck::{OffsetIndexFile, TimeIndexFile};
+use crate::indexcheck::{IndexEntry, IndexStream, OffsetIndexFile, OffsetIndexStream, TimeIndexFile, TimeIndexStream};
 use crate::layout::{self, PartitionDir, SegmentFiles};
 use crate::logscan::{self, LogSummary};
 use crate::overlay::OverlayStorage;
@@ -116,74 +116,100 @@ pub struct SegmentResult {
     pub written: Vec<PathBuf>,
 }
 
-fn compare_offset(disk: Option<&[u8]>, rebuilt: &[u8], base: i64) -> Comparison {
-    let Some(disk) = disk else {
-        return Comparison::Missing { rebuilt_entries: rebuilt.len() / 8 };
+/// The first entry where the file's entries and `rebuilt` differ: its number, and the file's
+/// entry there (`None` when the file's entries end first). Streams the file.
+fn first_difference<E: IndexEntry + PartialEq>(
+    disk: &mut IndexStream<E>,
+    rebuilt: &[E],
+) -> std::io::Result<(usize, Option<E>)> {
+    disk.rewind();
+    let mut i = 0;
+    while let Some((_, e)) = disk.next_entry()? {
+        if rebuilt.get(i) != Some(&e) {
+            return Ok((i, Some(e)));
+        }
+        i += 1;
+    }
+    Ok((i, None))
+}
+
+fn compare_offset(disk: Option<&mut OffsetIndexStream>, rebuilt: &[u8], base: i64) -> std::io::Result<Comparison> {
+    let Some(d) = disk else {
+        return Ok(Comparison::Missing { rebuilt_entries: rebuilt.len() / 8 });
     };
-    if disk == rebuilt {
-        return Comparison::Same;
+    if d.bytes_equal(rebuilt)? {
+        return Ok(Comparison::Same);
     }
-    let d = OffsetIndexFile::from_bytes(Path::new(""), base, disk.to_vec());
     let r = OffsetIndexFile::from_bytes(Path::new(""), base, rebuilt.to_vec());
-    if d.entries == r.entries && d.padding.nonzero_after_stop == 0 && d.padding.partial_bytes == 0 {
-        return Comparison::NotTrimmed { trailing_zero_entries: d.padding.trailing_zero_entries };
+    let pad = d.padding()?;
+    let (first, disk_first) = first_difference(d, &r.entries)?;
+    let same_entries = first == r.entries.len() && pad.entries == r.entries.len();
+    if same_entries && pad.nonzero_after_stop == 0 && pad.partial_bytes == 0 {
+        return Ok(Comparison::NotTrimmed { trailing_zero_entries: pad.trailing_zero_entries });
     }
-    let first = d.entries.iter().zip(&r.entries).take_while(|(a, b)| a == b).count();
     let show = |e: Option<&crate::indexcheck::OffsetEntryAbs>| {
         e.map(|e| format!("(offset {}, byte {})", e.offset, e.position))
     };
-    Comparison::Differs {
-        disk_entries: d.padding.slots,
+    Ok(Comparison::Differs {
+        disk_entries: pad.slots,
         rebuilt_entries: r.entries.len(),
         first_difference: first,
-        disk: show(d.entries.get(first)),
+        disk: show(disk_first.as_ref()),
         rebuilt: show(r.entries.get(first)),
-    }
+    })
 }
 
-fn compare_time(disk: Option<&[u8]>, rebuilt: &[u8], base: i64, log: &LogSummary) -> Comparison {
-    let Some(disk) = disk else {
-        return Comparison::Missing { rebuilt_entries: rebuilt.len() / 12 };
+fn compare_time(
+    disk: Option<&mut TimeIndexStream>,
+    rebuilt: &[u8],
+    base: i64,
+    log: &mut LogSummary,
+) -> std::io::Result<Comparison> {
+    let Some(d) = disk else {
+        return Ok(Comparison::Missing { rebuilt_entries: rebuilt.len() / 12 });
     };
-    if disk == rebuilt {
-        return Comparison::Same;
+    if d.bytes_equal(rebuilt)? {
+        return Ok(Comparison::Same);
     }
-    let d = TimeIndexFile::from_bytes(Path::new(""), base, disk.to_vec());
     let r = TimeIndexFile::from_bytes(Path::new(""), base, rebuilt.to_vec());
-    let clean = d.padding.nonzero_after_stop == 0 && d.padding.partial_bytes == 0;
-    if d.entries == r.entries && clean {
-        return Comparison::NotTrimmed { trailing_zero_entries: d.padding.trailing_zero_entries };
+    let pad = d.padding()?;
+    let clean = pad.nonzero_after_stop == 0 && pad.partial_bytes == 0;
+    let (first, disk_first) = first_difference(d, &r.entries)?;
+    if first == r.entries.len() && pad.entries == r.entries.len() && clean {
+        return Ok(Comparison::NotTrimmed { trailing_zero_entries: pad.trailing_zero_entries });
     }
     // Older brokers: the entry names the record, the rebuild names the batch's last offset.
-    let normalized: Vec<_> = d
-        .entries
-        .iter()
-        .map(|e| {
-            let last = log.first_batch_ending_at_or_after(e.offset).map_or(e.offset, |i| log.batches[i].last_offset());
-            (e.timestamp, last)
-        })
-        .collect();
-    let rebuilt_pairs: Vec<_> = r.entries.iter().map(|e| (e.timestamp, e.offset)).collect();
-    if normalized == rebuilt_pairs && clean && d.padding.trailing_zero_entries == 0 {
-        return Comparison::FlavourOnly;
+    if clean && pad.trailing_zero_entries == 0 && pad.entries == r.entries.len() {
+        d.rewind();
+        let mut normalized_equal = true;
+        while let Some((i, e)) = d.next_entry()? {
+            let last = log.first_batch_ending_at_or_after(e.offset)?.map_or(e.offset, |b| b.last_offset);
+            if r.entries.get(i).is_none_or(|x| (x.timestamp, x.offset) != (e.timestamp, last)) {
+                normalized_equal = false;
+                break;
+            }
+        }
+        if normalized_equal {
+            return Ok(Comparison::FlavourOnly);
+        }
     }
-    let first = d.entries.iter().zip(&r.entries).take_while(|(a, b)| a == b).count();
     let show = |e: Option<&crate::indexcheck::TimeEntryAbs>| {
         e.map(|e| format!("(timestamp {}, offset {})", e.timestamp, e.offset))
     };
-    Comparison::Differs {
-        disk_entries: d.padding.slots,
+    Ok(Comparison::Differs {
+        disk_entries: pad.slots,
         rebuilt_entries: r.entries.len(),
         first_difference: first,
-        disk: show(d.entries.get(first)),
+        disk: show(disk_first.as_ref()),
         rebuilt: show(r.entries.get(first)),
-    }
+    })
 }
 
-fn read_opt(path: &Option<PathBuf>) -> std::io::Result<Option<Vec<u8>>> {
+/// Opens an index file, if the segment has one.
+fn open_opt<E: IndexEntry>(path: &Option<PathBuf>, base: i64) -> Result<Option<IndexStream<E>>, String> {
     match path {
         None => Ok(None),
-        Some(p) => std::fs::read(p).map(Some),
+        Some(p) => IndexStream::open(p, base).map(Some).map_err(|e| format!("{}: {e}", p.display())),
     }
 }
 
@@ -221,9 +247,11 @@ fn rebuild_segment(
         segment_bytes: i32::MAX as u32,
     };
     let io = |e: std::io::Error| format!("{}: {e}", log_path.display());
-    let disk_idx = read_opt(&s.index).map_err(io)?;
-    let disk_tidx = read_opt(&s.time_index).map_err(io)?;
-    let summary = logscan::summarize_log(&log_path, |_, _| {}).map_err(io)?;
+    // The engine opens the files itself: refuse a FIFO or a link before it gets the paths.
+    s.check_regular()?;
+    let mut disk_idx: Option<OffsetIndexStream> = open_opt(&s.index, s.base_offset)?;
+    let mut disk_tidx: Option<TimeIndexStream> = open_opt(&s.time_index, s.base_offset)?;
+    let mut summary = logscan::summarize_log(&log_path, |_, _| {}).map_err(io)?;
     let (mut seg, _) = Segment::open_existing(storage, &p.path, s.base_offset, settings)
         .map_err(|e| format!("opening segment {}: {e}", log_path.display()))?;
     let rec = seg.recover().map_err(|e| format!("rebuilding {}: {e}", log_path.display()))?;
@@ -239,8 +267,10 @@ fn rebuild_segment(
     };
     let rebuilt_idx = seg.offset_index().as_bytes().to_vec();
     let rebuilt_tidx = seg.time_index().as_bytes().to_vec();
-    let offset_index = compare_offset(disk_idx.as_deref(), &rebuilt_idx, s.base_offset);
-    let time_index = compare_time(disk_tidx.as_deref(), &rebuilt_tidx, s.base_offset, &summary);
+    let offset_index = compare_offset(disk_idx.as_mut(), &rebuilt_idx, s.base_offset)
+        .map_err(|e| format!("{}: {e}", s.index.as_deref().unwrap_or(&log_path).display()))?;
+    let time_index = compare_time(disk_tidx.as_mut(), &rebuilt_tidx, s.base_offset, &mut summary)
+        .map_err(|e| format!("{}: {e}", s.time_index.as_deref().unwrap_or(&log_path).display()))?;
     let differs =
         log_damage.is_some() || offset_index.counts(args.strict_flavour) || time_index.counts(args.strict_flavour);
     let mut written = Vec::new();
@@ -286,7 +316,7 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let progress = Progress::new(total, "rebuilding", false);
     let mut results: Vec<(PathBuf, Vec<SegmentResult>)> = Vec::new();
     for p in &d.partitions {
-        let storage = OverlayStorage::new();
+        let storage = OverlayStorage::rebuilding();
         let mut v = Vec::new();
         for s in p.log_segments() {
             v.push(rebuild_segment(&storage, p, s, &args)?);

@@ -1,7 +1,14 @@
 //! Kafka's small files beside the segments, decoded for `dump` and checked by `verify`:
 //! checkpoint files (through `seglog::format::checkpoint`), producer-state `.snapshot` files and
 //! `.txnindex` files (decoded here, FACTS §11: the engine has no parser for them yet).
+//!
+//! Every file is opened through [`crate::files::open_regular`]. Checkpoint files are read whole
+//! up to [`MAX_CHECKPOINT_BYTES`]; snapshots and transaction indexes, which grow with producers
+//! and aborted transactions, are read in bounded chunks: a first pass checks the file, a second
+//! hands out its entries one at a time.
 
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use seglog::format::checkpoint::{CleanShutdown, LeaderEpochCheckpoint, OffsetCheckpoint, PartitionMetadata};
@@ -9,8 +16,9 @@ use serde::Serialize;
 
 use crate::layout::CheckpointKind;
 
-/// Checkpoint files are small; anything larger is refused rather than read.
-const MAX_CHECKPOINT_BYTES: u64 = 64 << 20;
+/// Checkpoint files are small (a line per partition or per leader epoch: 16 MiB is hundreds of
+/// thousands of lines); anything larger is refused rather than read.
+pub const MAX_CHECKPOINT_BYTES: u64 = 16 << 20;
 
 /// A decoded checkpoint file: text lines for humans and a JSON value.
 #[derive(Debug)]
@@ -20,11 +28,12 @@ pub struct Decoded {
 }
 
 fn read_text(path: &Path) -> Result<String, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if meta.len() > MAX_CHECKPOINT_BYTES {
-        return Err(format!("{}: {} bytes is too large for a checkpoint file", path.display(), meta.len()));
-    }
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = crate::files::read_capped(path, MAX_CHECKPOINT_BYTES).map_err(|e| match e.kind() {
+        std::io::ErrorKind::FileTooLarge => {
+            format!("{}: more than {MAX_CHECKPOINT_BYTES} bytes is too large for a checkpoint file", path.display())
+        }
+        _ => format!("{}: {e}", path.display()),
+    })?;
     String::from_utf8(bytes).map_err(|e| {
         format!("{}: not UTF-8 text (invalid byte at byte {})", path.display(), e.utf8_error().valid_up_to())
     })
@@ -100,42 +109,106 @@ fn be_i16(b: &[u8], at: usize) -> i16 {
     i16::from_be_bytes(b[at..at + 2].try_into().expect("2 bytes"))
 }
 
-/// Decodes a producer-state snapshot: version i16 (1), CRC-32C u32 over bytes `[6, end)`, count
+/// Entries read at once from a snapshot or a transaction index.
+const ENTRIES_PER_READ: usize = 1024;
+
+fn decode_producer(e: &[u8]) -> ProducerEntry {
+    ProducerEntry {
+        producer_id: be_i64(e, 0),
+        producer_epoch: be_i16(e, 8),
+        last_sequence: be_i32(e, 10),
+        last_offset: be_i64(e, 14),
+        offset_delta: be_i32(e, 22),
+        timestamp: be_i64(e, 26),
+        coordinator_epoch: be_i32(e, 34),
+        current_txn_first_offset: be_i64(e, 38),
+    }
+}
+
+/// Hands `f` the bytes of `file` from `start` to `end` in pieces of at most `piece` bytes (a
+/// multiple of the entry size, so that only the last piece can end in a partial entry).
+fn for_each_piece(
+    file: &File,
+    start: u64,
+    end: u64,
+    piece: usize,
+    mut f: impl FnMut(u64, &[u8]) -> std::io::Result<bool>,
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; piece.min(end.saturating_sub(start) as usize)];
+    let mut pos = start;
+    while pos < end {
+        let n = ((end - pos) as usize).min(piece);
+        file.read_exact_at(&mut buf[..n], pos).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => {
+                std::io::Error::new(e.kind(), format!("the file shrank while reading at byte {pos}"))
+            }
+            _ => e,
+        })?;
+        if !f(pos, &buf[..n])? {
+            break;
+        }
+        pos += n as u64;
+    }
+    Ok(())
+}
+
+/// An open producer-state snapshot: version i16 (1), CRC-32C u32 over bytes `[6, end)`, count
 /// i32, then 46-byte entries (`ProducerSnapshot.json`).
-pub fn decode_snapshot(bytes: &[u8]) -> Result<Vec<ProducerEntry>, String> {
-    if bytes.len() < SNAPSHOT_HEADER {
-        return Err(format!("{} bytes, shorter than the 10-byte header", bytes.len()));
+#[derive(Debug)]
+pub struct Snapshot {
+    file: File,
+    len: u64,
+}
+
+impl Snapshot {
+    pub fn open(path: &Path) -> std::io::Result<Snapshot> {
+        let file = crate::files::open_regular(path)?;
+        let len = file.metadata()?.len();
+        Ok(Snapshot { file, len })
     }
-    let version = be_i16(bytes, 0);
-    if version != 1 {
-        return Err(format!("unknown snapshot version {version} at byte 0 (expected 1)"));
+
+    /// Checks the header, the CRC and the count, reading the file in chunks: the number of
+    /// producers, or what is wrong (with its byte position).
+    pub fn check(&self) -> std::io::Result<Result<usize, String>> {
+        if self.len < SNAPSHOT_HEADER as u64 {
+            return Ok(Err(format!("{} bytes, shorter than the 10-byte header", self.len)));
+        }
+        let mut header = [0u8; SNAPSHOT_HEADER];
+        self.file.read_exact_at(&mut header, 0)?;
+        let version = be_i16(&header, 0);
+        if version != 1 {
+            return Ok(Err(format!("unknown snapshot version {version} at byte 0 (expected 1)")));
+        }
+        let stored = be_i32(&header, 2) as u32;
+        let mut computed = crc32c::crc32c(&header[6..]);
+        for_each_piece(&self.file, SNAPSHOT_HEADER as u64, self.len, SNAPSHOT_ENTRY * ENTRIES_PER_READ, |_, b| {
+            computed = crc32c::crc32c_append(computed, b);
+            Ok(true)
+        })?;
+        if stored != computed {
+            return Ok(Err(format!("CRC-32C mismatch at byte 2: stored {stored:#010x}, computed {computed:#010x}")));
+        }
+        let count = be_i32(&header, 6);
+        let body = self.len - SNAPSHOT_HEADER as u64;
+        if count < 0 || body != count as u64 * SNAPSHOT_ENTRY as u64 {
+            return Ok(Err(format!(
+                "count {count} at byte 6 does not match the {body} bytes of entries ({SNAPSHOT_ENTRY} each)"
+            )));
+        }
+        Ok(Ok(count as usize))
     }
-    let stored = be_i32(bytes, 2) as u32;
-    let computed = crc32c::crc32c(&bytes[6..]);
-    if stored != computed {
-        return Err(format!("CRC-32C mismatch at byte 2: stored {stored:#010x}, computed {computed:#010x}"));
-    }
-    let count = be_i32(bytes, 6);
-    let body = &bytes[SNAPSHOT_HEADER..];
-    if count < 0 || body.len() != count as usize * SNAPSHOT_ENTRY {
-        return Err(format!(
-            "count {count} at byte 6 does not match the {} bytes of entries ({SNAPSHOT_ENTRY} each)",
-            body.len()
-        ));
-    }
-    Ok(body
-        .chunks_exact(SNAPSHOT_ENTRY)
-        .map(|e| ProducerEntry {
-            producer_id: be_i64(e, 0),
-            producer_epoch: be_i16(e, 8),
-            last_sequence: be_i32(e, 10),
-            last_offset: be_i64(e, 14),
-            offset_delta: be_i32(e, 22),
-            timestamp: be_i64(e, 26),
-            coordinator_epoch: be_i32(e, 34),
-            current_txn_first_offset: be_i64(e, 38),
+
+    /// Hands `f` every entry, in order (after [`Snapshot::check`] passed).
+    pub fn each(&self, mut f: impl FnMut(ProducerEntry) -> std::io::Result<()>) -> std::io::Result<()> {
+        let end = SNAPSHOT_HEADER as u64
+            + (self.len - SNAPSHOT_HEADER as u64) / SNAPSHOT_ENTRY as u64 * SNAPSHOT_ENTRY as u64;
+        for_each_piece(&self.file, SNAPSHOT_HEADER as u64, end, SNAPSHOT_ENTRY * ENTRIES_PER_READ, |_, b| {
+            for e in b.chunks_exact(SNAPSHOT_ENTRY) {
+                f(decode_producer(e))?;
+            }
+            Ok(true)
         })
-        .collect())
+    }
 }
 
 /// One aborted transaction in a `.txnindex` file.
@@ -150,75 +223,164 @@ pub struct AbortedTxn {
 
 const TXN_ENTRY: usize = 34;
 
-/// Decodes a `.txnindex`: 34-byte entries; a trailing partial entry or a last offset that does
-/// not increase is an error naming its byte position.
-pub fn decode_txn_index(bytes: &[u8]) -> Result<Vec<AbortedTxn>, String> {
-    let mut out: Vec<AbortedTxn> = Vec::new();
-    for (i, e) in bytes.chunks(TXN_ENTRY).enumerate() {
-        let at = i * TXN_ENTRY;
+fn decode_txn(e: &[u8]) -> AbortedTxn {
+    AbortedTxn {
+        version: be_i16(e, 0),
+        producer_id: be_i64(e, 2),
+        first_offset: be_i64(e, 10),
+        last_offset: be_i64(e, 18),
+        last_stable_offset: be_i64(e, 26),
+    }
+}
+
+/// The rules of a `.txnindex`, entry by entry: a known version, last offsets increasing.
+#[derive(Default)]
+struct TxnRules {
+    prev_last: Option<i64>,
+}
+
+impl TxnRules {
+    fn check(&mut self, at: u64, e: &[u8]) -> Result<AbortedTxn, String> {
         if e.len() < TXN_ENTRY {
             return Err(format!("partial entry of {} bytes at byte {at}", e.len()));
         }
-        let t = AbortedTxn {
-            version: be_i16(e, 0),
-            producer_id: be_i64(e, 2),
-            first_offset: be_i64(e, 10),
-            last_offset: be_i64(e, 18),
-            last_stable_offset: be_i64(e, 26),
-        };
+        let t = decode_txn(e);
         if t.version != 0 {
             return Err(format!("unknown entry version {} at byte {at}", t.version));
         }
-        if let Some(p) = out.last() {
-            if t.last_offset <= p.last_offset {
+        if let Some(p) = self.prev_last {
+            if t.last_offset <= p {
                 return Err(format!(
-                    "entry at byte {at}: last offset {} does not increase (previous {})",
-                    t.last_offset, p.last_offset
+                    "entry at byte {at}: last offset {} does not increase (previous {p})",
+                    t.last_offset
                 ));
             }
         }
-        out.push(t);
+        self.prev_last = Some(t.last_offset);
+        Ok(t)
     }
-    Ok(out)
+}
+
+/// An open `.txnindex`: 34-byte entries; a trailing partial entry or a last offset that does not
+/// increase is an error naming its byte position.
+#[derive(Debug)]
+pub struct TxnIndex {
+    file: File,
+    len: u64,
+}
+
+impl TxnIndex {
+    pub fn open(path: &Path) -> std::io::Result<TxnIndex> {
+        let file = crate::files::open_regular(path)?;
+        let len = file.metadata()?.len();
+        Ok(TxnIndex { file, len })
+    }
+
+    /// Hands `f` every entry in order while they are valid; the first problem ends the pass and
+    /// is returned. Run it once with a no-op `f` to check the file before printing anything.
+    pub fn each(&self, mut f: impl FnMut(AbortedTxn) -> std::io::Result<()>) -> std::io::Result<Result<u64, String>> {
+        let mut rules = TxnRules::default();
+        let mut n = 0u64;
+        let mut problem = None;
+        for_each_piece(&self.file, 0, self.len, TXN_ENTRY * ENTRIES_PER_READ, |pos, b| {
+            for (i, e) in b.chunks(TXN_ENTRY).enumerate() {
+                match rules.check(pos + (i * TXN_ENTRY) as u64, e) {
+                    Ok(t) => {
+                        f(t)?;
+                        n += 1;
+                    }
+                    Err(p) => {
+                        problem = Some(p);
+                        return Ok(false);
+                    }
+                }
+            }
+            Ok(true)
+        })?;
+        Ok(problem.map_or(Ok(n), Err))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn snapshot_round_trip() {
-        let mut body = Vec::new();
-        body.extend_from_slice(&1i32.to_be_bytes());
-        body.extend_from_slice(&7i64.to_be_bytes());
-        body.extend_from_slice(&0i16.to_be_bytes());
-        body.extend_from_slice(&9i32.to_be_bytes());
-        body.extend_from_slice(&100i64.to_be_bytes());
-        body.extend_from_slice(&9i32.to_be_bytes());
-        body.extend_from_slice(&1234i64.to_be_bytes());
-        body.extend_from_slice(&(-1i32).to_be_bytes());
-        body.extend_from_slice(&(-1i64).to_be_bytes());
-        let mut f = 1i16.to_be_bytes().to_vec();
-        f.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
-        f.extend_from_slice(&body);
-        let e = decode_snapshot(&f).unwrap();
-        assert_eq!(e.len(), 1);
-        assert_eq!((e[0].producer_id, e[0].last_offset, e[0].timestamp), (7, 100, 1234));
-        f[20] ^= 1;
-        assert!(decode_snapshot(&f).unwrap_err().contains("CRC"));
+    fn file(bytes: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, bytes).unwrap();
+        (dir, p)
+    }
+
+    fn snapshot(bytes: &[u8]) -> Result<Vec<ProducerEntry>, String> {
+        let (_d, p) = file(bytes);
+        let s = Snapshot::open(&p).unwrap();
+        s.check().unwrap()?;
+        let mut v = Vec::new();
+        s.each(|e| {
+            v.push(e);
+            Ok(())
+        })
+        .unwrap();
+        Ok(v)
+    }
+
+    fn txn_index(bytes: &[u8]) -> Result<Vec<AbortedTxn>, String> {
+        let (_d, p) = file(bytes);
+        let t = TxnIndex::open(&p).unwrap();
+        let mut v = Vec::new();
+        let n = t
+            .each(|e| {
+                v.push(e);
+                Ok(())
+            })
+            .unwrap()?;
+        assert_eq!(n, v.len() as u64);
+        Ok(v)
     }
 
     #[test]
-    fn txn_index() {
+    fn snapshot_round_trip() {
+        let mut body = Vec::new();
+        let producers = 3000; // more than one read
+        body.extend_from_slice(&(producers as i32).to_be_bytes());
+        for i in 0..producers as i64 {
+            body.extend_from_slice(&(7 + i).to_be_bytes());
+            body.extend_from_slice(&0i16.to_be_bytes());
+            body.extend_from_slice(&9i32.to_be_bytes());
+            body.extend_from_slice(&(100 + i).to_be_bytes());
+            body.extend_from_slice(&9i32.to_be_bytes());
+            body.extend_from_slice(&1234i64.to_be_bytes());
+            body.extend_from_slice(&(-1i32).to_be_bytes());
+            body.extend_from_slice(&(-1i64).to_be_bytes());
+        }
+        let mut f = 1i16.to_be_bytes().to_vec();
+        f.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+        f.extend_from_slice(&body);
+        let e = snapshot(&f).unwrap();
+        assert_eq!(e.len(), producers);
+        assert_eq!((e[0].producer_id, e[0].last_offset, e[0].timestamp), (7, 100, 1234));
+        assert_eq!(e[producers - 1].producer_id, 7 + producers as i64 - 1);
+        let mut bad = f.clone();
+        bad[20] ^= 1;
+        assert!(snapshot(&bad).unwrap_err().contains("CRC"));
+        assert!(snapshot(&f[..8]).unwrap_err().contains("shorter than the 10-byte header"));
+    }
+
+    #[test]
+    fn txn_index_entries_and_errors() {
         let mut b = Vec::new();
-        for last in [10i64, 20] {
+        for last in 1..=2000i64 {
             b.extend_from_slice(&0i16.to_be_bytes());
             b.extend_from_slice(&5i64.to_be_bytes());
             b.extend_from_slice(&1i64.to_be_bytes());
-            b.extend_from_slice(&last.to_be_bytes());
+            b.extend_from_slice(&(last * 10).to_be_bytes());
             b.extend_from_slice(&3i64.to_be_bytes());
         }
-        assert_eq!(decode_txn_index(&b).unwrap().len(), 2);
-        assert!(decode_txn_index(&b[..40]).is_err());
+        assert_eq!(txn_index(&b).unwrap().len(), 2000);
+        assert_eq!(txn_index(&b[..40]).unwrap_err(), "partial entry of 6 bytes at byte 34");
+        let mut back = b.clone();
+        back[34 * 1500 + 25] = 0; // entry 1500's last offset drops below entry 1499's
+        assert!(txn_index(&back).unwrap_err().starts_with(&format!("entry at byte {}: last offset", 34 * 1500)));
     }
 }

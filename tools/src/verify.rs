@@ -8,6 +8,14 @@
 //! Not damage (reported as notes): a missing `.index` or `.timeindex` (Kafka rebuilds or creates
 //! it at load), an index not trimmed (zero padding), files Kafka keeps beside segments, unknown
 //! files.
+//!
+//! A file named like a segment or sidecar file that is not a regular file (a FIFO, a socket, a
+//! directory, a symbolic link) is damage of kind `file-type`; it is never opened for reading in a
+//! way that could block, and the rest of the partition is checked.
+//!
+//! Memory is bounded whatever the files hold: logs and indexes are read in bounded chunks and
+//! checked as they are read, and only the first `--max-problems` problems of each file are kept
+//! (every problem is counted).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,9 +24,10 @@ use std::process::ExitCode;
 use seglog::format::record;
 use serde::Serialize;
 
-use crate::indexcheck::{self, FileFlavour, OffsetIndexFile, TimeIndexFile};
+use crate::files::{self, thousands};
+use crate::indexcheck::{self, FileFlavour, OffsetIndexStream, TimeCheckEvent, TimeIndexStream};
 use crate::layout::{self, PartitionDir};
-use crate::logscan::{self, LogSummary};
+use crate::logscan::{self, LogSummary, MAX_BATCH_IN_MEMORY};
 use crate::progress::Progress;
 use crate::sidecar;
 use crate::units::human_bytes;
@@ -40,10 +49,14 @@ pub struct Args {
     /// Print only problems and the summary, not the per-partition lines and notes.
     #[arg(long, short)]
     quiet: bool,
-    /// List every problem; by default, after 5 problems of one kind in one file the rest are
-    /// counted (--json always lists every one).
+    /// List every problem kept; by default, after 5 problems of one kind in one file the rest are
+    /// counted (--json always lists every one kept).
     #[arg(long)]
     all: bool,
+    /// Problems kept (and listed by --all and --json) per file; the rest are only counted, so
+    /// that memory stays bounded whatever a file holds.
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    max_problems: u64,
 }
 
 /// One piece of damage: which file, where in it, what.
@@ -73,8 +86,81 @@ pub struct PartitionReport {
     pub time_index_entries: u64,
     /// How many time-index files follow each convention.
     pub time_index_flavours: BTreeMap<String, usize>,
-    pub problems: Vec<Problem>,
+    #[serde(skip)]
+    pub problems: ProblemList,
     pub notes: Vec<String>,
+}
+
+impl PartitionReport {
+    fn add(&mut self, p: Problem) {
+        self.problems.push(p);
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        let mut v = serde_json::to_value(self)?;
+        self.problems.add_json(&mut v)?;
+        Ok(v)
+    }
+}
+
+/// The problems of a partition (or of the log directory's own files), in bounded memory: the
+/// first `max_per_file` of each file are kept, and every one is counted by file.
+#[derive(Clone, Debug, Default)]
+pub struct ProblemList {
+    kept: Vec<Problem>,
+    max_per_file: usize,
+    total: usize,
+    /// Problems per file, kept or not.
+    by_file: BTreeMap<PathBuf, usize>,
+}
+
+impl ProblemList {
+    fn new(max_per_file: u64) -> ProblemList {
+        ProblemList { max_per_file: usize::try_from(max_per_file).unwrap_or(usize::MAX), ..Default::default() }
+    }
+
+    fn push(&mut self, p: Problem) {
+        self.total += 1;
+        let n = match self.by_file.get_mut(p.file.as_path()) {
+            Some(n) => {
+                *n += 1;
+                *n
+            }
+            None => {
+                self.by_file.insert(p.file.clone(), 1);
+                1
+            }
+        };
+        if n <= self.max_per_file {
+            self.kept.push(p);
+        }
+    }
+
+    /// Every problem, kept or not.
+    pub fn len(&self) -> usize {
+        self.total
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Files whose problems were not all kept, and how many were not.
+    fn not_kept(&self) -> impl Iterator<Item = (&Path, usize)> {
+        self.by_file.iter().filter(|(_, n)| **n > self.max_per_file).map(|(f, n)| (f.as_path(), n - self.max_per_file))
+    }
+
+    /// `problems` (the kept ones), `problem_count` and `problems_not_listed` into a JSON object.
+    fn add_json(&self, v: &mut serde_json::Value) -> serde_json::Result<()> {
+        v["problems"] = serde_json::to_value(&self.kept)?;
+        v["problem_count"] = self.total.into();
+        v["problems_not_listed"] = self
+            .not_kept()
+            .map(|(f, n)| serde_json::json!({"file": f.to_string_lossy(), "count": n}))
+            .collect::<Vec<_>>()
+            .into();
+        Ok(())
+    }
 }
 
 /// Totals over the whole run.
@@ -100,7 +186,7 @@ fn problem(file: &Path, position: Option<u64>, kind: &'static str, detail: Strin
     Problem { file: file.to_path_buf(), position, kind, detail }
 }
 
-/// Checks one segment's `.log`, returning its summary.
+/// Checks one segment's `.log` as it is walked, returning its summary.
 fn check_log(
     log_path: &Path,
     base: i64,
@@ -108,39 +194,42 @@ fn check_log(
     prev: &mut Option<Prev>,
     r: &mut PartitionReport,
 ) -> std::io::Result<LogSummary> {
-    let mut record_problems = Vec::new();
     let summary = logscan::summarize_log(log_path, |b, bytes| {
-        if !deep || !b.crc_ok() {
-            return;
-        }
-        let mut scratch = Vec::new();
-        let res = record::batch_records(bytes, &mut scratch).and_then(|it| {
-            for rec in it {
-                rec?;
-            }
-            Ok(())
-        });
-        if let Err(e) = res {
-            record_problems.push(problem(
-                log_path,
-                Some(b.position),
-                "records",
-                format!(
-                    "records of the batch at byte {} (offsets {}..={}) cannot be decoded: {e}",
-                    b.position,
-                    b.header.base_offset,
-                    b.last_offset()
-                ),
-            ));
-        }
-    })?;
-    r.problems.extend(record_problems);
-    for b in &summary.batches {
         let h = &b.header;
         let at = Some(b.position);
         let range = format!("offsets {}..={}", h.base_offset, b.last_offset());
+        if deep && b.crc_ok() {
+            match bytes {
+                None => r.notes.push(format!(
+                    "{}: the batch at byte {} ({range}) is {} bytes, more than the tools decode ({MAX_BATCH_IN_MEMORY}): its records were not checked",
+                    log_path.display(),
+                    b.position,
+                    b.size()
+                )),
+                Some(bytes) => {
+                    let mut scratch = Vec::new();
+                    let res = record::batch_records(bytes, &mut scratch).and_then(|it| {
+                        for rec in it {
+                            rec?;
+                        }
+                        Ok(())
+                    });
+                    if let Err(e) = res {
+                        r.add(problem(
+                            log_path,
+                            at,
+                            "records",
+                            format!(
+                                "records of the batch at byte {} ({range}) cannot be decoded: {e}",
+                                b.position
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
         if !b.crc_ok() {
-            r.problems.push(problem(
+            r.add(problem(
                 log_path,
                 at,
                 "crc",
@@ -151,7 +240,7 @@ fn check_log(
             ));
         }
         if h.last_offset_delta < 0 || h.records_count < 0 {
-            r.problems.push(problem(
+            r.add(problem(
                 log_path,
                 at,
                 "batch",
@@ -162,17 +251,17 @@ fn check_log(
             ));
         }
         if let Err(e) = h.compression() {
-            r.problems.push(problem(log_path, at, "batch", format!("batch at byte {}: {e}", b.position)));
+            r.add(problem(log_path, at, "batch", format!("batch at byte {}: {e}", b.position)));
         }
         if h.base_offset < base {
-            r.problems.push(problem(
+            r.add(problem(
                 log_path,
                 at,
                 "offsets",
                 format!("batch at byte {} ({range}) starts below the segment's base offset {base}", b.position),
             ));
-        } else if b.last_offset() - base > i32::MAX as i64 {
-            r.problems.push(problem(
+        } else if b.last_offset().saturating_sub(base) > i32::MAX as i64 {
+            r.add(problem(
                 log_path,
                 at,
                 "offsets",
@@ -182,35 +271,54 @@ fn check_log(
                 ),
             ));
         }
-        if let Some(p) = prev.as_ref() {
-            if h.base_offset <= p.last_offset {
-                let where_prev = if p.file == log_path {
-                    format!("the batch at byte {}", p.position)
-                } else {
-                    format!("the batch at byte {} of {}", p.position, p.file.display())
-                };
-                r.problems.push(problem(
-                    log_path,
-                    at,
-                    "offsets",
-                    format!(
-                        "batch at byte {} ({range}) does not follow {where_prev}, which ends at offset {}",
-                        b.position, p.last_offset
-                    ),
-                ));
+        match prev.as_mut() {
+            Some(p) => {
+                if h.base_offset <= p.last_offset {
+                    let where_prev = if p.file == log_path {
+                        format!("the batch at byte {}", p.position)
+                    } else {
+                        format!("the batch at byte {} of {}", p.position, p.file.display())
+                    };
+                    r.add(problem(
+                        log_path,
+                        at,
+                        "offsets",
+                        format!(
+                            "batch at byte {} ({range}) does not follow {where_prev}, which ends at offset {}",
+                            b.position, p.last_offset
+                        ),
+                    ));
+                }
+                if p.file != log_path {
+                    p.file = log_path.to_path_buf();
+                }
+                p.last_offset = b.last_offset();
+                p.position = b.position;
+            }
+            None => {
+                *prev = Some(Prev { last_offset: b.last_offset(), file: log_path.to_path_buf(), position: b.position })
             }
         }
-        *prev = Some(Prev { last_offset: b.last_offset(), file: log_path.to_path_buf(), position: b.position });
         r.batches += 1;
         r.records += h.records_count.max(0) as u64;
         r.first_offset.get_or_insert(h.base_offset);
-        r.next_offset = Some(b.last_offset() + 1);
-    }
+        r.next_offset = Some(b.last_offset().saturating_add(1));
+    })?;
     if let Some(pos) = summary.end.problem_position() {
         let kind = if matches!(summary.end, logscan::LogEnd::Corrupt { .. }) { "corrupt" } else { "torn-tail" };
-        r.problems.push(problem(log_path, Some(pos), kind, summary.end.describe()));
+        r.add(problem(log_path, Some(pos), kind, summary.end.describe()));
     }
     Ok(summary)
+}
+
+/// A file that is not a regular file, as damage; any other error as the command's error.
+fn not_regular_or(path: &Path, e: std::io::Error, r: &mut PartitionReport) -> Result<(), String> {
+    if files::as_not_regular(&e).is_some() {
+        r.add(problem(path, None, "file-type", e.to_string()));
+        Ok(())
+    } else {
+        Err(format!("{}: {e}", path.display()))
+    }
 }
 
 fn padding_notes(path: &Path, p: &indexcheck::Padding, entry_size: u64, last: bool, r: &mut PartitionReport) {
@@ -227,7 +335,7 @@ fn padding_notes(path: &Path, p: &indexcheck::Padding, entry_size: u64, last: bo
         ));
     }
     if p.nonzero_after_stop > 0 {
-        r.problems.push(problem(
+        r.add(problem(
             path,
             Some(p.entries as u64 * entry_size),
             "index",
@@ -243,78 +351,103 @@ fn padding_notes(path: &Path, p: &indexcheck::Padding, entry_size: u64, last: bo
 
 fn check_indexes(
     seg: &layout::SegmentFiles,
-    log: &LogSummary,
+    log: &mut LogSummary,
     last: bool,
     r: &mut PartitionReport,
-) -> std::io::Result<()> {
+) -> Result<(), String> {
     let base = seg.base_offset;
     let log_path = seg.log.as_ref().expect("segments with a log");
+    let log_err = |e: std::io::Error| format!("{}: {e}", log_path.display());
     match &seg.index {
         None => r.notes.push(format!(
             "{}: no .index beside it (not damage: Kafka rebuilds a missing offset index at load)",
             log_path.display()
         )),
-        Some(path) => {
-            let idx = OffsetIndexFile::read(path, base)?;
-            r.offset_index_entries += idx.entries.len() as u64;
-            if let Err(e) = &idx.sanity {
-                r.problems.push(problem(path, None, "index-sanity", format!("fails Kafka's sanity check: {e}")));
+        Some(path) => match OffsetIndexStream::open(path, base) {
+            Err(e) => not_regular_or(path, e, r)?,
+            Ok(mut idx) => {
+                let io = |e: std::io::Error| format!("{}: {e}", path.display());
+                let pad = idx.padding().map_err(io)?;
+                r.offset_index_entries += pad.entries as u64;
+                if let Err(e) = idx.sanity().map_err(io)? {
+                    r.add(problem(path, None, "index-sanity", format!("fails Kafka's sanity check: {e}")));
+                }
+                padding_notes(path, &pad, 8, last, r);
+                indexcheck::check_offset_index(&mut idx, log, |m| {
+                    r.add(problem(path, Some(m.slot as u64 * 8), "index", m.detail));
+                    Ok(())
+                })
+                .map_err(log_err)?;
             }
-            padding_notes(path, &idx.padding, 8, last, r);
-            for m in indexcheck::check_offset_index(&idx, log).mismatches {
-                r.problems.push(problem(path, Some(m.slot as u64 * 8), "index", m.detail));
-            }
-        }
+        },
     }
     match &seg.time_index {
         None => r.notes.push(format!(
             "{}: no .timeindex beside it (not damage: Kafka creates an empty one at load)",
             log_path.display()
         )),
-        Some(path) => {
-            let idx = TimeIndexFile::read(path, base)?;
-            r.time_index_entries += idx.entries.len() as u64;
-            if let Err(e) = &idx.sanity {
-                r.problems.push(problem(path, None, "timeindex-sanity", format!("fails Kafka's sanity check: {e}")));
-            }
-            padding_notes(path, &idx.padding, 12, last, r);
-            let check = indexcheck::check_time_index(&idx, log)?;
-            if !idx.entries.is_empty() {
-                let key = match check.flavour {
-                    FileFlavour::BatchLastOffset => "batch-last-offset",
-                    FileFlavour::ExactRecordOffset => "exact-record-offset",
-                    FileFlavour::Indistinguishable => "indistinguishable",
-                    FileFlavour::Mixed => "mixed",
-                    FileFlavour::Unknown => "unknown",
-                };
-                *r.time_index_flavours.entry(key.into()).or_default() += 1;
-            }
-            for e in check.errors {
-                if matches!(e, indexcheck::TimeIndexError::CorruptBatch { .. }) {
-                    continue; // the batch's CRC failure is reported against the log
+        Some(path) => match TimeIndexStream::open(path, base) {
+            Err(e) => not_regular_or(path, e, r)?,
+            Ok(mut idx) => {
+                let io = |e: std::io::Error| format!("{}: {e}", path.display());
+                let pad = idx.padding().map_err(io)?;
+                r.time_index_entries += pad.entries as u64;
+                if let Err(e) = idx.sanity().map_err(io)? {
+                    r.add(problem(path, None, "timeindex-sanity", format!("fails Kafka's sanity check: {e}")));
                 }
-                let slot = match &e {
-                    indexcheck::TimeIndexError::ShallowOffsetNotFound { slot, .. }
-                    | indexcheck::TimeIndexError::Mismatch { slot, .. }
-                    | indexcheck::TimeIndexError::OutOfOrder { slot, .. }
-                    | indexcheck::TimeIndexError::Records { slot, .. }
-                    | indexcheck::TimeIndexError::CorruptBatch { slot, .. } => *slot,
-                };
-                r.problems.push(problem(path, Some(slot as u64 * 12), "timeindex", e.describe()));
+                padding_notes(path, &pad, 12, last, r);
+                let check = indexcheck::check_time_index(&mut idx, log, |ev| {
+                    let TimeCheckEvent::Error(e) = ev else {
+                        return Ok(());
+                    };
+                    let slot = match &e {
+                        // The batch's CRC failure is reported against the log.
+                        indexcheck::TimeIndexError::CorruptBatch { .. } => return Ok(()),
+                        indexcheck::TimeIndexError::ShallowOffsetNotFound { slot, .. }
+                        | indexcheck::TimeIndexError::Mismatch { slot, .. }
+                        | indexcheck::TimeIndexError::OutOfOrder { slot, .. }
+                        | indexcheck::TimeIndexError::Records { slot, .. } => *slot,
+                    };
+                    r.add(problem(path, Some(slot as u64 * 12), "timeindex", e.describe()));
+                    Ok(())
+                })
+                .map_err(log_err)?;
+                if pad.entries > 0 {
+                    let key = match check.flavour {
+                        FileFlavour::BatchLastOffset => "batch-last-offset",
+                        FileFlavour::ExactRecordOffset => "exact-record-offset",
+                        FileFlavour::Indistinguishable => "indistinguishable",
+                        FileFlavour::Mixed => "mixed",
+                        FileFlavour::Unknown => "unknown",
+                    };
+                    *r.time_index_flavours.entry(key.into()).or_default() += 1;
+                }
             }
-        }
+        },
     }
     if let Some(path) = &seg.txn_index {
-        let bytes = std::fs::read(path)?;
-        if let Err(e) = sidecar::decode_txn_index(&bytes) {
-            r.problems.push(problem(path, None, "txnindex", e));
+        match sidecar::TxnIndex::open(path) {
+            Err(e) => not_regular_or(path, e, r)?,
+            Ok(t) => {
+                if let Err(e) = t.each(|_| Ok(())).map_err(|e| format!("{}: {e}", path.display()))? {
+                    r.add(problem(path, None, "txnindex", e));
+                }
+            }
         }
     }
     Ok(())
 }
 
-fn check_checkpoints(files: &[(PathBuf, layout::CheckpointKind)], problems: &mut Vec<Problem>) -> Result<(), String> {
+fn check_checkpoints(files: &[(PathBuf, layout::CheckpointKind)], problems: &mut ProblemList) -> Result<(), String> {
     for (path, kind) in files {
+        // Looked at first so that a FIFO or a link is damage, not the command's error (the read
+        // itself refuses them too, race-free).
+        if let Err(e) = files::check_regular(path) {
+            if files::as_not_regular(&e).is_some() {
+                problems.push(problem(path, None, "file-type", e.to_string()));
+                continue;
+            }
+        }
         match sidecar::decode_checkpoint(path, *kind) {
             Ok(_) => {}
             Err((true, e)) => return Err(e),
@@ -325,12 +458,18 @@ fn check_checkpoints(files: &[(PathBuf, layout::CheckpointKind)], problems: &mut
 }
 
 /// Verifies one partition directory.
-pub fn verify_partition(p: &PartitionDir, deep: bool, progress: &Progress) -> Result<PartitionReport, String> {
+pub fn verify_partition(
+    p: &PartitionDir,
+    deep: bool,
+    max_problems: u64,
+    progress: &Progress,
+) -> Result<PartitionReport, String> {
     let mut r = PartitionReport {
         path: p.path.clone(),
         topic: p.topic_partition.as_ref().map(|(t, _)| t.clone()),
         partition: p.topic_partition.as_ref().map(|(_, n)| *n),
         notes: p.notes.clone(),
+        problems: ProblemList::new(max_problems),
         ..Default::default()
     };
     let mut prev: Option<Prev> = None;
@@ -341,10 +480,9 @@ pub fn verify_partition(p: &PartitionDir, deep: bool, progress: &Progress) -> Re
     let mut prev_next: Option<(i64, PathBuf)> = None;
     for (i, seg) in segs.iter().enumerate() {
         let log_path = seg.log.as_ref().expect("log segments");
-        let io = |e: std::io::Error| format!("{}: {e}", log_path.display());
         if let Some((next, file)) = &prev_next {
             if seg.base_offset < *next {
-                r.problems.push(problem(
+                r.add(problem(
                     log_path,
                     None,
                     "offsets",
@@ -356,19 +494,29 @@ pub fn verify_partition(p: &PartitionDir, deep: bool, progress: &Progress) -> Re
                 ));
             }
         }
-        let summary = check_log(log_path, seg.base_offset, deep, &mut prev, &mut r).map_err(io)?;
-        check_indexes(seg, &summary, i + 1 == segs.len(), &mut r).map_err(io)?;
-        if let Some(b) = summary.batches.last() {
-            prev_next = Some((b.last_offset() + 1, log_path.clone()));
+        let mut summary = match check_log(log_path, seg.base_offset, deep, &mut prev, &mut r) {
+            Ok(s) => s,
+            Err(e) => {
+                not_regular_or(log_path, e, &mut r)?;
+                continue;
+            }
+        };
+        check_indexes(seg, &mut summary, i + 1 == segs.len(), &mut r)?;
+        if let Some(b) = summary.last {
+            prev_next = Some((b.last_offset.saturating_add(1), log_path.clone()));
         }
         r.segments += 1;
         r.bytes += summary.file_len;
         progress.inc(summary.file_len);
     }
     for s in &p.snapshots {
-        let bytes = std::fs::read(s).map_err(|e| format!("{}: {e}", s.display()))?;
-        if let Err(e) = sidecar::decode_snapshot(&bytes) {
-            r.problems.push(problem(s, None, "snapshot", e));
+        match sidecar::Snapshot::open(s) {
+            Err(e) => not_regular_or(s, e, &mut r)?,
+            Ok(snap) => {
+                if let Err(e) = snap.check().map_err(|e| format!("{}: {e}", s.display()))? {
+                    r.add(problem(s, None, "snapshot", e));
+                }
+            }
         }
     }
     check_checkpoints(&p.checkpoints, &mut r.problems)?;
@@ -379,9 +527,9 @@ pub fn verify_partition(p: &PartitionDir, deep: bool, progress: &Progress) -> Re
 /// log makes every later index entry wrong; one line each would bury the cause).
 const SHOWN_PER_FILE_AND_KIND: usize = 5;
 
-fn print_problems(problems: &[Problem], all: bool) {
+fn print_problems(problems: &ProblemList, all: bool) {
     let mut seen: BTreeMap<(&Path, &str), usize> = BTreeMap::new();
-    for p in problems {
+    for p in &problems.kept {
         let n = seen.entry((p.file.as_path(), p.kind)).or_default();
         *n += 1;
         if all || *n <= SHOWN_PER_FILE_AND_KIND {
@@ -396,6 +544,14 @@ fn print_problems(problems: &[Problem], all: bool) {
                 n - SHOWN_PER_FILE_AND_KIND
             );
         }
+    }
+    for (file, n) in problems.not_kept() {
+        println!(
+            "  ... and {} more problems in {} (only the first {} of each file are kept; --max-problems N keeps more)",
+            thousands(n as u64),
+            file.display(),
+            problems.max_per_file
+        );
     }
 }
 
@@ -418,9 +574,9 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let progress = Progress::new(total_bytes, "verifying", true);
     let mut reports = Vec::new();
     for p in &d.partitions {
-        reports.push(verify_partition(p, args.deep, &progress)?);
+        reports.push(verify_partition(p, args.deep, args.max_problems, &progress)?);
     }
-    let mut root_problems = Vec::new();
+    let mut root_problems = ProblemList::new(args.max_problems);
     check_checkpoints(&d.checkpoints, &mut root_problems)?;
     progress.finish();
 
@@ -444,14 +600,14 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     }
 
     if args.json {
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "dir": args.dir,
             "ok": t.problems == 0,
             "totals": t,
-            "partitions": reports,
-            "problems": root_problems,
+            "partitions": reports.iter().map(PartitionReport::json).collect::<serde_json::Result<Vec<_>>>()?,
             "notes": d.notes,
         });
+        root_problems.add_json(&mut doc)?;
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         println!("seglog verify {}", args.dir.display());

@@ -101,3 +101,66 @@ pub fn demo_dir() -> &'static Path {
 pub fn lines_with<'a>(s: &'a str, needle: &str) -> Vec<&'a str> {
     s.lines().filter(|l| l.contains(needle)).collect()
 }
+
+/// Runs `seglog` with `args` under a watchdog: if it has not finished after `limit`, it is killed
+/// and the test fails naming the command (a tool that blocks, on a FIFO say, must not hang the
+/// test run). stdout and stderr are drained while it runs, so a large output cannot stall it.
+pub fn seglog_within<I, S>(limit: std::time::Duration, args: I) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    use std::io::Read;
+    use std::process::Stdio;
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_seglog"))
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run seglog");
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut v);
+            }
+            v
+        })
+    };
+    let out = drain(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let err = drain(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for seglog") {
+            break s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("seglog {args:?} did not finish within {limit:?}: killed (it blocked or ran away)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.join().expect("stdout reader")).into_owned(),
+        stderr: String::from_utf8_lossy(&err.join().expect("stderr reader")).into_owned(),
+    }
+}
+
+/// `len` bytes from a seeded generator (splitmix64): the same bytes on every run.
+pub fn seeded_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
