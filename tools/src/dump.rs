@@ -262,6 +262,7 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     if files.is_empty() {
         return Err("no files given (seglog dump FILES..., see --help)".into());
     }
+    crate::live::warn_if_live(files.iter().map(|p| p.as_path()));
     let mut out = Out::new(!args.json);
     let mut status = Status::default();
     out.begin_object()?;

@@ -455,6 +455,7 @@ fn plot_title(dir: &Path, r: &Report) -> String {
 
 pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let d = layout::discover(&args.dir)?;
+    crate::live::warn_if_live(std::iter::once(args.dir.as_path()).chain(d.partitions.iter().map(|p| p.path.as_path())));
     if d.partitions.is_empty() {
         return Err(format!("{}: no partition directories found", args.dir.display()).into());
     }

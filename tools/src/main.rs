@@ -13,6 +13,7 @@ mod index_report;
 mod indexcheck;
 mod indexsim;
 mod layout;
+mod live;
 mod logscan;
 mod overlay;
 mod plot;

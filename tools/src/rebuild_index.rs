@@ -311,6 +311,8 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         for p in &d.partitions {
             _locks.push(seglog::io::lock::lock_partition_dir(&p.path)?);
         }
+    } else {
+        crate::live::warn_if_live(d.partitions.iter().map(|p| p.path.as_path()));
     }
     let total: u64 = d.partitions.iter().map(|p| p.log_segments().count() as u64).sum();
     let progress = Progress::new(total, "rebuilding", false);

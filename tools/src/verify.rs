@@ -564,6 +564,7 @@ fn location(p: &Problem) -> String {
 
 pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let d = layout::discover(&args.dir)?;
+    crate::live::warn_if_live(std::iter::once(args.dir.as_path()).chain(d.partitions.iter().map(|p| p.path.as_path())));
     let total_bytes: u64 = d
         .partitions
         .iter()

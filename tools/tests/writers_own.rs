@@ -90,6 +90,26 @@ fn writing_commands_are_refused_while_an_engine_owns_the_directory() {
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
 
+/// Read-only commands run on a live directory, take no lock, change nothing, and say it is live.
+#[test]
+fn read_only_commands_say_the_directory_is_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = live_engine(dir.path());
+    let before = snapshot(dir.path());
+    let me = format!("locked by process {}", std::process::id());
+    let d = dir.path().display().to_string();
+    let seg = dir.path().join("orders-0/00000000000000000000.log").display().to_string();
+    for args in [vec!["verify", &d], vec!["index-report", &d], vec!["rebuild-index", &d], vec!["dump", &seg]] {
+        let r = seglog(&args);
+        assert!(r.stderr.contains("is live") && r.stderr.contains(&me), "{args:?}: {}", r.stderr);
+        assert!(snapshot(dir.path()) == before, "{args:?} changed a live directory");
+    }
+    engine.shutdown().unwrap();
+    let r = seglog(["verify", &d]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("is live"), "{}", r.stderr);
+}
+
 #[test]
 fn recover_leaves_a_directory_without_partitions_as_it_is() {
     let dir = tempfile::tempdir().unwrap();
