@@ -301,3 +301,40 @@ fn free_bytes(path: &Path) -> u64 {
     let out = std::process::Command::new("df").args(["-B1", "--output=avail"]).arg(path).output().unwrap();
     String::from_utf8_lossy(&out.stdout).lines().nth(1).unwrap().trim().parse().unwrap()
 }
+
+/// An I/O error at any step of a truncation (below the active segment, or of everything) fails
+/// the log and never leaves it without an active segment: reads, offsets and a close after it
+/// answer (with errors where they must), and nothing panics.
+#[test]
+fn a_truncation_failing_at_any_step_never_panics() {
+    for target in [1i64, 0] {
+        let mut failed = 0;
+        for k in 1..40 {
+            let sim = SimStorage::new();
+            let options = || LogOptions {
+                storage: Arc::new(sim.clone()),
+                config: LogConfig { segment_bytes: 300, ..LogConfig::default() },
+                ..LogOptions::default()
+            };
+            let mut log = Log::open(DIR, options()).unwrap();
+            for i in 0..6 {
+                log.append_as_leader(&mut batch(i, 100), 0).unwrap();
+            }
+            assert!(log.segment_infos().len() >= 3);
+            sim.inject(Fault::Op(sim.counters().ops + k));
+            let r =
+                if target == 0 { log.truncate_fully_and_start_at(0).map(|()| true) } else { log.truncate_to(target) };
+            // Whatever happened, the log answers.
+            let _ = log.read(log.log_start_offset(), 1 << 20, None, true);
+            let _ = log.segment_infos();
+            let _ = log.offset_for_time(seglog::log::ListOffset::Latest);
+            let _ = log.unwritten_bytes();
+            if r.is_err() {
+                failed += 1;
+                assert!(log.failure().is_some(), "target {target}, fault at op {k}: failed without the failed state");
+            }
+            let _ = log.close();
+        }
+        assert!(failed > 5, "target {target}: only {failed} injected faults reached the truncation");
+    }
+}

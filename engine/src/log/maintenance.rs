@@ -48,13 +48,13 @@ impl Log {
         let active_base = self.active_segment().base_offset();
         let floor_base = self.floor_segment(target).map(|s| s.base_offset()).unwrap_or(first_base);
         if active_base > floor_base {
-            // Newest first, so that whatever prefix of these renames survives a crash removes a
-            // suffix of the log, never a segment in the middle.
             let r = self.active_mut().write_out();
             self.guard(r)?;
-            let active = self.active.take().expect("active");
-            let seg = self.guard(active.into_segment())?;
-            self.schedule_delete(seg, now)?;
+            // Newest first, so that whatever prefix of these renames survives a crash removes a
+            // suffix of the log, never a segment in the middle. The old active segment stays the
+            // active one (its open files still read, renamed or not) until the floor segment
+            // replaces it: a failure on the way leaves the log failed, never without one.
+            self.schedule_delete_files(active_base, now)?;
             let later: Vec<i64> = self.sealed.range(floor_base + 1..).rev().map(|(b, _)| *b).collect();
             for b in later {
                 let seg = self.sealed.remove(&b).expect("listed").into_segment();
@@ -64,11 +64,20 @@ impl Log {
             // between cannot leave a hole (cut data below, old data above).
             let r = self.storage.sync_dir(&self.dir);
             self.guard(r)?;
-            let floor = self.sealed.remove(&floor_base).expect("floor segment").into_segment();
             let settings = self.settings();
             let jitter = self.next_jitter();
-            let active = floor.into_active(self.storage.clone(), settings, now, jitter);
-            self.active = Some(self.guard(active)?);
+            let floor = self.sealed.remove(&floor_base).expect("floor segment").into_segment();
+            match floor.into_active(self.storage.clone(), settings, now, jitter) {
+                Ok(a) => drop(self.active.replace(a)),
+                Err(e) => {
+                    // The floor's files are as they were: load it again, as at open.
+                    if let Ok((seg, _)) = Segment::open_lazy(self.storage.clone(), &self.dir, floor_base, settings) {
+                        self.sealed.insert(floor_base, seg.into_sealed());
+                    }
+                    self.failed.get_or_insert_with(|| e.to_string());
+                    return Err(e);
+                }
+            }
         }
         let r = self.active_mut().truncate_to(target, now);
         let (_, new_end) = self.guard(r)?;
@@ -95,18 +104,20 @@ impl Log {
         let now = self.clock.now_ms();
         let r = self.active_mut().write_out();
         self.guard(r)?;
-        let active = self.active.take().expect("active");
-        let old = self.guard(active.into_segment())?;
         let sealed: Vec<i64> = self.sealed.keys().copied().collect();
         for b in sealed {
             let seg = self.sealed.remove(&b).expect("listed").into_segment();
             self.schedule_delete(seg, now)?;
         }
-        self.schedule_delete(old, now)?;
+        // The old active segment stays the active one (its open files still read, renamed or
+        // not) until the new one exists: a failure leaves the log failed, never without one.
+        let old_base = self.active_segment().base_offset();
+        self.schedule_delete_files(old_base, now)?;
         let settings = self.settings();
         let jitter = self.next_jitter();
         let r = ActiveSegment::create(self.storage.clone(), &self.dir, offset, settings, now, jitter);
-        self.active = Some(self.guard(r)?);
+        let new_active = self.guard(r)?;
+        drop(self.active.replace(new_active));
         let r = self.storage.sync_dir(&self.dir);
         self.guard(r)?;
         self.log_start_offset = offset;
@@ -230,8 +241,14 @@ impl Log {
     /// unlinking after `file.delete.delay.ms` (unlinked at once when the delay is 0).
     fn schedule_delete(&mut self, seg: Segment, now: i64) -> Result<()> {
         let base = seg.base_offset();
-        let dir = seg.dir().to_path_buf();
         drop(seg);
+        self.schedule_delete_files(base, now)
+    }
+
+    /// Renames segment `base`'s files to `.deleted` (see [`Log::schedule_delete`]) whether or
+    /// not a segment object still holds them open.
+    fn schedule_delete_files(&mut self, base: i64, now: i64) -> Result<()> {
+        let dir = self.dir.clone();
         let mut paths = Vec::new();
         for name in [
             filename::log_file_name(base),
