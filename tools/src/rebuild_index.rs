@@ -308,8 +308,18 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     // while an engine, a Log, another command or a Kafka broker holds it or its log directory.
     let mut _locks = Vec::new();
     if args.write {
+        // Partitions of the log directory given are owned through its `.lock`, as an engine
+        // owns them (one descriptor in all); any other (DIR itself, or a tree of log
+        // directories) through its own lock, as a lone log.
+        let storage = seglog::io::std_backend::StdStorage::default();
+        let dir_lock = if d.partitions.iter().any(|p| seglog::io::lock::log_dir_of(&p.path) == args.dir) {
+            seglog::io::Storage::lock(&storage, &args.dir, seglog::io::lock::LockKind::LogDir)?.map(std::sync::Arc::new)
+        } else {
+            None
+        };
         for p in &d.partitions {
-            _locks.push(seglog::io::lock::lock_partition_dir(&p.path)?);
+            let held = dir_lock.clone().filter(|l| l.path() == seglog::io::lock::log_dir_of(&p.path));
+            _locks.push(seglog::io::lock::lock_partition(&storage, &p.path, held, false)?);
         }
     } else {
         crate::live::warn_if_live(d.partitions.iter().map(|p| p.path.as_path()));
