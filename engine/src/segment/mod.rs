@@ -1698,8 +1698,8 @@ impl ActiveSegment {
     /// then move to exact-size packed slots under the memory budget, and the `.log` becomes a
     /// lazily opened file under the descriptor limit.
     ///
-    /// On an error the segment is unchanged in memory and stays the caller's: the fallible part
-    /// ([`ActiveSegment::finish`]) runs on `&mut self`, and only its success is consumed.
+    /// It runs on `&mut self`: on an error the segment stays the caller's (and reads as before);
+    /// [`ActiveSegment::into_sealed`] then consumes it once sealing succeeded.
     pub fn seal(&mut self) -> Result<()> {
         self.finish()
     }
