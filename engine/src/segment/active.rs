@@ -1,0 +1,469 @@
+//! The active segment: appends (Kafka's index rule), rolls, truncation, and the writes that
+//! put its memory tail in its file (taken, in flight, completed), sealing and closing.
+
+use super::*;
+
+/// An index file as a [`LazyFile`]: created if missing, opened otherwise.
+fn open_or_create(storage: &Arc<dyn Storage>, path: &Path, res: &SegmentResources) -> Result<Arc<dyn IoFile>> {
+    let mode = if storage.exists(path) { OpenMode::ReadWrite } else { OpenMode::CreateNew };
+    Ok(LazyFile::create(storage.clone(), path, mode, Reopen::Plain, &res.files)?)
+}
+
+impl ActiveSegment {
+    /// Creates a new, empty segment's three files. Index files are preallocated to
+    /// `segment.index.bytes` (rounded down to the entry size); in memory each index gets a growth
+    /// slot of that size in the current arena ([`SegmentResources::current`]). The `.log` stays
+    /// open; the index files are lazily opened files under the descriptor limit.
+    pub fn create(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        base_offset: i64,
+        settings: SegmentSettings,
+        now_ms: i64,
+        roll_jitter_ms: i64,
+    ) -> Result<ActiveSegment> {
+        let log_path = dir.join(filename::log_file_name(base_offset));
+        let file = if storage.exists(&log_path) {
+            storage.open_log(&log_path, OpenMode::ReadWrite)?
+        } else {
+            storage.open_log(&log_path, OpenMode::CreateNew)?
+        };
+        file.set_len(0)?;
+        if settings.preallocate_bytes > 0 {
+            // Kafka's preallocate sets the file's length to segment.bytes; seglog also reserves
+            // the blocks. Appends then write inside the file's size, which O_DIRECT on ext4 does
+            // about twice as fast as extending it. The logical size is tracked apart and the file
+            // is cut back to it at seal and close; after a crash the zeros past the data are a
+            // torn tail that recovery cuts.
+            file.allocate(settings.preallocate_bytes as u64)?;
+            file.set_len(settings.preallocate_bytes as u64)?;
+        }
+        let tail = Arc::new(TailFile::new(file.clone(), 0, settings.tail_cache_bytes)?);
+        let log: Arc<dyn IoFile> = tail.clone();
+        let res = SegmentResources::current();
+        let idx = open_or_create(&storage, &dir.join(filename::index_file_name(base_offset)), &res)?;
+        idx.set_len(0)?;
+        let tidx = open_or_create(&storage, &dir.join(filename::time_index_file_name(base_offset)), &res)?;
+        tidx.set_len(0)?;
+        let offset_index = OffsetIndex::create_in(&res.arena, base_offset, settings.segment_index_bytes, Some(idx))?;
+        let time_index = TimeIndex::create_in(&res.arena, base_offset, settings.segment_index_bytes, Some(tidx))?;
+        Ok(ActiveSegment {
+            seg: Segment {
+                base_offset,
+                dir: dir.to_path_buf(),
+                log,
+                size: 0,
+                offset_index,
+                time_index,
+                sealed: None,
+                lazy_log: None,
+                storage: Some(storage.clone()),
+                res,
+                segment_index_bytes: settings.segment_index_bytes,
+                max_timestamp_so_far: TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: base_offset },
+                index_interval_bytes: settings.index_interval_bytes,
+            },
+            file,
+            tail,
+            storage,
+            bytes_since_last_index_entry: 0,
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+            roll_jitter_ms,
+            settings,
+            in_flight: None,
+            settled: None,
+            zero: ZeroFillState::default(),
+        })
+    }
+
+    /// Kafka's `LogSegment.append`: writes `records` (whole, already validated batches, whose
+    /// headers are `batches`) at the end of the log, then applies the index rule per batch: an
+    /// entry `(batch last offset, batch start position)` when more than `index.interval.bytes`
+    /// went by since the last entry, checked before the batch is counted. The time index gets
+    /// `(max timestamp so far, last offset of the batch holding it)` at the same moments, if the
+    /// timestamp grew.
+    pub fn append(&mut self, records: &[u8], batches: &[batch::BatchHeader]) -> Result<()> {
+        let (Some(first), Some(last)) = (batches.first(), batches.last()) else {
+            return Ok(());
+        };
+        let largest_offset = last.last_offset();
+        let mut physical_position = self.seg.size;
+        if physical_position == 0 {
+            self.rolling_based_timestamp = Some(first.max_timestamp);
+        }
+        if !self.seg.offset_index.can_append_offset(largest_offset) || first.base_offset < self.seg.base_offset {
+            return Err(Error::InvalidRecord {
+                at: 0,
+                detail: format!(
+                    "offsets {}..={largest_offset} do not fit segment {} (relative offsets are 32-bit)",
+                    first.base_offset, self.seg.base_offset
+                ),
+            });
+        }
+        let needed = self.index_entries_needed(batches);
+        if !self.has_index_room(needed) {
+            return Err(Error::InvalidRecord {
+                at: 0,
+                detail: format!(
+                    "{} batches need {needed} index entries, more than segment.index.bytes leaves ({} offset, {} time entries)",
+                    batches.len(),
+                    self.seg.offset_index.max_entries(),
+                    self.seg.time_index.max_entries()
+                ),
+            });
+        }
+        let new_size = physical_position as u64 + records.len() as u64;
+        if new_size > i32::MAX as u64 {
+            return Err(Error::RecordTooLarge {
+                at: 0,
+                size: records.len() as u64,
+                limit: i32::MAX as u64 - physical_position as u64,
+                limit_name: "the 2 GiB segment limit",
+            });
+        }
+        self.tail.append(records);
+        self.seg.size = new_size as u32;
+        for b in batches {
+            if b.max_timestamp > self.seg.max_timestamp_so_far.timestamp {
+                self.seg.max_timestamp_so_far = TimestampOffset { timestamp: b.max_timestamp, offset: b.last_offset() };
+            }
+            if self.bytes_since_last_index_entry > self.seg.index_interval_bytes {
+                self.seg.offset_index.append(b.last_offset(), physical_position)?;
+                let m = self.seg.max_timestamp_so_far;
+                self.seg.time_index.maybe_append(m.timestamp, m.offset, false)?;
+                self.bytes_since_last_index_entry = 0;
+            }
+            let size = b.size_in_bytes() as u32;
+            physical_position += size;
+            self.bytes_since_last_index_entry = self.bytes_since_last_index_entry.saturating_add(size);
+        }
+        debug_assert_eq!(physical_position, self.seg.size);
+        Ok(())
+    }
+
+    /// Kafka's `shouldRoll`.
+    ///
+    /// `index_entries` is how many index entries the append would add
+    /// ([`ActiveSegment::index_entries_needed`]): besides Kafka's `isFull` checks, the indexes must
+    /// have room for all of them (only a multi-batch append can need more than one).
+    #[allow(clippy::too_many_arguments)]
+    pub fn should_roll(
+        &mut self,
+        segment_bytes: u32,
+        segment_ms: i64,
+        messages_size: u32,
+        max_timestamp_in_messages: i64,
+        max_offset_in_messages: i64,
+        now_ms: i64,
+        index_entries: usize,
+    ) -> Result<bool> {
+        let reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp_in_messages)?
+            > segment_ms.saturating_sub(self.roll_jitter_ms);
+        let size = self.seg.size as i64;
+        Ok(size > segment_bytes as i64 - messages_size as i64
+            || (size > 0 && reached_roll_ms)
+            || self.seg.offset_index.is_full()
+            || self.seg.time_index.is_full()
+            || !self.has_index_room(index_entries)
+            || !self.seg.offset_index.can_append_offset(max_offset_in_messages))
+    }
+
+    /// How many index entries appending `batches` would add: the append rule replayed on the
+    /// byte counter, without touching anything.
+    pub fn index_entries_needed(&self, batches: &[batch::BatchHeader]) -> usize {
+        entries_needed(self.bytes_since_last_index_entry, self.seg.index_interval_bytes, batches)
+    }
+
+    /// True when a new, empty segment's indexes could take the entries appending `batches` to it
+    /// would add (what a roll makes room for).
+    pub fn fits_new_segment(&self, batches: &[batch::BatchHeader]) -> bool {
+        let n = entries_needed(0, self.seg.index_interval_bytes, batches);
+        n == 0 || (n <= self.seg.offset_index.max_entries() && n < self.seg.time_index.max_entries())
+    }
+
+    /// True when both indexes can take `entries` more entries (the time index keeps its last slot
+    /// for the entry written at roll).
+    pub fn has_index_room(&self, entries: usize) -> bool {
+        entries == 0
+            || (self.seg.offset_index.entries() + entries <= self.seg.offset_index.max_entries()
+                && self.seg.time_index.entries() + entries < self.seg.time_index.max_entries())
+    }
+
+    /// Kafka's `LogSegment.truncateTo`: removes every batch holding an offset `>= offset` (a
+    /// batch that straddles `offset` goes whole, as in Kafka), from the indexes, the memory tail
+    /// and the file. Returns the bytes removed and the offset the segment now ends before.
+    pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<(u64, i64)> {
+        self.settle_in_flight();
+        self.settle_zero_fill();
+        let Some(m) = self.seg.translate_offset(offset, 0)? else {
+            // Nothing at or past `offset` here.
+            self.seg.offset_index.truncate_to(offset)?;
+            self.seg.time_index.truncate_to(offset)?;
+            return Ok((0, self.seg.read_next_offset()?));
+        };
+        // The batch at the cut point holds `offset`; everything from its base offset goes.
+        let mut scan = BatchScanner::new(self.seg.log.clone(), m.position, self.seg.size);
+        let cut_base = match scan.next_batch()? {
+            Some(b) => b.header.base_offset.min(offset),
+            None => offset,
+        };
+        self.seg.offset_index.truncate_to(cut_base)?;
+        self.seg.time_index.truncate_to(cut_base)?;
+        let removed = (self.seg.size - m.position) as u64;
+        self.tail.truncate(m.position as u64)?;
+        self.seg.size = m.position;
+        // The file now ends at the cut: nothing past it is known to be zeros.
+        self.zero.zeroed_to = 0;
+        if self.seg.size == 0 {
+            self.created_ms = now_ms;
+            self.rolling_based_timestamp = None;
+        }
+        self.bytes_since_last_index_entry = 0;
+        self.seg.max_timestamp_so_far =
+            TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: self.seg.base_offset };
+        self.seg.reload_max_timestamp()?;
+        Ok((removed, cut_base.max(self.seg.base_offset)))
+    }
+
+    /// Kafka's `timeWaitedForRoll`: by the first batch's timestamp when it has one, else by wall
+    /// clock since the segment was created.
+    pub fn time_waited_for_roll(&mut self, now_ms: i64, message_timestamp: i64) -> Result<i64> {
+        if self.rolling_based_timestamp.is_none() {
+            let mut scan = self.seg.scanner(0);
+            if let Some(b) = scan.next_batch()? {
+                self.rolling_based_timestamp = Some(b.header.max_timestamp);
+            }
+        }
+        match self.rolling_based_timestamp {
+            Some(ts) if ts >= 0 => Ok(message_timestamp.saturating_sub(ts)),
+            _ => Ok(now_ms.saturating_sub(self.created_ms)),
+        }
+    }
+
+    pub fn roll_jitter_ms(&self) -> i64 {
+        self.roll_jitter_ms
+    }
+
+    /// The writes (and, with `sync`, the fdatasync) that put every appended byte in the file,
+    /// straight from the tail's memory: one write per tail chunk the unwritten bytes touch
+    /// (usually one). With `sync` they are linked in a chain ending in the fdatasync, which so
+    /// runs only after all of them succeeded. Empty when there is nothing to do. Complete them
+    /// with [`ActiveSegment::complete_writes`].
+    pub fn take_writes(&mut self, tag: u64, sync: bool) -> Vec<IoOp> {
+        self.settle_in_flight();
+        let mut ops = self.tail.prepare_write(self.file.clone(), tag);
+        // A data write must never race a zero write over the same bytes: when the data has
+        // caught up with zero writes still in flight (a lead too short for the rate), wait.
+        let data_end = ops
+            .iter()
+            .map(|o| match &o.kind {
+                IoOpKind::Write { buf, pos, .. } => pos + buf.len() as u64,
+                IoOpKind::SyncData => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        if self.zero.in_flight.as_ref().is_some_and(|z| z.start < data_end) {
+            self.settle_zero_fill();
+        }
+        if sync {
+            for w in &mut ops {
+                w.link_next = true;
+            }
+            ops.push(IoOp { file: self.file.clone(), kind: IoOpKind::SyncData, tag, link_next: false });
+        }
+        ops
+    }
+
+    /// Applies the completions of [`ActiveSegment::take_writes`] (possibly turned into RWF_DSYNC
+    /// writes without the fdatasync); the first error is returned. The tail counts its bytes as
+    /// written only when every write succeeded, and as durable after a successful fdatasync or
+    /// when every write was an RWF_DSYNC one.
+    pub fn complete_writes(&mut self, completions: Vec<IoCompletion>) -> Result<()> {
+        let mut first_err = None;
+        let mut writes_ok = None;
+        let mut all_dsync = true;
+        let mut synced = false;
+        for c in completions {
+            match c.op.kind {
+                IoOpKind::Write { dsync, .. } => {
+                    writes_ok = Some(writes_ok.unwrap_or(true) && c.result.is_ok());
+                    all_dsync &= dsync;
+                }
+                IoOpKind::SyncData => synced |= c.result.is_ok(),
+            }
+            if let Err(e) = c.result {
+                first_err.get_or_insert(e);
+            }
+        }
+        // The completions (and their references to the tail's chunks) are gone by now.
+        if let Some(ok) = writes_ok {
+            self.tail.complete_write(ok);
+        }
+        if synced || (writes_ok == Some(true) && all_dsync) {
+            self.tail.mark_synced();
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// True when every byte already in the file is known to be durable, so RWF_DSYNC writes of
+    /// the unwritten bytes alone make the whole segment durable (no fdatasync needed).
+    pub fn written_is_synced(&self) -> bool {
+        self.tail.written_is_synced()
+    }
+
+    /// Takes the writes of [`ActiveSegment::take_writes`] back as submitted without waiting
+    /// ([`crate::io::Storage::submit_async`]); poll them with [`ActiveSegment::poll_writes`].
+    /// Appends may continue meanwhile (the tail copies a chunk a write still holds before
+    /// changing it); anything else that writes this segment waits for them first.
+    pub fn writes_started(&mut self, io: crate::io::AsyncIo) {
+        debug_assert!(self.in_flight.is_none(), "one write in flight per segment");
+        self.settle_in_flight();
+        self.in_flight = Some(io);
+    }
+
+    /// True while writes handed to [`ActiveSegment::writes_started`] have not been reported.
+    pub fn writes_outstanding(&self) -> bool {
+        self.in_flight.is_some() || self.settled.is_some()
+    }
+
+    /// The outcome of the writes in flight once they are done (blocking until then with
+    /// `wait`), applied to the tail as [`ActiveSegment::complete_writes`] does; `None` while they
+    /// are in flight or when there are none.
+    pub fn poll_writes(&mut self, wait: bool) -> Option<Result<()>> {
+        if let Some(r) = self.settled.take() {
+            return Some(r);
+        }
+        let io = self.in_flight.take()?;
+        match crate::io::claim_async(io, wait) {
+            Ok(crate::io::AsyncOutcome::Lost) => {
+                // The thread's ring cannot account for the batch (it does not know the id, or the
+                // thread is ending): the bytes are not known to be written; fail rather than guess.
+                self.tail.complete_write(false);
+                Some(Err(Error::io(
+                    "write",
+                    self.file.path(),
+                    std::io::Error::other("asynchronous write batch lost by the ring"),
+                )))
+            }
+            Ok(crate::io::AsyncOutcome::Done(done)) => Some(self.complete_writes(done)),
+            Err(io) => {
+                self.in_flight = Some(io);
+                None
+            }
+        }
+    }
+
+    /// Waits for the writes in flight, if any, keeping their outcome for the next poll.
+    fn settle_in_flight(&mut self) {
+        if self.in_flight.is_some() {
+            self.settled = self.poll_writes(true);
+        }
+    }
+
+    /// Writes every appended byte to the file (one submission), with an fdatasync when `sync`.
+    pub fn write_pending(&mut self, sync: bool) -> Result<()> {
+        self.settle_in_flight();
+        if let Some(Err(e)) = &self.settled {
+            return Err(Error::io("write", self.file.path(), std::io::Error::other(e.to_string())));
+        }
+        let ops = self.take_writes(0, sync);
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let done = self.storage.submit(ops);
+        self.complete_writes(done)
+    }
+
+    /// The `.log` file under the in-memory tail.
+    pub fn log_file_inner(&self) -> &Arc<dyn IoFile> {
+        &self.file
+    }
+
+    /// Appended bytes not yet handed to the kernel.
+    pub fn unwritten_bytes(&self) -> u64 {
+        self.tail.unwritten()
+    }
+
+    pub fn tail_stats(&self) -> TailStats {
+        self.tail.stats()
+    }
+
+    /// Writes pending index entries and every appended byte, and makes the log's data durable.
+    pub fn flush(&mut self) -> Result<()> {
+        self.seg.offset_index.flush()?;
+        self.seg.time_index.flush()?;
+        self.write_pending(true)
+    }
+
+    /// Kafka's `onBecomeInactiveSegment` plus making the result durable: every byte written, the
+    /// final time-index entry, both indexes trimmed and written, the log cut to its logical size
+    /// (dropping O_DIRECT block padding and preallocated space), everything fsynced. The indexes
+    /// then move to exact-size packed slots under the memory budget, and the `.log` becomes a
+    /// lazily opened file under the descriptor limit.
+    ///
+    /// It runs on `&mut self`: on an error the segment stays the caller's (and reads as before);
+    /// [`ActiveSegment::into_sealed`] then consumes it once sealing succeeded.
+    pub fn seal(&mut self) -> Result<()> {
+        self.finish()
+    }
+
+    /// The sealed segment, after a successful [`ActiveSegment::seal`].
+    pub fn into_sealed(mut self) -> SealedSegment {
+        let lf = LazyFile::adopt(self.storage.clone(), self.file, Reopen::Log, &self.seg.res.files);
+        self.seg.log = lf.clone();
+        self.seg.lazy_log = Some(lf);
+        self.seg.storage = Some(self.storage);
+        self.seg.seal_indexes();
+        SealedSegment { seg: self.seg }
+    }
+
+    /// Everything [`ActiveSegment::seal`] and [`ActiveSegment::close`] write.
+    fn finish(&mut self) -> Result<()> {
+        self.settle_zero_fill();
+        self.write_pending(false)?;
+        let m = self.seg.max_timestamp_so_far;
+        self.seg.time_index.maybe_append(m.timestamp, m.offset, true)?;
+        self.seg.offset_index.trim_to_valid_size()?;
+        self.seg.time_index.trim_to_valid_size()?;
+        if self.file.len()? != self.seg.size as u64 {
+            self.file.set_len(self.seg.size as u64)?;
+        }
+        self.file.sync_data()?;
+        if let Some(f) = self.seg.offset_index.file() {
+            f.sync_data()?;
+        }
+        if let Some(f) = self.seg.time_index.file() {
+            f.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// What a clean close leaves on disk: the same as sealing (Kafka's `close` appends the final
+    /// time-index entry and trims), but the segment stays the active one on the next open.
+    pub fn close(mut self) -> Result<()> {
+        self.finish()
+    }
+
+    pub fn settings(&self) -> SegmentSettings {
+        self.settings
+    }
+
+    /// Turns this segment into a plain [`Segment`] after writing what is buffered (for
+    /// truncation paths and reopening).
+    pub fn into_segment(mut self) -> Result<Segment> {
+        self.write_out()?;
+        self.seg.log = self.file;
+        Ok(self.seg)
+    }
+
+    /// What [`ActiveSegment::into_segment`] writes, on `&mut self`: a caller that must keep the
+    /// segment when this fails calls it first, and `into_segment` then has nothing left to fail.
+    pub fn write_out(&mut self) -> Result<()> {
+        self.settle_zero_fill();
+        self.write_pending(false)
+    }
+}

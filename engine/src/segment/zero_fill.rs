@@ -1,0 +1,209 @@
+//! Zero fill: zeros written ahead of an O_DIRECT active segment's data, so that appends
+//! overwrite initialized blocks inside the file instead of extending it.
+
+use super::*;
+
+/// Zero fill starts and ends on this boundary (at least; the file's own write alignment when
+/// larger), so that it never touches the block a data write ends in.
+const ZERO_FILL_ALIGN: u64 = 4096;
+
+/// The zero-fill lead of a new segment, doubled at each refill up to the setting.
+///
+/// Small, because the first refill starts an eighth of the lead past the data (see
+/// [`ActiveSegment::take_zero_fill`]) and the appends into that gap land in unwritten (or not
+/// yet allocated) blocks, so each of their RWF_DSYNC writes commits the journal. With an 8 MiB
+/// first lead that gap was 1 MiB, 64 durable 16 KiB appends per segment at about the latency of
+/// zero fill off: 2-3 % of a run of 2,048-3,072 appends, enough to set the p99. At 256 KiB the
+/// gap is 32 KiB (two such appends) and the lead reaches 64 MiB at the ninth refill instead of
+/// the fourth. Measured with `append-vs-fio --total-bytes $((32<<20)) --reps 8 --window 1 --modes
+/// direct --durable --sync-method dsync --preallocate`: the append p99 133-168 us against fio's
+/// O_DSYNC write p99 of 126-175 us in the same pairs (was 178-223 against 127-181 us with the
+/// 8 MiB lead); 64 KiB measured no better (151-183 against 125-161 us).
+const ZERO_FILL_FIRST_LEAD: u64 = 256 << 10;
+
+/// What zero fill did in one active segment ([`ActiveSegment::zero_fill_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZeroFillStats {
+    /// Refills taken (each one batch of zero writes).
+    pub fills: u64,
+    /// Zero bytes those covered.
+    pub bytes: u64,
+    /// Times something waited for zero writes not yet reported: a data write that reached
+    /// them, or a seal, close or truncation.
+    pub waits: u64,
+    /// Refills that failed (zero fill is then off for the segment).
+    pub failures: u64,
+}
+
+/// The most a refill without zeros ahead leaves between the data and its start.
+const ZERO_FILL_MAX_SKIP: u64 = 1 << 20;
+
+/// Zero writes in flight for a segment: the range they cover and their batch.
+#[derive(Debug)]
+pub(super) struct Refill {
+    pub(super) io: crate::io::AsyncIo,
+    pub(super) start: u64,
+    pub(super) end: u64,
+}
+
+/// An active segment's zero fill.
+#[derive(Debug, Default)]
+pub(super) struct ZeroFillState {
+    /// Where the zeros written ahead of the data end (the file is at least this long). Between
+    /// the data and the first refill's start there may be a hole, which appends fill as
+    /// without zero fill.
+    pub(super) zeroed_to: u64,
+    /// The zero writes taken by [`ActiveSegment::take_zero_fill`]: the range, until submitted;
+    /// then in flight until they complete.
+    pub(super) pending: Option<(u64, u64)>,
+    pub(super) in_flight: Option<Refill>,
+    /// The current lead (it doubles at each refill up to the setting).
+    pub(super) lead: u64,
+    pub(super) stats: ZeroFillStats,
+    /// Zero fill failed once (a full disk, say): it stays off for this segment, appends extend
+    /// the file as without it.
+    pub(super) failed: bool,
+}
+
+impl ActiveSegment {
+    /// The zero writes that extend the zeroed lead past the data once less than half of the last
+    /// lead is left (the lead starts at 256 KiB and doubles with each refill up
+    /// to [`SegmentSettings::zero_fill_bytes`]); empty when zero fill is off, not due, or
+    /// already in flight. Take them after the turn's data writes ([`ActiveSegment::take_writes`]:
+    /// they start past the block those end in) and submit them as a batch of their own, so that
+    /// no acknowledgement waits for their completion; hand the result to
+    /// [`ActiveSegment::zero_fill_started`]. The durable append issued with a refill still pays
+    /// for it: its cache flush carries the refill's zeros too (the p99.9 of docs/benchmarks.md).
+    ///
+    /// The writes are independent (the device takes them in parallel and the burst is over
+    /// sooner: fewer appends queue behind it) and carry no fdatasync: the next durable append
+    /// commits their allocation along with its own data, once per refill.
+    ///
+    /// O_DIRECT files only. Through the page cache the zeros would reach the disk (and their
+    /// blocks be allocated) only at writeback, after the appends that overwrite them, so they
+    /// would buy nothing unless fdatasynced; chained to an fdatasync they measured worse than
+    /// none (a buffered durable p99 of 546 against 255 us, one run of the durable workload while
+    /// zero fill was being built; that code is gone, so the figure cannot be re-run), and that fdatasync could consume
+    /// the error of a failed writeback of appended data (Linux reports it once per file).
+    pub fn take_zero_fill(&mut self, tag: u64) -> Vec<IoOp> {
+        let max_lead = self.settings.zero_fill_bytes as u64;
+        // Off (the common case) answers before the tail's lock is taken for the alignment.
+        if max_lead == 0 || self.zero.failed || self.zero.pending.is_some() {
+            return Vec::new();
+        }
+        let file_align = self.tail.align();
+        if file_align <= 1 {
+            return Vec::new();
+        }
+        self.poll_zero_fill(false);
+        if self.zero.in_flight.is_some() {
+            return Vec::new();
+        }
+        // The lead starts small and doubles with each refill up to the setting: a partition
+        // that takes little data holds (and writes) few zeros, a busy one refills rarely. A
+        // refill is due when half of the last one's lead is left (judged by the lead just
+        // filled, not the doubled one, or each refill would make the next due at once).
+        let last = self.zero.lead;
+        let size = self.seg.size as u64;
+        if last > 0 && self.zero.zeroed_to >= size + last / 2 {
+            return Vec::new();
+        }
+        let lead = if last == 0 { ZERO_FILL_FIRST_LEAD } else { last.saturating_mul(2) }.min(max_lead);
+        let align = ZERO_FILL_ALIGN.max(file_align);
+        // With zeros still ahead, the refill starts where they end. Without (the segment's first
+        // fill, or data that outran the zeros), it starts an eighth of the lead past the data:
+        // the next appends' writes (which rewrite the block the data ends in) then do not reach
+        // it before it is done, where starting at the data would make the very next write wait
+        // for the whole refill.
+        let start = if self.zero.zeroed_to > size {
+            self.zero.zeroed_to
+        } else {
+            tail::align_up(size + (lead / 8).min(ZERO_FILL_MAX_SKIP), align)
+        };
+        let end = tail::align_up(size + lead, align).min(tail::align_up(self.settings.segment_bytes as u64, align));
+        if end <= start {
+            return Vec::new();
+        }
+        let chunk = crate::io::pool::ZERO_BUF_BYTES as u64;
+        let writes = (end - start).div_ceil(chunk);
+        let mut ops = Vec::with_capacity(writes as usize + 1);
+        for i in 0..writes {
+            let pos = start + i * chunk;
+            let n = (end - pos).min(chunk);
+            ops.push(IoOp {
+                file: self.file.clone(),
+                kind: IoOpKind::Write { buf: crate::io::WriteBuf::zeros(n as usize), pos, dsync: false },
+                tag,
+                link_next: false,
+            });
+        }
+        self.zero.pending = Some((start, end));
+        self.zero.lead = lead;
+        self.zero.stats.fills += 1;
+        self.zero.stats.bytes += end - start;
+        ops
+    }
+
+    /// What zero fill did in this segment so far.
+    pub fn zero_fill_stats(&self) -> ZeroFillStats {
+        self.zero.stats
+    }
+
+    /// Takes the operations of [`ActiveSegment::take_zero_fill`] back as submitted without
+    /// waiting; they are polled by the next [`ActiveSegment::take_zero_fill`] and waited for by
+    /// anything that writes where they do.
+    pub fn zero_fill_started(&mut self, io: crate::io::AsyncIo) {
+        let Some((start, end)) = self.zero.pending.take() else {
+            debug_assert!(false, "zero fill started without take_zero_fill");
+            return;
+        };
+        self.zero.in_flight = Some(Refill { io, start, end });
+        // A batch that is already done (sync mode, or a ring that ran it inline) is applied now.
+        self.poll_zero_fill(false);
+    }
+
+    /// Runs zero fill to completion without the engine: the synchronous path (a log that writes
+    /// each append through itself).
+    pub fn zero_fill_now(&mut self) {
+        let ops = self.take_zero_fill(0);
+        if !ops.is_empty() {
+            let done = self.storage.submit(ops);
+            self.zero_fill_started(crate::io::AsyncIo::Ready(done));
+        }
+    }
+
+    /// Applies the outcome of the zero writes in flight once done (waiting for them with `wait`).
+    fn poll_zero_fill(&mut self, wait: bool) {
+        let Some(z) = self.zero.in_flight.take() else { return };
+        match crate::io::claim_async(z.io, wait) {
+            Ok(outcome) => {
+                let ok = match outcome {
+                    crate::io::AsyncOutcome::Done(done) => done.iter().all(|c| c.result.is_ok()),
+                    // Not known to be written: zero fill cannot count on those blocks.
+                    crate::io::AsyncOutcome::Lost => false,
+                };
+                if ok {
+                    self.zero.zeroed_to = self.zero.zeroed_to.max(z.end);
+                } else {
+                    // Whatever part was written is zeros past the data, which the cut at seal
+                    // and close, or recovery after a crash, removes like any zero tail.
+                    self.zero.failed = true;
+                    self.zero.stats.failures += 1;
+                }
+            }
+            Err(io) => self.zero.in_flight = Some(Refill { io, ..z }),
+        }
+    }
+
+    /// Waits for zero writes in flight: before anything that changes the file's length or
+    /// writes where they do.
+    pub(super) fn settle_zero_fill(&mut self) {
+        if self.zero.in_flight.is_some() {
+            self.zero.stats.waits += 1;
+            self.poll_zero_fill(true);
+            // Only the thread that submitted a ring batch can complete it (an active segment is
+            // written from one thread).
+            debug_assert!(self.zero.in_flight.is_none(), "zero writes submitted on another thread");
+        }
+    }
+}
