@@ -152,10 +152,30 @@ pub fn lock_partition(
     Ok(PartitionLocks { _own: own, _log_dir: shared.map(Arc::new), _claim: None })
 }
 
-/// An open file or directory whose lock lives as long as it stays open.
+/// An open file or directory holding a lock, released when dropped. The release is explicit
+/// (`F_UNLCK`, `LOCK_UN`), not left to the close: a child process forked by another thread holds
+/// a copy of the descriptor until its exec closes it, and with it the lock.
 #[derive(Debug)]
 struct Held {
-    _file: File,
+    file: File,
+    flock: bool,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let fd = self.file.as_raw_fd();
+        if self.flock {
+            // SAFETY: flock on a descriptor we own; no memory is passed.
+            unsafe { libc::flock(fd, libc::LOCK_UN) };
+        } else {
+            // SAFETY: an all-zero `struct flock` is a valid value; F_UNLCK over the whole file.
+            let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+            fl.l_type = libc::F_UNLCK as libc::c_short;
+            fl.l_whence = libc::SEEK_SET as libc::c_short;
+            // SAFETY: F_OFD_SETLK reads `fl`, which outlives the call; the descriptor is open.
+            unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &mut fl) };
+        }
+    }
 }
 
 /// Takes `kind` on `path` (a log directory for the `LogDir` kinds, a partition directory for
@@ -181,7 +201,7 @@ pub fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<L
             let _ = f.set_len(0).and_then(|()| {
                 std::os::unix::fs::FileExt::write_all_at(&f, format!("{}\n", std::process::id()).as_bytes(), 0)
             });
-            Ok(Some(LockGuard::new(path, kind, Held { _file: f })))
+            Ok(Some(LockGuard::new(path, kind, Held { file: f, flock: false })))
         }
         LockKind::LogDirShared => {
             let lock = path.join(LOCK_FILE);
@@ -198,7 +218,7 @@ pub fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<L
                 Err(e) => return Err(super::std_backend::open_error(&lock, e)),
             };
             ofd_lock(&f, &lock, libc::F_RDLCK)?;
-            Ok(Some(LockGuard::new(path, kind, Held { _file: f })))
+            Ok(Some(LockGuard::new(path, kind, Held { file: f, flock: false })))
         }
         LockKind::Partition => {
             let f = std::fs::OpenOptions::new()
@@ -222,7 +242,7 @@ pub fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<L
                 }
                 return Err(Error::io("flock", path, e));
             }
-            Ok(Some(LockGuard::new(path, kind, Held { _file: f })))
+            Ok(Some(LockGuard::new(path, kind, Held { file: f, flock: true })))
         }
     }
 }

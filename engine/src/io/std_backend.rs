@@ -184,23 +184,31 @@ pub(crate) fn open_error(path: &Path, e: std::io::Error) -> Error {
 /// [`SAFE_OPEN_FLAGS`] then does nothing to `pread`/`pwrite` of a regular file; io_uring needs it
 /// cleared ([`set_status_flags`]).
 pub(crate) fn check_regular(file: &File, path: &Path) -> Result<()> {
-    use std::os::unix::fs::FileTypeExt;
     let t = file.metadata().map_err(|e| Error::io("stat", path, e))?.file_type();
-    if !t.is_file() {
-        let what = if t.is_fifo() {
-            "a FIFO"
-        } else if t.is_socket() {
-            "a socket"
-        } else if t.is_block_device() || t.is_char_device() {
-            "a device"
-        } else if t.is_dir() {
-            "a directory"
-        } else {
-            "not a regular file"
-        };
-        return Err(Error::NotRegular { path: path.to_path_buf(), what });
+    match not_regular(t) {
+        Some(what) => Err(Error::NotRegular { path: path.to_path_buf(), what }),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// What a file of type `t` is when it is not a regular file (for [`Error::NotRegular`]).
+pub(crate) fn not_regular(t: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    Some(if t.is_file() {
+        return None;
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    })
 }
 
 /// Sets the file's changeable status flags to `flags` (O_DIRECT or none): for io_uring, which

@@ -77,6 +77,13 @@ impl UringStorage {
         let file = match o.open(path) {
             Ok(f) => f,
             Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                // A FIFO or a device refuses O_DIRECT too: say what it is, not blame the filesystem.
+                if let Some(what) = std::fs::symlink_metadata(path)
+                    .ok()
+                    .and_then(|m| crate::io::std_backend::not_regular(m.file_type()))
+                {
+                    return Err(Error::NotRegular { path: path.to_path_buf(), what });
+                }
                 // The filesystem refuses O_DIRECT. With O_CREAT the kernel creates the file
                 // before refusing; a file we created new is ours to remove.
                 if mode == OpenMode::CreateNew {
