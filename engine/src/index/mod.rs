@@ -285,6 +285,11 @@ pub(crate) struct IndexFile {
 }
 
 impl IndexFile {
+    /// The index file's path, for messages (`<memory>` for an index without a file).
+    pub(crate) fn path_buf(&self) -> std::path::PathBuf {
+        self.file.as_ref().map(|f| f.path().to_path_buf()).unwrap_or_else(|| "<memory>".into())
+    }
+
     pub(crate) fn entries(&self) -> usize {
         self.bytes.len() / self.entry_size
     }

@@ -1,10 +1,9 @@
 //! The offset index (`.index`): sparse `offset -> position` entries, Kafka's `OffsetIndex`.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use super::{index_slot_range_for, read_index_file, IndexFile, IndexStorage, SlotRange, WARM_SECTION_BYTES};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::index_entry::{OffsetEntry, OFFSET_ENTRY_SIZE};
 use crate::io::{IndexArena, IoFile};
 
@@ -82,33 +81,23 @@ impl OffsetIndex {
         offset.checked_sub(self.base_offset).is_some_and(|rel| (0..=i32::MAX as i64).contains(&rel))
     }
 
-    /// Appends `(offset, position)`. Kafka's rule: the index must not be full and the offset must
-    /// be larger than the last entry's; violations are bugs in the caller.
-    pub fn append(&mut self, offset: i64, position: u32) -> Result<()> {
-        if self.is_full() {
-            return Err(Error::CorruptIndex {
-                path: self.path_buf(),
-                detail: format!("append of offset {offset} to a full index ({} entries)", self.entries()),
-            });
-        }
-        if self.entries() > 0 && offset <= self.last_entry().offset {
-            return Err(Error::CorruptIndex {
-                path: self.path_buf(),
-                detail: format!(
-                    "append of offset {offset} at position {position} is not larger than the last entry {}",
-                    self.last_entry().offset
-                ),
-            });
-        }
-        if !self.can_append_offset(offset) {
-            return Err(Error::CorruptIndex {
-                path: self.path_buf(),
-                detail: format!("offset {offset} does not fit relative to base {}", self.base_offset),
-            });
-        }
+    /// Appends `(offset, position)`.
+    ///
+    /// # Panics
+    /// When Kafka's rule is broken (a bug in the caller, which checks [`OffsetIndex::is_full`] and
+    /// [`OffsetIndex::can_append_offset`] and appends growing offsets of validated batches): the
+    /// index is full, the offset is not larger than the last entry's, or it does not fit.
+    pub fn append(&mut self, offset: i64, position: u32) {
+        assert!(!self.is_full(), "append of offset {offset} to a full index {:?}", self.inner.path_buf());
+        assert!(
+            self.entries() == 0 || offset > self.last_entry().offset,
+            "append of offset {offset} at position {position} not above the last entry {} of {:?}",
+            self.last_entry().offset,
+            self.inner.path_buf()
+        );
+        assert!(self.can_append_offset(offset), "offset {offset} does not fit relative to base {}", self.base_offset);
         let e = OffsetEntry { relative_offset: (offset - self.base_offset) as i32, position: position as i32 };
         self.inner.bytes.extend(&e.encode());
-        Ok(())
     }
 
     /// The slots bracketing `target` (Kafka's `indexSlotRangeFor`).
@@ -184,10 +173,6 @@ impl OffsetIndex {
         }
         Ok(())
     }
-
-    fn path_buf(&self) -> std::path::PathBuf {
-        self.inner.file.as_ref().map(|f| f.path().to_path_buf()).unwrap_or_else(|| Path::new("<memory>").to_path_buf())
-    }
 }
 
 #[cfg(test)]
@@ -197,10 +182,9 @@ mod tests {
     #[test]
     fn kafka_lookup_and_truncate_rules() {
         let mut idx = OffsetIndex::create(316, 1024, None).unwrap();
-        idx.append(473, 16350).unwrap();
-        idx.append(552, 32700).unwrap();
-        idx.append(631, 49050).unwrap();
-        assert!(idx.append(631, 50000).is_err(), "offsets must grow");
+        idx.append(473, 16350);
+        idx.append(552, 32700);
+        idx.append(631, 49050);
         assert_eq!(idx.lookup(300), OffsetPosition { offset: 316, position: 0 });
         assert_eq!(idx.lookup(472), OffsetPosition { offset: 316, position: 0 });
         assert_eq!(idx.lookup(473).position, 16350);
@@ -220,7 +204,7 @@ mod tests {
         let mut idx = OffsetIndex::create(316, 1024, None).unwrap();
         let entries = [(473, 16350), (552, 32700), (631, 49050), (710, 65400)];
         for (o, p) in entries {
-            idx.append(o, p).unwrap();
+            idx.append(o, p);
         }
         let at = |i: usize| Some(OffsetPosition { offset: entries[i].0, position: entries[i].1 });
         for target in 300..800 {
@@ -238,11 +222,20 @@ mod tests {
     }
 
     #[test]
-    fn full_index_refuses() {
+    #[should_panic(expected = "not above the last entry")]
+    fn offsets_must_grow() {
+        let mut idx = OffsetIndex::create(316, 1024, None).unwrap();
+        idx.append(631, 49050);
+        idx.append(631, 50000);
+    }
+
+    #[test]
+    #[should_panic(expected = "to a full index")]
+    fn append_to_a_full_index_is_a_caller_bug() {
         let mut idx = OffsetIndex::create(0, 16, None).unwrap();
-        idx.append(1, 10).unwrap();
-        idx.append(2, 20).unwrap();
+        idx.append(1, 10);
+        idx.append(2, 20);
         assert!(idx.is_full());
-        assert!(idx.append(3, 30).is_err());
+        idx.append(3, 30);
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::{index_slot_range_for, read_index_file, IndexFile, IndexStorage, WARM_SECTION_BYTES};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::batch::NO_TIMESTAMP;
 use crate::format::index_entry::{TimeEntry, TIME_ENTRY_SIZE};
 use crate::io::{IndexArena, IoFile};
@@ -75,31 +75,36 @@ impl TimeIndex {
     }
 
     /// Kafka's `maybeAppend`: appends `(timestamp, offset)` only if the timestamp is larger than
-    /// the last entry's. An equal pair is ignored (the roll/close case); going backwards in
-    /// offset or time is an error.
-    pub fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) -> Result<()> {
-        if !skip_full_check && self.is_full() {
-            return Err(self.err(format!("append of ({timestamp}, {offset}) to a full time index")));
-        }
+    /// the last entry's. An equal pair is ignored (the roll/close case).
+    ///
+    /// # Panics
+    /// Going backwards in offset or time, or appending to a full index (without
+    /// `skip_full_check`, which only the final entry at roll uses: the last slot is kept for it),
+    /// is a bug in the caller, which appends the running maximum timestamp of validated batches.
+    pub fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) {
+        assert!(
+            skip_full_check || !self.is_full(),
+            "append of ({timestamp}, {offset}) to a full time index {:?}",
+            self.inner.path_buf()
+        );
         let last = self.last_entry();
-        if self.entries() > 0 && offset < last.offset {
-            return Err(self.err(format!("append of offset {offset} below the last entry's offset {}", last.offset)));
-        }
-        if self.entries() > 0 && timestamp < last.timestamp {
-            return Err(self
-                .err(format!("append of timestamp {timestamp} below the last entry's timestamp {}", last.timestamp)));
+        if self.entries() > 0 {
+            assert!(offset >= last.offset, "append of offset {offset} below the last entry's offset {}", last.offset);
+            assert!(
+                timestamp >= last.timestamp,
+                "append of timestamp {timestamp} below the last entry's timestamp {}",
+                last.timestamp
+            );
         }
         if timestamp > last.timestamp {
-            if self.entries() >= self.inner.max_entries {
-                return Err(self.err(format!("time index has no room for ({timestamp}, {offset})")));
-            }
-            let Some(rel) = offset.checked_sub(self.base_offset).filter(|r| (0..=i32::MAX as i64).contains(r)) else {
-                return Err(self.err(format!("offset {offset} does not fit relative to {}", self.base_offset)));
-            };
+            assert!(self.entries() < self.inner.max_entries, "time index has no room for ({timestamp}, {offset})");
+            let rel = offset
+                .checked_sub(self.base_offset)
+                .filter(|r| (0..=i32::MAX as i64).contains(r))
+                .unwrap_or_else(|| panic!("offset {offset} does not fit relative to {}", self.base_offset));
             let e = TimeEntry { timestamp, relative_offset: rel as i32 };
             self.inner.bytes.extend(&e.encode());
         }
-        Ok(())
     }
 
     /// Kafka's `lookup`: the largest entry with timestamp `<= target`, or `(-1, base_offset)`.
@@ -148,13 +153,6 @@ impl TimeIndex {
         }
         Ok(())
     }
-
-    fn err(&self, detail: String) -> Error {
-        Error::CorruptIndex {
-            path: self.inner.file.as_ref().map(|f| f.path().to_path_buf()).unwrap_or_else(|| "<memory>".into()),
-            detail,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -164,13 +162,17 @@ mod tests {
     #[test]
     fn appends_only_when_timestamp_grows() {
         let mut t = TimeIndex::create(100, 12 * 10, None).unwrap();
-        t.maybe_append(1000, 110, false).unwrap();
-        t.maybe_append(1000, 120, false).unwrap(); // same ts: ignored
-        t.maybe_append(1005, 130, false).unwrap();
+        t.maybe_append(1000, 110, false);
+        t.maybe_append(1000, 120, false); // same ts: ignored
+        t.maybe_append(1005, 130, false);
         assert_eq!(t.entries(), 2);
-        assert!(t.maybe_append(999, 140, false).is_err());
-        assert!(t.maybe_append(2000, 105, false).is_err());
-        t.maybe_append(1005, 130, true).unwrap(); // the roll case: equal pair ignored
+        for (ts, o) in [(999, 140), (2000, 105)] {
+            let mut t = TimeIndex::create(100, 12 * 10, None).unwrap();
+            t.maybe_append(1005, 130, false);
+            let backwards = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.maybe_append(ts, o, false)));
+            assert!(backwards.is_err(), "({ts}, {o}) after (1005, 130) was taken");
+        }
+        t.maybe_append(1005, 130, true); // the roll case: equal pair ignored
         assert_eq!(t.lookup(999), TimestampOffset { timestamp: -1, offset: 100 });
         assert_eq!(t.lookup(1004).offset, 110);
         assert_eq!(t.lookup(5000).offset, 130);
@@ -179,11 +181,10 @@ mod tests {
     #[test]
     fn last_slot_reserved_for_roll() {
         let mut t = TimeIndex::create(0, 36, None).unwrap(); // 3 slots
-        t.maybe_append(1, 1, false).unwrap();
-        t.maybe_append(2, 2, false).unwrap();
+        t.maybe_append(1, 1, false);
+        t.maybe_append(2, 2, false);
         assert!(t.is_full());
-        assert!(t.maybe_append(3, 3, false).is_err());
-        t.maybe_append(3, 3, true).unwrap();
+        t.maybe_append(3, 3, true);
         assert_eq!(t.entries(), 3);
     }
 }

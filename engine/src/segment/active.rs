@@ -129,9 +129,9 @@ impl ActiveSegment {
                 self.seg.max_timestamp_so_far = TimestampOffset { timestamp: b.max_timestamp, offset: b.last_offset() };
             }
             if self.bytes_since_last_index_entry > self.seg.index_interval_bytes {
-                self.seg.offset_index.append(b.last_offset(), physical_position)?;
+                self.seg.offset_index.append(b.last_offset(), physical_position);
                 let m = self.seg.max_timestamp_so_far;
-                self.seg.time_index.maybe_append(m.timestamp, m.offset, false)?;
+                self.seg.time_index.maybe_append(m.timestamp, m.offset, false);
                 self.bytes_since_last_index_entry = 0;
             }
             let size = b.size_in_bytes() as u32;
@@ -426,7 +426,7 @@ impl ActiveSegment {
         self.settle_zero_fill();
         self.write_pending(false)?;
         let m = self.seg.max_timestamp_so_far;
-        self.seg.time_index.maybe_append(m.timestamp, m.offset, true)?;
+        self.seg.time_index.maybe_append(m.timestamp, m.offset, true);
         self.seg.offset_index.trim_to_valid_size()?;
         self.seg.time_index.trim_to_valid_size()?;
         if self.file.len()? != self.seg.size as u64 {

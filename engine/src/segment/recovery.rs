@@ -90,9 +90,9 @@ impl Segment {
                 && !self.offset_index.is_full()
                 && !self.time_index.is_full()
             {
-                self.offset_index.append(b.last_offset(), valid)?;
+                self.offset_index.append(b.last_offset(), valid);
                 let m = self.max_timestamp_so_far;
-                self.time_index.maybe_append(m.timestamp, m.offset, false)?;
+                self.time_index.maybe_append(m.timestamp, m.offset, false);
                 last_index_entry = valid;
             }
             valid += b.size();
@@ -114,7 +114,7 @@ impl Segment {
         self.size = valid;
         self.offset_index.trim_to_valid_size()?;
         let m = self.max_timestamp_so_far;
-        self.time_index.maybe_append(m.timestamp, m.offset, true)?;
+        self.time_index.maybe_append(m.timestamp, m.offset, true);
         self.time_index.trim_to_valid_size()?;
         Ok(res)
     }
