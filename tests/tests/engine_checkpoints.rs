@@ -135,3 +135,32 @@ fn log_operations_run_in_the_owning_shard() {
     assert!(matches!(unknown, Err(seglog::Error::UnknownPartition { .. })));
     engine.shutdown().unwrap();
 }
+
+/// Engine settings are checked together at open: each bad one is refused with its name, and
+/// nothing is created (not even the data directory).
+#[test]
+fn bad_settings_are_refused_by_name_before_anything_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    type Change = fn(&mut EngineConfig);
+    let cases: [(&str, Change); 9] = [
+        ("shards", |c| c.shards = Some(0)),
+        ("cores", |c| c.cores = Some(Vec::new())),
+        ("queue_capacity", |c| c.queue_capacity = 0),
+        ("durability", |c| c.durability = Durability::Interval { flush_ms: 10, flush_messages: 0 }),
+        ("zero_fill", |c| c.zero_fill = seglog::ZeroFill::Lead(0)),
+        ("checkpoint_interval_ms", |c| c.checkpoint_interval_ms = 0),
+        ("file_mode", |c| c.file_mode = 0o400),
+        ("max_open_files", |c| c.max_open_files = 3),
+        ("segment.bytes", |c| c.log_config.segment_bytes = 1),
+    ];
+    for (setting, change) in cases {
+        let mut c = config(&data);
+        change(&mut c);
+        match Engine::open(c) {
+            Err(seglog::Error::InvalidConfig(m)) => assert!(m.contains(setting), "{setting}: {m}"),
+            other => panic!("{setting}: not refused: {:?}", other.map(|_| ())),
+        }
+        assert!(!data.exists(), "{setting}: a refused config created the data directory");
+    }
+}

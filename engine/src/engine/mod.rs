@@ -295,6 +295,67 @@ impl EngineConfig {
     }
 }
 
+impl EngineConfig {
+    /// Checks every setting (and `log_config`) together; [`Engine::open`] calls it first. An
+    /// error names the setting and the range it must be in; nothing was created or opened.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |setting: &str, detail: String| Err(Error::InvalidConfig(format!("{setting} {detail}")));
+        self.log_config.validate()?;
+        if self.data_dir.as_os_str().is_empty() {
+            return bad("data_dir", "is empty".into());
+        }
+        if self.shards == Some(0) {
+            return bad("shards", "= 0: at least one shard".into());
+        }
+        if self.cores.as_ref().is_some_and(|c| c.is_empty()) {
+            return bad("cores", "is an empty list: leave it None for the allowed cores".into());
+        }
+        if self.queue_capacity == 0 {
+            return bad("queue_capacity", "= 0: at least 1".into());
+        }
+        if let Durability::Interval { flush_ms, flush_messages } = self.durability {
+            if flush_ms < 0 || flush_messages < 1 {
+                return bad(
+                    "durability",
+                    format!("Interval {{ flush_ms: {flush_ms}, flush_messages: {flush_messages} }}: flush_ms >= 0 and flush_messages >= 1"),
+                );
+            }
+        }
+        if let ZeroFill::Lead(n) = self.zero_fill {
+            if n == 0 {
+                return bad("zero_fill", "Lead(0): use ZeroFill::Off".into());
+            }
+        }
+        for (setting, v) in [
+            ("checkpoint_interval_ms", self.checkpoint_interval_ms),
+            ("retention_check_interval_ms", self.retention_check_interval_ms),
+        ] {
+            if v == 0 {
+                return bad(setting, "= 0: at least 1".into());
+            }
+        }
+        if self.recovery_threads_per_partition == 0 {
+            return bad("recovery_threads_per_partition", "= 0: at least 1".into());
+        }
+        if self.file_mode & !0o7777 != 0 || self.file_mode & 0o600 != 0o600 {
+            return bad(
+                "file_mode",
+                format!("{:o}: permission bits (at most 7777) with owner read and write", self.file_mode),
+            );
+        }
+        if self.dir_mode & !0o7777 != 0 || self.dir_mode & 0o700 != 0o700 {
+            return bad(
+                "dir_mode",
+                format!("{:o}: permission bits (at most 7777) with owner read, write and search", self.dir_mode),
+            );
+        }
+        if self.max_open_files < 16 {
+            return bad("max_open_files", format!("{}: at least 16", self.max_open_files));
+        }
+        Ok(())
+    }
+}
+
 /// A closure run on a partition's log inside its shard.
 pub(crate) type LogFn = Box<dyn FnOnce(Option<&mut crate::log::Log>) + Send>;
 
@@ -496,7 +557,7 @@ impl Engine {
         use crate::format::checkpoint::{
             CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_OFFSET_CHECKPOINT_FILE,
         };
-        config.log_config.validate()?;
+        config.validate()?;
         let selected = crate::io::select::open_storage_with_permissions(
             config.io_mode,
             config.simulate_uring_refusal,
