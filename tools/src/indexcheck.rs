@@ -301,8 +301,8 @@ impl<E: IndexEntry> IndexStream<E> {
     }
 }
 
-/// A decoded index, whole in memory: for `index-report` and `rebuild-index`, which work on the
-/// entry lists (the entries only; the file is read through an [`IndexStream`]).
+/// A decoded index, whole in memory: for `rebuild-index`, which works on the entry lists (the
+/// entries only; the file is read through an [`IndexStream`]).
 #[derive(Clone, Debug, Serialize)]
 pub struct IndexFile<E> {
     pub path: PathBuf,
@@ -319,10 +319,6 @@ pub type OffsetIndexFile = IndexFile<OffsetEntryAbs>;
 pub type TimeIndexFile = IndexFile<TimeEntryAbs>;
 
 impl<E: IndexEntry> IndexFile<E> {
-    pub fn read(path: &Path, base_offset: i64) -> std::io::Result<Self> {
-        Self::collect(IndexStream::open(path, base_offset)?)
-    }
-
     pub fn from_bytes(path: &Path, base_offset: i64, bytes: Vec<u8>) -> Self {
         Self::collect(IndexStream::from_bytes(path, base_offset, bytes)).expect("reading memory does not fail")
     }

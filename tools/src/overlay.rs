@@ -11,6 +11,9 @@
 //! named like a segment file is refused, never blocked on. For a rebuild
 //! ([`OverlayStorage::rebuilding`]) the index files read as empty: the engine's rebuild starts by
 //! emptying them anyway, and so never reads (or holds in memory) what a damaged index file holds.
+//! For lookups ([`OverlayStorage::for_lookups`]) the `.timeindex` reads as empty (an offset
+//! lookup never uses it) and an `.index` longer than a limit is refused, so what the engine loads
+//! is bounded.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -41,22 +44,36 @@ fn refused(op: &'static str, path: &Path) -> Error {
 pub struct OverlayStorage {
     /// Files opened so far, so a file opened twice shares its in-memory changes.
     files: Mutex<HashMap<PathBuf, Arc<CowFile>>>,
-    /// `.index` and `.timeindex` files read as empty (see the module comment).
-    empty_indexes: bool,
+    /// Extensions of files that exist but read as empty (see the module comment).
+    empty: &'static [&'static str],
+    /// Index files longer than this are refused.
+    max_index_bytes: Option<u64>,
 }
 
 impl OverlayStorage {
+    #[cfg(test)]
     pub fn new() -> Self {
         Self::default()
     }
 
     /// An overlay for rebuilding indexes: index files exist but read as empty.
     pub fn rebuilding() -> Self {
-        OverlayStorage { empty_indexes: true, ..Self::default() }
+        OverlayStorage { empty: &["index", "timeindex"], ..Self::default() }
+    }
+
+    /// An overlay for offset lookups: the `.timeindex` reads as empty, and an `.index` or
+    /// `.timeindex` longer than `max_index_bytes` is refused (an error naming the file and its
+    /// length).
+    pub fn for_lookups(max_index_bytes: u64) -> Self {
+        OverlayStorage { empty: &["timeindex"], max_index_bytes: Some(max_index_bytes), ..Self::default() }
     }
 
     fn is_index(path: &Path) -> bool {
         path.extension().is_some_and(|e| e == "index" || e == "timeindex")
+    }
+
+    fn reads_empty(&self, path: &Path) -> bool {
+        path.extension().is_some_and(|e| self.empty.iter().any(|x| e == *x))
     }
 
     fn lookup(&self, path: &Path) -> Option<Arc<CowFile>> {
@@ -77,15 +94,19 @@ impl Storage for OverlayStorage {
                     return Ok(f);
                 }
                 let file = crate::files::open_regular(path).map_err(|e| io_err("open", path, e))?;
-                if self.empty_indexes && Self::is_index(path) {
-                    return Ok(self.insert(Arc::new(CowFile {
-                        path: path.to_path_buf(),
-                        disk: None,
-                        modified_ms: 0,
-                        state: Mutex::new(CowState { mem: Some(Vec::new()), len: 0 }),
-                    })));
+                if self.reads_empty(path) {
+                    return Ok(self.insert(Arc::new(CowFile::empty(path))));
                 }
                 let meta = file.metadata().map_err(|e| io_err("stat", path, e))?;
+                if let Some(max) = self.max_index_bytes.filter(|&m| Self::is_index(path) && meta.len() > m) {
+                    return Err(Error::CorruptIndex {
+                        path: path.to_path_buf(),
+                        detail: format!(
+                            "index file is {} bytes, more than the {max} bytes a segment's index may have (--segment-index-bytes)",
+                            meta.len()
+                        ),
+                    });
+                }
                 let modified_ms = meta
                     .modified()
                     .ok()
@@ -102,12 +123,7 @@ impl Storage for OverlayStorage {
                 if mode == OpenMode::CreateNew && self.exists(path) {
                     return Err(io_err("create", path, std::io::Error::from(std::io::ErrorKind::AlreadyExists)));
                 }
-                Ok(self.insert(Arc::new(CowFile {
-                    path: path.to_path_buf(),
-                    disk: None,
-                    modified_ms: 0,
-                    state: Mutex::new(CowState { mem: Some(Vec::new()), len: 0 }),
-                })))
+                Ok(self.insert(Arc::new(CowFile::empty(path))))
             }
         }
     }
@@ -158,6 +174,16 @@ pub struct CowFile {
 }
 
 impl CowFile {
+    /// A file with nothing in it, in memory.
+    fn empty(path: &Path) -> CowFile {
+        CowFile {
+            path: path.to_path_buf(),
+            disk: None,
+            modified_ms: 0,
+            state: Mutex::new(CowState { mem: Some(Vec::new()), len: 0 }),
+        }
+    }
+
     fn materialize(&self, st: &mut CowState) -> Result<()> {
         if st.mem.is_some() {
             return Ok(());
@@ -252,5 +278,18 @@ mod tests {
         assert!(s.exists(&n) && !n.exists());
         assert!(s.open(&n, OpenMode::CreateNew).is_err());
         assert!(s.remove_file(&p).is_err());
+    }
+
+    #[test]
+    fn lookups_load_only_bounded_offset_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = dir.path().join("00000000000000000000.index");
+        std::fs::write(&idx, [7u8; 16]).unwrap();
+        let s = OverlayStorage::for_lookups(8);
+        let e = s.open(&idx, OpenMode::ReadWrite).unwrap_err().to_string();
+        assert!(e.contains("index file is 16 bytes, more than the 8 bytes"), "{e}");
+        let t = dir.path().join("00000000000000000000.timeindex");
+        std::fs::write(&t, [7u8; 24]).unwrap();
+        assert_eq!(s.open(&t, OpenMode::ReadWrite).unwrap().len().unwrap(), 0, "a time index reads as empty");
     }
 }
