@@ -1,4 +1,4 @@
-//! Memory with hostile input: `seglog dump`, `verify` and `index-report` on
+//! Memory with hostile input: `seglog dump`, `verify`, `index-report` and `rebuild-index` on
 //! 10 MiB files of random bytes named `.log`, `.index` and `.timeindex`, and on a 10 MiB log of
 //! tiny valid batches, stay under a fixed bound of resident memory (measured as the children's peak
 //! RSS, `getrusage(RUSAGE_CHILDREN)`), however much they print: output is streamed, problem lists
@@ -248,8 +248,46 @@ fn commands_stay_within_a_memory_bound_on_hostile_files() {
     assert!(p["notes"].as_array().unwrap().is_empty(), "{}", p["notes"]);
     assert!(std::fs::metadata(&svg).unwrap().len() < 1 << 20);
 
+    // rebuild-index: the rebuilt indexes are compared with the files in chunks; a random index
+    // differs, a dense rebuild (an entry per batch) stays within --segment-index-bytes.
+    check("rebuild-index random indexes", args(&[&"rebuild-index", &r]), false, 1);
+    check("rebuild-index random indexes --json", args(&[&"rebuild-index", &"--json", &r]), false, 1);
+    let out = check(
+        "rebuild-index tiny batches, dense",
+        args(&[&"rebuild-index", &t, &"--index-interval-bytes", &"0"]),
+        true,
+        1,
+    );
+    assert!(out.contains(&format!("{} rebuilt", batches - 1)), "{out}");
+    let out = check(
+        "rebuild-index tiny batches, dense, over --segment-index-bytes",
+        args(&[&"rebuild-index", &t, &"--index-interval-bytes", &"0", &"--segment-index-bytes", &"64KiB"]),
+        true,
+        1,
+    );
+    // The time index fills first (12-byte entries); the engine then stops adding to both.
+    assert!(out.contains("DIFFERS: not rebuilt: the rebuilt .timeindex needs more than 5461 entries"), "{out}");
+    assert!(out.contains("1 not rebuilt; dry run"), "{out}");
+    let out = check("rebuild-index tiny batches", args(&[&"rebuild-index", &t]), true, 0);
+    assert!(out.contains(": same: .index same; .timeindex same"), "{out}");
+    let out = check(
+        "rebuild-index tiny batches, every epoch",
+        args(&[&"rebuild-index", &tmp.path().join("tiny-epochs-0")]),
+        true,
+        1,
+    );
+    assert!(out.contains(".index missing (rebuilt: "), "{out}");
     let big = tmp.path().join("big-batch-0");
     check("index-report one big batch", args(&[&"index-report", &big]), false, 0);
+    check("rebuild-index one big batch", args(&[&"rebuild-index", &big]), false, 1);
+    let out = check(
+        "rebuild-index --write tiny batches, dense",
+        args(&[&"rebuild-index", &"--write", &t, &"--index-interval-bytes", &"0"]),
+        true,
+        0,
+    );
+    assert!(out.contains("2 files written"), "{out}");
+    assert_eq!(std::fs::metadata(t.join("00000000000000000000.index")).unwrap().len(), 8 * (batches - 1));
 }
 
 /// Writes the inputs of the test above at any size, for measuring by hand (see the module
