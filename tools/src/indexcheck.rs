@@ -142,11 +142,11 @@ impl IndexEntry for TimeEntryAbs {
 /// Bytes of an index file read at once.
 const INDEX_CHUNK_BYTES: usize = 64 << 10;
 
-/// Where index bytes come from: a file, read in chunks, or bytes already in memory (an index the
-/// engine rebuilt).
+/// Where index bytes come from: a file, read in chunks, or (in tests) bytes in memory.
 #[derive(Debug)]
 enum Source {
     File(File),
+    #[cfg(test)]
     Memory(Vec<u8>),
 }
 
@@ -179,6 +179,7 @@ impl<E: IndexEntry> IndexStream<E> {
     }
 
     /// An index held in memory.
+    #[cfg(test)]
     pub fn from_bytes(path: &Path, base_offset: i64, bytes: Vec<u8>) -> Self {
         Self::with_source(path, base_offset, bytes.len() as u64, Source::Memory(bytes))
     }
@@ -212,6 +213,7 @@ impl<E: IndexEntry> IndexStream<E> {
             let len = (whole - at).min(per_chunk) as usize;
             self.chunk.resize(len, 0);
             match &self.source {
+                #[cfg(test)]
                 Source::Memory(b) => self.chunk.copy_from_slice(&b[at as usize..at as usize + len]),
                 Source::File(f) => f.read_exact_at(&mut self.chunk, at).map_err(|e| match e.kind() {
                     std::io::ErrorKind::UnexpectedEof => std::io::Error::new(
@@ -301,8 +303,9 @@ impl<E: IndexEntry> IndexStream<E> {
     }
 }
 
-/// A decoded index, whole in memory: for `index-report` and `rebuild-index`, which work on the
-/// entry lists (the entries only; the file is read through an [`IndexStream`]).
+/// A decoded index, whole in memory, for the tests (the commands stream index files through an
+/// [`IndexStream`] and never hold their entries).
+#[cfg(test)]
 #[derive(Clone, Debug, Serialize)]
 pub struct IndexFile<E> {
     pub path: PathBuf,
@@ -315,14 +318,13 @@ pub struct IndexFile<E> {
     pub sanity: Result<(), String>,
 }
 
+#[cfg(test)]
 pub type OffsetIndexFile = IndexFile<OffsetEntryAbs>;
+#[cfg(test)]
 pub type TimeIndexFile = IndexFile<TimeEntryAbs>;
 
+#[cfg(test)]
 impl<E: IndexEntry> IndexFile<E> {
-    pub fn read(path: &Path, base_offset: i64) -> std::io::Result<Self> {
-        Self::collect(IndexStream::open(path, base_offset)?)
-    }
-
     pub fn from_bytes(path: &Path, base_offset: i64, bytes: Vec<u8>) -> Self {
         Self::collect(IndexStream::from_bytes(path, base_offset, bytes)).expect("reading memory does not fail")
     }

@@ -19,8 +19,115 @@ pub struct SimBatch {
     pub max_timestamp: i64,
 }
 
-/// The index a given interval produces.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+/// What Kafka's rule with one interval gives over a segment's batches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimResult {
+    /// Offset-index entries.
+    pub entries: usize,
+    /// Entries the time index gets (including the final one written at roll).
+    pub time_entries: usize,
+    /// The largest walk any offset pays with this index.
+    pub max_bytes_scanned: u64,
+    /// Every batch after the first is indexed: the densest index Kafka can write, which no
+    /// smaller interval can change.
+    pub on_plateau: bool,
+}
+
+/// Kafka's rule with `interval` applied to a segment's batches one at a time, keeping only
+/// counts: memory does not grow with the segment.
+#[derive(Clone, Debug)]
+pub struct Simulator {
+    interval: u64,
+    batches: u64,
+    last_entry_pos: u64,
+    max_ts: i64,
+    /// Kafka's maybeAppend: only when the max grew past the last entry's, (-1, base) when empty.
+    last_time_ts: i64,
+    entries: usize,
+    time_entries: usize,
+    walk: WalkMax,
+    plateau: bool,
+}
+
+impl Simulator {
+    pub fn new(interval: u64, segment_base: i64) -> Self {
+        Simulator {
+            interval,
+            batches: 0,
+            last_entry_pos: 0,
+            max_ts: -1,
+            last_time_ts: -1,
+            entries: 0,
+            time_entries: 0,
+            walk: WalkMax::new(segment_base),
+            plateau: true,
+        }
+    }
+
+    /// The segment's next batch (in file order); true when the rule indexes it.
+    pub fn push(&mut self, b: &SimBatch) -> bool {
+        self.max_ts = self.max_ts.max(b.max_timestamp);
+        let indexed = b.position.saturating_sub(self.last_entry_pos) > self.interval;
+        if indexed {
+            self.entries += 1;
+            self.last_entry_pos = b.position;
+            if self.max_ts > self.last_time_ts {
+                self.time_entries += 1;
+                self.last_time_ts = self.max_ts;
+            }
+        }
+        self.walk.push(b, indexed);
+        self.plateau &= self.batches == 0 || indexed;
+        self.batches += 1;
+        indexed
+    }
+
+    pub fn finish(&self) -> SimResult {
+        SimResult {
+            entries: self.entries,
+            // The entry appended at roll (or close, or at the end of recovery) when the max grew.
+            time_entries: self.time_entries + usize::from(self.max_ts > self.last_time_ts),
+            max_bytes_scanned: self.walk.max,
+            on_plateau: self.plateau,
+        }
+    }
+}
+
+/// The largest walk (bytes scanned in phase 2) any offset of a segment pays with a given index,
+/// fed the segment's batches in order and whether each is indexed.
+///
+/// Offsets below a batch's last offset walk from the last indexed batch before it (the segment
+/// start when there is none) to the batch; its last offset costs nothing when the batch is
+/// indexed (the entry names it), the same walk otherwise.
+#[derive(Clone, Copy, Debug)]
+pub struct WalkMax {
+    floor_position: u64,
+    /// The lowest offset not yet covered by a batch.
+    lower: i64,
+    pub max: u64,
+}
+
+impl WalkMax {
+    pub fn new(segment_base: i64) -> Self {
+        WalkMax { floor_position: 0, lower: segment_base, max: 0 }
+    }
+
+    pub fn push(&mut self, b: &SimBatch, indexed: bool) {
+        let cost = b.position.saturating_sub(self.floor_position);
+        let below = b.last_offset.saturating_sub(self.lower) > 0;
+        if below || !indexed {
+            self.max = self.max.max(cost);
+        }
+        if indexed {
+            self.floor_position = b.position;
+        }
+        self.lower = b.last_offset.saturating_add(1);
+    }
+}
+
+/// The index a given interval produces, as a list (for tests).
+#[cfg(test)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SimIndex {
     /// Indexes (into the batch list) of the indexed batches.
     pub indexed: Vec<usize>,
@@ -28,39 +135,24 @@ pub struct SimIndex {
     pub time_entries: usize,
 }
 
-/// Applies Kafka's rule with `interval` to `batches`.
+/// Applies Kafka's rule with `interval` to `batches` (through [`Simulator`]).
+#[cfg(test)]
 pub fn simulate(batches: &[SimBatch], interval: u64) -> SimIndex {
-    let mut out = SimIndex::default();
-    let mut last_entry_pos = 0u64;
-    let mut max_ts = -1i64;
-    // Kafka's maybeAppend: only when the max grew past the last entry's, (-1, base) when empty.
-    let mut last_time_ts = -1i64;
-    for (j, b) in batches.iter().enumerate() {
-        max_ts = max_ts.max(b.max_timestamp);
-        if b.position - last_entry_pos > interval {
-            out.indexed.push(j);
-            last_entry_pos = b.position;
-            if max_ts > last_time_ts {
-                out.time_entries += 1;
-                last_time_ts = max_ts;
-            }
-        }
-    }
-    // The entry appended at roll (or close, or at the end of recovery) when the max grew.
-    if max_ts > last_time_ts {
-        out.time_entries += 1;
-    }
-    out
+    let mut sim = Simulator::new(interval, 0);
+    let indexed = batches.iter().enumerate().filter(|(_, b)| sim.push(b)).map(|(j, _)| j).collect();
+    SimIndex { indexed, time_entries: sim.finish().time_entries }
 }
 
-/// True when every batch after the first is indexed: the densest index Kafka can write, which no
-/// smaller interval can change.
+/// True when every batch after the first is indexed.
+#[cfg(test)]
 pub fn on_plateau(batches: &[SimBatch], indexed: &[usize]) -> bool {
     indexed.len() + 1 == batches.len().max(1) && indexed.iter().enumerate().all(|(i, &j)| j == i + 1)
 }
 
 /// Walk costs of every offset in `[segment_base, last offset]` with `indexed` as the index:
-/// `(offsets, bytes scanned, header hops)` groups, one or two per batch.
+/// `(offsets, bytes scanned, header hops)` groups, one or two per batch. The model [`WalkMax`]
+/// follows, kept whole for the tests.
+#[cfg(test)]
 pub fn walk_costs(batches: &[SimBatch], indexed: &[usize], segment_base: i64) -> Vec<(u64, u64, u64)> {
     let mut out = Vec::new();
     let mut k = 0usize; // next position in `indexed`
@@ -87,9 +179,14 @@ pub fn walk_costs(batches: &[SimBatch], indexed: &[usize], segment_base: i64) ->
     out
 }
 
-/// The largest walk any offset pays with `indexed` as the index.
+/// The largest walk any offset pays with `indexed` as the index (through [`WalkMax`]).
+#[cfg(test)]
 pub fn max_bytes_scanned(batches: &[SimBatch], indexed: &[usize], segment_base: i64) -> u64 {
-    walk_costs(batches, indexed, segment_base).iter().map(|&(_, bytes, _)| bytes).max().unwrap_or(0)
+    let mut w = WalkMax::new(segment_base);
+    for (j, b) in batches.iter().enumerate() {
+        w.push(b, indexed.contains(&j));
+    }
+    w.max
 }
 
 /// Which intervals reproduce an existing index.
@@ -141,51 +238,94 @@ fn fmt_hi(hi: Option<u64>) -> String {
     hi.map_or_else(|| "infinity".to_owned(), |h| h.to_string())
 }
 
-/// Infers the intervals that turn `batches` into exactly the entries `existing`
-/// (`(offset, position)` pairs).
-pub fn infer_interval(batches: &[SimBatch], existing: &[(i64, u64)]) -> Inference {
-    let mut lo = 0u64;
-    let mut hi: Option<u64> = None;
-    let mut k = 0usize;
-    let mut last_entry_pos = 0u64;
-    for (j, b) in batches.iter().enumerate() {
-        let c = b.position - last_entry_pos;
-        match existing.get(k) {
-            Some(&(off, pos)) if pos == b.position => {
+/// Infers the intervals that turn a segment's batches into exactly its existing entries
+/// (`(offset, position)` pairs), fed the batches in order beside the entries: memory does not grow
+/// with the segment.
+#[derive(Clone, Debug, Default)]
+pub struct Inferrer {
+    lo: u64,
+    hi: Option<u64>,
+    batches: u64,
+    last_entry_pos: u64,
+    failed: Option<Inference>,
+}
+
+impl Inferrer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The segment's next batch, with the first existing entry not matched yet (`None` when there
+    /// is none left). True when the batch matched that entry (the caller moves to the next one).
+    pub fn push(&mut self, b: &SimBatch, entry: Option<(i64, u64)>) -> bool {
+        if self.failed.is_some() {
+            return false;
+        }
+        let j = self.batches;
+        self.batches += 1;
+        let c = b.position.saturating_sub(self.last_entry_pos);
+        match entry {
+            Some((off, pos)) if pos == b.position => {
                 if off != b.last_offset {
-                    return Inference::NoInterval {
+                    self.failed = Some(Inference::NoInterval {
                         detail: format!(
                             "the entry for byte {pos} names offset {off}, not the batch's last offset {}",
                             b.last_offset
                         ),
-                    };
+                    });
+                    return false;
                 }
                 if j == 0 {
-                    return Inference::NoInterval {
+                    self.failed = Some(Inference::NoInterval {
                         detail: "the first batch of the segment is indexed, which Kafka's rule never does".into(),
-                    };
+                    });
+                    return false;
                 }
                 // Indexed: more than I bytes went by, so I < c.
-                hi = Some(hi.map_or(c, |h| h.min(c)));
-                last_entry_pos = b.position;
-                k += 1;
+                self.hi = Some(self.hi.map_or(c, |h| h.min(c)));
+                self.last_entry_pos = b.position;
+                true
             }
-            _ => lo = lo.max(c), // not indexed: c <= I
+            _ => {
+                self.lo = self.lo.max(c); // not indexed: c <= I
+                false
+            }
         }
     }
-    if let Some(&(off, pos)) = existing.get(k) {
-        return Inference::NoInterval {
-            detail: format!("the entry (offset {off}, byte {pos}) is not at the start of a batch in order"),
-        };
+
+    /// The verdict, given the first entry left unmatched after the last batch (if any).
+    pub fn finish(self, entry: Option<(i64, u64)>) -> Inference {
+        if let Some(f) = self.failed {
+            return f;
+        }
+        if let Some((off, pos)) = entry {
+            return Inference::NoInterval {
+                detail: format!("the entry (offset {off}, byte {pos}) is not at the start of a batch in order"),
+            };
+        }
+        match self.hi {
+            Some(h) if h <= self.lo => Inference::NoInterval {
+                detail: format!(
+                    "an entry was written after {h} bytes but another batch was skipped after {} (a broker restart resets Kafka's byte counter, or the interval changed)",
+                    self.lo
+                ),
+            },
+            _ => Inference::Range { lo: self.lo, hi: self.hi },
+        }
     }
-    match hi {
-        Some(h) if h <= lo => Inference::NoInterval {
-            detail: format!(
-                "an entry was written after {h} bytes but another batch was skipped after {lo} (a broker restart resets Kafka's byte counter, or the interval changed)"
-            ),
-        },
-        _ => Inference::Range { lo, hi },
+}
+
+/// [`Inferrer`] over a batch list and an entry list.
+#[cfg(test)]
+pub fn infer_interval(batches: &[SimBatch], existing: &[(i64, u64)]) -> Inference {
+    let mut inf = Inferrer::new();
+    let mut k = 0;
+    for b in batches {
+        if inf.push(b, existing.get(k).copied()) {
+            k += 1;
+        }
     }
+    inf.finish(existing.get(k).copied())
 }
 
 #[cfg(test)]
@@ -232,6 +372,44 @@ mod tests {
         assert_eq!(costs.iter().map(|c| c.0).sum::<u64>(), 316);
         // Offsets of batch 3 below its last offset walk from byte 0 past two batches.
         assert!(costs.contains(&(78, 32_700, 2)));
+    }
+
+    /// The streaming model agrees with the whole list: the walk maximum, the plateau.
+    #[test]
+    fn streaming_matches_the_lists() {
+        let mut x = 7u64;
+        let mut rng = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..300 {
+            let n = (rng() % 12) as usize;
+            let (mut pos, mut off) = (0u64, 100 + (rng() % 3) as i64);
+            let batches: Vec<SimBatch> = (0..n)
+                .map(|_| {
+                    let size = 61 + rng() % 5000;
+                    let records = 1 + (rng() % 4) as i64;
+                    let b = SimBatch { position: pos, size, last_offset: off + records - 1, max_timestamp: 0 };
+                    pos += size;
+                    off += records + (rng() % 2) as i64;
+                    b
+                })
+                .collect();
+            for interval in [0, 1, 100, 3000, 9000, 1 << 20] {
+                let s = simulate(&batches, interval);
+                let want = walk_costs(&batches, &s.indexed, 100).iter().map(|c| c.1).max().unwrap_or(0);
+                let mut sim = Simulator::new(interval, 100);
+                batches.iter().for_each(|b| {
+                    sim.push(b);
+                });
+                let got = sim.finish();
+                assert_eq!(got.max_bytes_scanned, want, "round {round}, interval {interval}");
+                assert_eq!(got.on_plateau, on_plateau(&batches, &s.indexed), "round {round}, interval {interval}");
+                assert_eq!(got.entries, s.indexed.len());
+            }
+        }
     }
 
     #[test]

@@ -314,6 +314,13 @@ impl LogWalker {
         Ok(Some((pos, header)))
     }
 
+    /// The next batch's position and header, without reading its records or checking its CRC
+    /// (a walk of the framing only), or `None` at the end (then [`LogWalker::end_state`] says how
+    /// the file ends, as after [`LogWalker::next_batch`]).
+    pub fn next_header(&mut self) -> std::io::Result<Option<(u64, BatchHeader)>> {
+        self.next_frame()
+    }
+
     /// The next batch and its bytes, or `None` at the end (then [`LogWalker::end_state`] says how
     /// the file ends). The bytes are `None` for a batch larger than [`MAX_BATCH_IN_MEMORY`],
     /// whose CRC is computed in chunks. I/O errors name the file.

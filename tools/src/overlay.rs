@@ -10,7 +10,12 @@
 //! Files are opened through [`crate::files::open_regular`]: a FIFO, a socket or a symbolic link
 //! named like a segment file is refused, never blocked on. For a rebuild
 //! ([`OverlayStorage::rebuilding`]) the index files read as empty: the engine's rebuild starts by
-//! emptying them anyway, and so never reads (or holds in memory) what a damaged index file holds.
+//! emptying them anyway, and so never reads (or holds in memory) what a damaged index file holds;
+//! and what the rebuild writes to them is not kept (only their length): the rebuilt entries are in
+//! the engine's indexes already, and a second copy here would double the memory a rebuild takes.
+//! For lookups ([`OverlayStorage::for_lookups`]) the `.timeindex` reads as empty (an offset
+//! lookup never uses it) and an `.index` longer than a limit is refused, so what the engine loads
+//! is bounded.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -41,22 +46,43 @@ fn refused(op: &'static str, path: &Path) -> Error {
 pub struct OverlayStorage {
     /// Files opened so far, so a file opened twice shares its in-memory changes.
     files: Mutex<HashMap<PathBuf, Arc<CowFile>>>,
-    /// `.index` and `.timeindex` files read as empty (see the module comment).
-    empty_indexes: bool,
+    /// Extensions of files that exist but read as empty (see the module comment).
+    empty: &'static [&'static str],
+    /// Writes to `.index` and `.timeindex` files keep only the length (see the module comment).
+    discard_index_writes: bool,
+    /// Index files longer than this are refused.
+    max_index_bytes: Option<u64>,
 }
 
 impl OverlayStorage {
+    #[cfg(test)]
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// An overlay for rebuilding indexes: index files exist but read as empty.
+    /// An overlay for rebuilding indexes: index files exist but read as empty, and what is
+    /// written to them is not kept (only their length).
     pub fn rebuilding() -> Self {
-        OverlayStorage { empty_indexes: true, ..Self::default() }
+        OverlayStorage { empty: &["index", "timeindex"], discard_index_writes: true, ..Self::default() }
+    }
+
+    /// An overlay for offset lookups: the `.timeindex` reads as empty, and an `.index` or
+    /// `.timeindex` longer than `max_index_bytes` is refused (an error naming the file and its
+    /// length).
+    pub fn for_lookups(max_index_bytes: u64) -> Self {
+        OverlayStorage { empty: &["timeindex"], max_index_bytes: Some(max_index_bytes), ..Self::default() }
     }
 
     fn is_index(path: &Path) -> bool {
         path.extension().is_some_and(|e| e == "index" || e == "timeindex")
+    }
+
+    fn reads_empty(&self, path: &Path) -> bool {
+        path.extension().is_some_and(|e| self.empty.iter().any(|x| e == *x))
+    }
+
+    fn discards(&self, path: &Path) -> bool {
+        self.discard_index_writes && Self::is_index(path)
     }
 
     fn lookup(&self, path: &Path) -> Option<Arc<CowFile>> {
@@ -77,15 +103,19 @@ impl Storage for OverlayStorage {
                     return Ok(f);
                 }
                 let file = crate::files::open_regular(path).map_err(|e| io_err("open", path, e))?;
-                if self.empty_indexes && Self::is_index(path) {
-                    return Ok(self.insert(Arc::new(CowFile {
-                        path: path.to_path_buf(),
-                        disk: None,
-                        modified_ms: 0,
-                        state: Mutex::new(CowState { mem: Some(Vec::new()), len: 0 }),
-                    })));
+                if self.reads_empty(path) {
+                    return Ok(self.insert(Arc::new(CowFile::empty(path, self.discards(path)))));
                 }
                 let meta = file.metadata().map_err(|e| io_err("stat", path, e))?;
+                if let Some(max) = self.max_index_bytes.filter(|&m| Self::is_index(path) && meta.len() > m) {
+                    return Err(Error::CorruptIndex {
+                        path: path.to_path_buf(),
+                        detail: format!(
+                            "index file is {} bytes, more than the {max} bytes a segment's index may have (--segment-index-bytes)",
+                            meta.len()
+                        ),
+                    });
+                }
                 let modified_ms = meta
                     .modified()
                     .ok()
@@ -95,6 +125,7 @@ impl Storage for OverlayStorage {
                     path: path.to_path_buf(),
                     disk: Some(file),
                     modified_ms,
+                    discard_writes: false,
                     state: Mutex::new(CowState { mem: None, len: meta.len() }),
                 })))
             }
@@ -102,12 +133,7 @@ impl Storage for OverlayStorage {
                 if mode == OpenMode::CreateNew && self.exists(path) {
                     return Err(io_err("create", path, std::io::Error::from(std::io::ErrorKind::AlreadyExists)));
                 }
-                Ok(self.insert(Arc::new(CowFile {
-                    path: path.to_path_buf(),
-                    disk: None,
-                    modified_ms: 0,
-                    state: Mutex::new(CowState { mem: Some(Vec::new()), len: 0 }),
-                })))
+                Ok(self.insert(Arc::new(CowFile::empty(path, self.discards(path)))))
             }
         }
     }
@@ -154,10 +180,23 @@ pub struct CowFile {
     path: PathBuf,
     disk: Option<File>,
     modified_ms: i64,
+    /// Writes keep only the length; reading what was written is an error.
+    discard_writes: bool,
     state: Mutex<CowState>,
 }
 
 impl CowFile {
+    /// A file with nothing in it, in memory.
+    fn empty(path: &Path, discard_writes: bool) -> CowFile {
+        CowFile {
+            path: path.to_path_buf(),
+            disk: None,
+            modified_ms: 0,
+            discard_writes,
+            state: Mutex::new(CowState { mem: Some(Vec::new()), len: 0 }),
+        }
+    }
+
     fn materialize(&self, st: &mut CowState) -> Result<()> {
         if st.mem.is_some() {
             return Ok(());
@@ -180,6 +219,13 @@ impl IoFile for CowFile {
         if pos >= st.len {
             return Ok(0);
         }
+        if self.discard_writes {
+            return Err(io_err(
+                "read",
+                &self.path,
+                std::io::Error::other("the tools' overlay does not keep what a rebuild writes to index files"),
+            ));
+        }
         let n = ((st.len - pos) as usize).min(buf.len());
         match (&st.mem, &self.disk) {
             (Some(m), _) => {
@@ -192,6 +238,10 @@ impl IoFile for CowFile {
     }
     fn write_all_at(&self, buf: &[u8], pos: u64) -> Result<()> {
         let mut st = self.state.lock().expect("file lock");
+        if self.discard_writes {
+            st.len = st.len.max(pos + buf.len() as u64);
+            return Ok(());
+        }
         self.materialize(&mut st)?;
         let end = pos as usize + buf.len();
         let m = st.mem.as_mut().expect("materialized");
@@ -207,7 +257,7 @@ impl IoFile for CowFile {
     }
     fn set_len(&self, len: u64) -> Result<()> {
         let mut st = self.state.lock().expect("file lock");
-        if st.mem.is_none() && len <= st.len {
+        if self.discard_writes || (st.mem.is_none() && len <= st.len) {
             st.len = len;
             return Ok(());
         }
@@ -252,5 +302,28 @@ mod tests {
         assert!(s.exists(&n) && !n.exists());
         assert!(s.open(&n, OpenMode::CreateNew).is_err());
         assert!(s.remove_file(&p).is_err());
+    }
+
+    #[test]
+    fn a_rebuild_keeps_only_index_lengths() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = dir.path().join("00000000000000000000.index");
+        std::fs::write(&idx, [7u8; 16]).unwrap();
+        let s = OverlayStorage::rebuilding();
+        let f = s.open(&idx, OpenMode::ReadWrite).unwrap();
+        assert_eq!(f.len().unwrap(), 0, "reads as empty");
+        f.write_all_at(&[1u8; 4096], 0).unwrap();
+        assert_eq!(f.len().unwrap(), 4096);
+        assert!(f.read_at(&mut [0u8; 8], 0).is_err(), "the bytes are not kept");
+        f.set_len(8).unwrap();
+        assert_eq!(f.len().unwrap(), 8);
+        assert_eq!(std::fs::read(&idx).unwrap(), [7u8; 16]);
+
+        let s = OverlayStorage::for_lookups(8);
+        let e = s.open(&idx, OpenMode::ReadWrite).unwrap_err().to_string();
+        assert!(e.contains("index file is 16 bytes, more than the 8 bytes"), "{e}");
+        let t = dir.path().join("00000000000000000000.timeindex");
+        std::fs::write(&t, [7u8; 24]).unwrap();
+        assert_eq!(s.open(&t, OpenMode::ReadWrite).unwrap().len().unwrap(), 0, "a time index reads as empty");
     }
 }

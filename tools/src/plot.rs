@@ -13,56 +13,83 @@ const RIGHT: usize = 20;
 const TOP: usize = 40;
 const BOTTOM: usize = 50;
 
+/// Points binned per pixel column as they come: the min and max of the values that fall in
+/// each column of the offset range `[x0, x1]`, which is fixed up front. Memory is fixed whatever
+/// the number of points.
+#[derive(Clone, Debug)]
+pub struct Points {
+    x0: i64,
+    x1: i64,
+    cols: Vec<Option<(u64, u64)>>,
+    ymax: u64,
+}
+
+impl Points {
+    /// Points with offsets in `[x0, x1]` (the first and last offset that will be added).
+    pub fn new(x0: i64, x1: i64) -> Points {
+        Points { x0, x1: x1.max(x0.saturating_add(1)), cols: vec![None; W], ymax: 0 }
+    }
+
+    fn px(&self, x: i64) -> usize {
+        let w = (W - LEFT - RIGHT - 1) as f64;
+        // A saturating cast: an offset outside the range lands on an edge.
+        let (dx, span) = (x.saturating_sub(self.x0), self.x1.saturating_sub(self.x0));
+        (LEFT + (dx as f64 / span as f64 * w).round() as usize).min(W - 1)
+    }
+
+    /// One point: `y` bytes scanned at offset `x`.
+    pub fn add(&mut self, x: i64, y: u64) {
+        let i = self.px(x);
+        let c = &mut self.cols[i];
+        *c = Some(match *c {
+            None => (y, y),
+            Some((a, b)) => (a.min(y), b.max(y)),
+        });
+        self.ymax = self.ymax.max(y);
+    }
+}
+
 /// What to draw.
 #[derive(Debug)]
 pub struct Plot<'a> {
     pub title: String,
-    /// `(offset, bytes scanned)`, offsets ascending.
-    pub points: &'a [(i64, u64)],
+    /// Bytes scanned per offset.
+    pub points: &'a Points,
     /// A horizontal line (the bound), if any.
     pub bound: Option<u64>,
     /// Offsets where segments start (vertical guides).
     pub segment_starts: &'a [i64],
 }
 
-struct Frame {
+struct Frame<'a> {
+    points: &'a Points,
     x0: i64,
     x1: i64,
     y1: u64,
 }
 
-impl Frame {
-    fn new(p: &Plot) -> Frame {
-        let x0 = p.points.first().map_or(0, |q| q.0);
-        let x1 = p.points.last().map_or(1, |q| q.0).max(x0 + 1);
-        let ymax = p.points.iter().map(|q| q.1).max().unwrap_or(0).max(p.bound.unwrap_or(0));
-        Frame { x0, x1, y1: nice_ceiling(ymax.max(1)) }
+impl Frame<'_> {
+    fn new<'a>(p: &Plot<'a>) -> Frame<'a> {
+        let ymax = p.points.ymax.max(p.bound.unwrap_or(0));
+        Frame { points: p.points, x0: p.points.x0, x1: p.points.x1, y1: nice_ceiling(ymax.max(1)) }
     }
     fn px(&self, x: i64) -> usize {
-        let w = (W - LEFT - RIGHT - 1) as f64;
-        LEFT + ((x - self.x0) as f64 / (self.x1 - self.x0) as f64 * w).round() as usize
+        self.points.px(x)
     }
     fn py(&self, y: u64) -> usize {
         let h = (H - TOP - BOTTOM) as f64;
         H - BOTTOM - (y as f64 / self.y1 as f64 * h).round() as usize
     }
     /// Per pixel column: (min, max) of the y values that fall in it.
-    fn columns(&self, points: &[(i64, u64)]) -> Vec<Option<(u64, u64)>> {
-        let mut cols: Vec<Option<(u64, u64)>> = vec![None; W];
-        for &(x, y) in points {
-            let c = &mut cols[self.px(x)];
-            *c = Some(match *c {
-                None => (y, y),
-                Some((a, b)) => (a.min(y), b.max(y)),
-            });
-        }
-        cols
+    fn columns(&self) -> &[Option<(u64, u64)>] {
+        &self.points.cols
     }
     fn y_ticks(&self) -> Vec<u64> {
         (0..=4).map(|i| self.y1 * i / 4).collect()
     }
     fn x_ticks(&self) -> Vec<i64> {
-        (0..=4).map(|i| self.x0 + (self.x1 - self.x0) * i / 4).collect()
+        let span = self.x1 as i128 - self.x0 as i128;
+        (0..=4).map(|i| (self.x0 as i128 + span * i / 4) as i64).collect()
     }
 }
 
@@ -139,7 +166,7 @@ pub fn svg(p: &Plot) -> String {
         (TOP + H - BOTTOM) / 2
     ));
     let mut path = String::new();
-    for (c, col) in f.columns(p.points).iter().enumerate() {
+    for (c, col) in f.columns().iter().enumerate() {
         if let Some((lo, hi)) = col {
             let (a, b) = (f.py(*lo), f.py(*hi));
             path.push_str(&format!("M{c} {} V{}", a + 1, b.saturating_sub(1)));
@@ -227,7 +254,7 @@ pub fn png(p: &Plot) -> Vec<u8> {
             r.vline(f.px(x), TOP, H - BOTTOM, [221, 221, 221]);
         }
     }
-    for (c, col) in f.columns(p.points).iter().enumerate() {
+    for (c, col) in f.columns().iter().enumerate() {
         if let Some((lo, hi)) = col {
             r.vline(c, f.py(*lo), f.py(*hi), [31, 95, 191]);
             r.vline(c + 1, f.py(*lo), f.py(*hi), [31, 95, 191]);
@@ -299,7 +326,9 @@ mod tests {
 
     #[test]
     fn svg_and_png_shapes() {
-        let pts: Vec<(i64, u64)> = (0..1000).map(|i| (i, (i % 79) as u64 * 100)).collect();
+        let mut pts = Points::new(0, 999);
+        (0..1000).for_each(|i| pts.add(i, (i % 79) as u64 * 100));
+        assert_eq!(pts.cols.iter().flatten().map(|c| c.1).max(), Some(7800));
         let p = Plot { title: "t <x>".into(), points: &pts, bound: Some(9000), segment_starts: &[0, 500] };
         let s = svg(&p);
         assert!(s.starts_with("<svg") && s.contains("bound 9000") && s.contains("t &lt;x&gt;"));

@@ -8,6 +8,13 @@
 //! rebuild names the batch's last offset (KAFKA-16310). When that is the only difference (the
 //! entries name the same batches and timestamps) it is reported as a flavour difference, not
 //! counted, and not rewritten, unless `--strict-flavour`.
+//!
+//! Memory: one segment at a time; the files on disk are read in chunks and compared with the
+//! engine's rebuilt indexes where they lie (no copy). What the engine's recovery holds is checked
+//! first or capped, and a segment past a cap is reported as not rebuilt: the rebuilt `.index` and
+//! `.timeindex` (each at most `--segment-index-bytes`, Kafka's `segment.index.bytes`, default
+//! 10 MiB, past which Kafka cannot append to an index either), the batch it reads whole (at most
+//! [`MAX_BATCH_IN_MEMORY`]) and its list of leader-epoch changes (at most [`MAX_EPOCH_CHANGES`]).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,9 +22,9 @@ use std::process::ExitCode;
 use seglog::segment::{Segment, SegmentSettings};
 use serde::Serialize;
 
-use crate::indexcheck::{IndexEntry, IndexStream, OffsetIndexFile, OffsetIndexStream, TimeIndexFile, TimeIndexStream};
+use crate::indexcheck::{IndexEntry, IndexStream, OffsetIndexStream, TimeIndexStream};
 use crate::layout::{self, PartitionDir, SegmentFiles};
-use crate::logscan::{self, LogSummary};
+use crate::logscan::{self, LogSummary, MAX_BATCH_IN_MEMORY};
 use crate::overlay::OverlayStorage;
 use crate::progress::Progress;
 
@@ -38,6 +45,12 @@ pub struct Args {
     /// instead of batch last offsets) as a difference, and rewrite it with --write.
     #[arg(long)]
     strict_flavour: bool,
+    /// Kafka's segment.index.bytes: the longest .index or .timeindex a rebuild may produce. A
+    /// segment whose rebuilt index would be longer is reported as not rebuilt (Kafka cannot append
+    /// past it either); the rebuilt indexes are held in memory, so this bounds what a rebuild takes.
+    /// Suffixes allowed; at most 2147483647.
+    #[arg(long, value_name = "N", default_value = "10MiB", value_parser = crate::units::parse_segment_index_bytes)]
+    segment_index_bytes: u32,
     /// Print one JSON document instead of text.
     #[arg(long)]
     json: bool,
@@ -66,6 +79,8 @@ pub enum Comparison {
     },
     /// Only the time-index flavour differs: same batches, same timestamps.
     FlavourOnly,
+    /// Not rebuilt (the segment's `refused` says why).
+    NotRebuilt,
     Differs {
         disk_entries: usize,
         rebuilt_entries: usize,
@@ -93,6 +108,7 @@ impl Comparison {
             Comparison::FlavourOnly => {
                 format!("{what} equivalent (older broker's exact-record-offset flavour; same batches and timestamps)")
             }
+            Comparison::NotRebuilt => format!("{what} not rebuilt"),
             Comparison::Differs { disk_entries, rebuilt_entries, first_difference, disk, rebuilt } => format!(
                 "{what} differs: {disk_entries} entries on disk, {rebuilt_entries} rebuilt; first difference at entry {first_difference}: disk {}, rebuilt {}",
                 disk.as_deref().unwrap_or("(none)"),
@@ -111,21 +127,33 @@ pub struct SegmentResult {
     pub time_index: Comparison,
     /// Why the log could not be rebuilt from in full (torn tail, bad CRC), if so.
     pub log_damage: Option<String>,
+    /// Why the indexes were not rebuilt at all (too large to hold), if so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
     pub differs: bool,
     /// Files replaced (with `--write`).
     pub written: Vec<PathBuf>,
+}
+
+/// A rebuilt index's entries, up to Kafka's stop rule as for a file (a rebuild never writes an
+/// entry the rule would stop at), decoded from the engine's bytes where they lie.
+fn rebuilt_entries<E: IndexEntry>(bytes: &[u8], base: i64) -> impl Iterator<Item = E> + '_ {
+    bytes.chunks_exact(E::SIZE).enumerate().map_while(move |(i, slot)| {
+        let (e, rel) = E::decode(slot, base);
+        (i == 0 || rel != 0).then_some(e)
+    })
 }
 
 /// The first entry where the file's entries and `rebuilt` differ: its number, and the file's
 /// entry there (`None` when the file's entries end first). Streams the file.
 fn first_difference<E: IndexEntry + PartialEq>(
     disk: &mut IndexStream<E>,
-    rebuilt: &[E],
+    mut rebuilt: impl Iterator<Item = E>,
 ) -> std::io::Result<(usize, Option<E>)> {
     disk.rewind();
     let mut i = 0;
     while let Some((_, e)) = disk.next_entry()? {
-        if rebuilt.get(i) != Some(&e) {
+        if rebuilt.next() != Some(e) {
             return Ok((i, Some(e)));
         }
         i += 1;
@@ -140,22 +168,22 @@ fn compare_offset(disk: Option<&mut OffsetIndexStream>, rebuilt: &[u8], base: i6
     if d.bytes_equal(rebuilt)? {
         return Ok(Comparison::Same);
     }
-    let r = OffsetIndexFile::from_bytes(Path::new(""), base, rebuilt.to_vec());
+    let entries = || rebuilt_entries::<crate::indexcheck::OffsetEntryAbs>(rebuilt, base);
+    let rebuilt_count = entries().count();
     let pad = d.padding()?;
-    let (first, disk_first) = first_difference(d, &r.entries)?;
-    let same_entries = first == r.entries.len() && pad.entries == r.entries.len();
+    let (first, disk_first) = first_difference(d, entries())?;
+    let same_entries = first == rebuilt_count && pad.entries == rebuilt_count;
     if same_entries && pad.nonzero_after_stop == 0 && pad.partial_bytes == 0 {
         return Ok(Comparison::NotTrimmed { trailing_zero_entries: pad.trailing_zero_entries });
     }
-    let show = |e: Option<&crate::indexcheck::OffsetEntryAbs>| {
-        e.map(|e| format!("(offset {}, byte {})", e.offset, e.position))
-    };
+    let show =
+        |e: Option<crate::indexcheck::OffsetEntryAbs>| e.map(|e| format!("(offset {}, byte {})", e.offset, e.position));
     Ok(Comparison::Differs {
         disk_entries: pad.slots,
-        rebuilt_entries: r.entries.len(),
+        rebuilt_entries: rebuilt_count,
         first_difference: first,
-        disk: show(disk_first.as_ref()),
-        rebuilt: show(r.entries.get(first)),
+        disk: show(disk_first),
+        rebuilt: show(entries().nth(first)),
     })
 }
 
@@ -171,20 +199,22 @@ fn compare_time(
     if d.bytes_equal(rebuilt)? {
         return Ok(Comparison::Same);
     }
-    let r = TimeIndexFile::from_bytes(Path::new(""), base, rebuilt.to_vec());
+    let entries = || rebuilt_entries::<crate::indexcheck::TimeEntryAbs>(rebuilt, base);
+    let rebuilt_count = entries().count();
     let pad = d.padding()?;
     let clean = pad.nonzero_after_stop == 0 && pad.partial_bytes == 0;
-    let (first, disk_first) = first_difference(d, &r.entries)?;
-    if first == r.entries.len() && pad.entries == r.entries.len() && clean {
+    let (first, disk_first) = first_difference(d, entries())?;
+    if first == rebuilt_count && pad.entries == rebuilt_count && clean {
         return Ok(Comparison::NotTrimmed { trailing_zero_entries: pad.trailing_zero_entries });
     }
     // Older brokers: the entry names the record, the rebuild names the batch's last offset.
-    if clean && pad.trailing_zero_entries == 0 && pad.entries == r.entries.len() {
+    if clean && pad.trailing_zero_entries == 0 && pad.entries == rebuilt_count {
         d.rewind();
         let mut normalized_equal = true;
-        while let Some((i, e)) = d.next_entry()? {
+        let mut r = entries();
+        while let Some((_, e)) = d.next_entry()? {
             let last = log.first_batch_ending_at_or_after(e.offset)?.map_or(e.offset, |b| b.last_offset);
-            if r.entries.get(i).is_none_or(|x| (x.timestamp, x.offset) != (e.timestamp, last)) {
+            if r.next().is_none_or(|x| (x.timestamp, x.offset) != (e.timestamp, last)) {
                 normalized_equal = false;
                 break;
             }
@@ -193,15 +223,15 @@ fn compare_time(
             return Ok(Comparison::FlavourOnly);
         }
     }
-    let show = |e: Option<&crate::indexcheck::TimeEntryAbs>| {
+    let show = |e: Option<crate::indexcheck::TimeEntryAbs>| {
         e.map(|e| format!("(timestamp {}, offset {})", e.timestamp, e.offset))
     };
     Ok(Comparison::Differs {
         disk_entries: pad.slots,
-        rebuilt_entries: r.entries.len(),
+        rebuilt_entries: rebuilt_count,
         first_difference: first,
-        disk: show(disk_first.as_ref()),
-        rebuilt: show(r.entries.get(first)),
+        disk: show(disk_first),
+        rebuilt: show(entries().nth(first)),
     })
 }
 
@@ -230,17 +260,34 @@ fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-fn rebuild_segment(
-    storage: &OverlayStorage,
-    p: &PartitionDir,
-    s: &SegmentFiles,
-    args: &Args,
-) -> Result<SegmentResult, String> {
+/// Leader-epoch changes a segment's batches may name: the engine's recovery lists each one
+/// (16 bytes), so a crafted log of tiny batches with ever-growing epochs (the epoch is not covered
+/// by the CRC) would make that list as long as the log has batches.
+pub const MAX_EPOCH_CHANGES: u64 = 1 << 20;
+
+/// A segment that is not rebuilt, and why.
+fn refused(log: PathBuf, base_offset: i64, why: String) -> SegmentResult {
+    SegmentResult {
+        log,
+        base_offset,
+        offset_index: Comparison::NotRebuilt,
+        time_index: Comparison::NotRebuilt,
+        log_damage: None,
+        refused: Some(why),
+        differs: true,
+        written: Vec::new(),
+    }
+}
+
+fn rebuild_segment(p: &PartitionDir, s: &SegmentFiles, args: &Args) -> Result<SegmentResult, String> {
     let log_path = s.log.clone().expect("log segments");
+    let max_index_bytes = args.segment_index_bytes as usize;
     let settings = SegmentSettings {
         index_interval_bytes: args.index_interval_bytes,
-        // Large enough that no rebuild fills an index; Kafka's limit decided when to roll.
-        segment_index_bytes: i32::MAX as u32,
+        // Room for more than --segment-index-bytes in each index (24 bytes: two time entries,
+        // three offset entries), so a rebuild that needs more is seen as such rather than cut
+        // short (the engine stops adding entries to a full index); memory stays within it.
+        segment_index_bytes: args.segment_index_bytes + 24,
         preallocate_bytes: 0,
         tail_cache_bytes: 0,
         zero_fill_bytes: 0,
@@ -251,10 +298,51 @@ fn rebuild_segment(
     s.check_regular()?;
     let mut disk_idx: Option<OffsetIndexStream> = open_opt(&s.index, s.base_offset)?;
     let mut disk_tidx: Option<TimeIndexStream> = open_opt(&s.time_index, s.base_offset)?;
-    let mut summary = logscan::summarize_log(&log_path, |_, _| {}).map_err(io)?;
-    let (mut seg, _) = Segment::open_existing(storage, &p.path, s.base_offset, settings)
+    // What the engine's recovery will hold, as it will count it (it stops at the first invalid
+    // batch, so it may count less): leader-epoch changes, and the largest batch (read whole).
+    let (mut epoch_changes, mut last_epoch) = (0u64, None::<i32>);
+    let mut largest: Option<(u64, u64)> = None;
+    let mut summary = logscan::summarize_log(&log_path, |b, _| {
+        let epoch = b.header.partition_leader_epoch;
+        if epoch >= 0 && last_epoch.is_none_or(|l| epoch > l) {
+            epoch_changes += 1;
+            last_epoch = Some(epoch);
+        }
+        if largest.is_none_or(|(size, _)| b.size() > size) {
+            largest = Some((b.size(), b.position));
+        }
+    })
+    .map_err(io)?;
+    if let Some((size, pos)) = largest.filter(|&(size, _)| size > MAX_BATCH_IN_MEMORY) {
+        let why = format!(
+            "the batch at byte {pos} is {size} bytes, more than the {MAX_BATCH_IN_MEMORY} a rebuild reads whole (the engine's recovery reads each batch whole to check its CRC: run verify)"
+        );
+        return Ok(refused(log_path, s.base_offset, why));
+    }
+    if epoch_changes > MAX_EPOCH_CHANGES {
+        let why = format!(
+            "its batches name {epoch_changes} leader epochs, more than the {MAX_EPOCH_CHANGES} a rebuild holds in memory (the epoch is not covered by the CRC: run verify)"
+        );
+        return Ok(refused(log_path, s.base_offset, why));
+    }
+    // A fresh overlay per segment: nothing is held from one segment to the next.
+    let storage = OverlayStorage::rebuilding();
+    let (mut seg, _) = Segment::open_existing(&storage, &p.path, s.base_offset, settings)
         .map_err(|e| format!("opening segment {}: {e}", log_path.display()))?;
     let rec = seg.recover().map_err(|e| format!("rebuilding {}: {e}", log_path.display()))?;
+    let loading = |e: seglog::Error| format!("rebuilding {}: {e}", log_path.display());
+    let offset_ref = seg.try_offset_index().map_err(loading)?;
+    let time_ref = seg.try_time_index().map_err(loading)?;
+    let (rebuilt_idx, rebuilt_tidx) = (offset_ref.as_bytes(), time_ref.as_bytes());
+    for (what, bytes, size) in [(".index", rebuilt_idx, 8), (".timeindex", rebuilt_tidx, 12)] {
+        if bytes.len() > max_index_bytes {
+            let why = format!(
+                "the rebuilt {what} needs more than {} entries ({size} bytes each), more than --segment-index-bytes ({max_index_bytes}) holds (Kafka cannot append past segment.index.bytes either; raise --segment-index-bytes to rebuild it: the memory a rebuild takes grows with it)",
+                max_index_bytes / size
+            );
+            return Ok(refused(log_path, s.base_offset, why));
+        }
+    }
     let log_damage = if rec.truncated_bytes > 0 {
         Some(format!(
             "only the first {} bytes are whole valid batches ({} bytes after them: {}); the rebuilt index covers those",
@@ -265,11 +353,9 @@ fn rebuild_segment(
     } else {
         None
     };
-    let rebuilt_idx = seg.offset_index().as_bytes().to_vec();
-    let rebuilt_tidx = seg.time_index().as_bytes().to_vec();
-    let offset_index = compare_offset(disk_idx.as_mut(), &rebuilt_idx, s.base_offset)
+    let offset_index = compare_offset(disk_idx.as_mut(), rebuilt_idx, s.base_offset)
         .map_err(|e| format!("{}: {e}", s.index.as_deref().unwrap_or(&log_path).display()))?;
-    let time_index = compare_time(disk_tidx.as_mut(), &rebuilt_tidx, s.base_offset, &mut summary)
+    let time_index = compare_time(disk_tidx.as_mut(), rebuilt_tidx, s.base_offset, &mut summary)
         .map_err(|e| format!("{}: {e}", s.time_index.as_deref().unwrap_or(&log_path).display()))?;
     let differs =
         log_damage.is_some() || offset_index.counts(args.strict_flavour) || time_index.counts(args.strict_flavour);
@@ -279,12 +365,12 @@ fn rebuild_segment(
         let stem = seglog::format::filename::segment_stem(s.base_offset);
         if offset_index.counts(args.strict_flavour) {
             let path = dir.join(format!("{stem}.index"));
-            replace_file(&path, &rebuilt_idx).map_err(|e| format!("{}: {e}", path.display()))?;
+            replace_file(&path, rebuilt_idx).map_err(|e| format!("{}: {e}", path.display()))?;
             written.push(path);
         }
         if time_index.counts(args.strict_flavour) {
             let path = dir.join(format!("{stem}.timeindex"));
-            replace_file(&path, &rebuilt_tidx).map_err(|e| format!("{}: {e}", path.display()))?;
+            replace_file(&path, rebuilt_tidx).map_err(|e| format!("{}: {e}", path.display()))?;
             written.push(path);
         }
     }
@@ -294,6 +380,7 @@ fn rebuild_segment(
         offset_index,
         time_index,
         log_damage,
+        refused: None,
         differs,
         written,
     })
@@ -328,10 +415,9 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let progress = Progress::new(total, "rebuilding", false);
     let mut results: Vec<(PathBuf, Vec<SegmentResult>)> = Vec::new();
     for p in &d.partitions {
-        let storage = OverlayStorage::rebuilding();
         let mut v = Vec::new();
         for s in p.log_segments() {
-            v.push(rebuild_segment(&storage, p, s, &args)?);
+            v.push(rebuild_segment(p, s, &args)?);
             progress.inc(1);
         }
         results.push((p.path.clone(), v));
@@ -340,10 +426,11 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let all: Vec<&SegmentResult> = results.iter().flat_map(|(_, v)| v).collect();
     let differ = all.iter().filter(|r| r.differs).count();
     let damaged = all.iter().filter(|r| r.log_damage.is_some()).count();
+    let not_rebuilt = all.iter().filter(|r| r.refused.is_some()).count();
     let flavour_only = all.iter().filter(|r| r.time_index == Comparison::FlavourOnly).count();
     let written: usize = all.iter().map(|r| r.written.len()).sum();
     if args.json {
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "dir": args.dir,
             "index_interval_bytes": args.index_interval_bytes,
             "dry_run": !args.write,
@@ -354,6 +441,9 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             "files_written": written,
             "partitions": results.iter().map(|(p, v)| serde_json::json!({"dir": p, "segments": v})).collect::<Vec<_>>(),
         });
+        if not_rebuilt > 0 {
+            doc["not_rebuilt"] = not_rebuilt.into();
+        }
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         println!(
@@ -367,7 +457,10 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             for r in v {
                 let name = r.log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 let verdict = if r.differs { "DIFFERS" } else { "same" };
-                let mut parts = vec![r.offset_index.describe(".index"), r.time_index.describe(".timeindex")];
+                let mut parts = match &r.refused {
+                    Some(why) => vec![format!("not rebuilt: {why}; not written")],
+                    None => vec![r.offset_index.describe(".index"), r.time_index.describe(".timeindex")],
+                };
                 if let Some(dmg) = &r.log_damage {
                     parts.push(format!("log damaged: {dmg}; not written, run verify"));
                 }
@@ -378,11 +471,12 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             }
         }
         println!(
-            "Summary: {} segments, {} differ, {} same{}{}; {}",
+            "Summary: {} segments, {} differ, {} same{}{}{}; {}",
             all.len(),
             differ,
             all.len() - differ,
             if damaged > 0 { format!(", {damaged} with damaged logs") } else { String::new() },
+            if not_rebuilt > 0 { format!(", {not_rebuilt} not rebuilt") } else { String::new() },
             if flavour_only > 0 && !args.strict_flavour {
                 format!(" ({flavour_only} time indexes differ only in flavour, not counted)")
             } else {
@@ -391,6 +485,6 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             if args.write { format!("{written} files written") } else { "dry run: nothing written".into() }
         );
     }
-    let failed = if args.write { damaged > 0 } else { differ > 0 };
+    let failed = if args.write { damaged > 0 || not_rebuilt > 0 } else { differ > 0 };
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }

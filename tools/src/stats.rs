@@ -1,4 +1,7 @@
-//! Order statistics for reports (min, median, p99, max) over integer samples.
+//! Order statistics for reports (min, median, p99, max) over integer samples: over a slice
+//! ([`summarize`]), or over a stream in bounded memory ([`Distribution`]).
+
+use std::collections::BTreeMap;
 
 /// Min, median, p99 and max of a sample; all zero for an empty sample.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -8,6 +11,15 @@ pub struct Summary {
     pub median: u64,
     pub p99: u64,
     pub max: u64,
+    /// The median and p99 come from a histogram (see [`Distribution`]): each is at most 1/128
+    /// (0.8 %) above the exact value, never below it. Min, max and count are always exact.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub approximate: bool,
+}
+
+/// The nearest rank of percentile `p` in a sample of `n` (1-based, in `[1, n]`).
+fn nearest_rank(p: f64, n: u64) -> u64 {
+    ((p * n as f64 / 100.0 - 1e-9).ceil() as u64).clamp(1, n)
 }
 
 /// Nearest-rank percentiles over a copy of `samples`.
@@ -17,11 +29,135 @@ pub fn summarize(samples: &[u64]) -> Summary {
     }
     let mut v = samples.to_vec();
     v.sort_unstable();
-    let rank = |p: f64| -> u64 {
-        let r = (p * v.len() as f64 / 100.0 - 1e-9).ceil() as usize;
-        v[r.clamp(1, v.len()) - 1]
-    };
-    Summary { count: v.len(), min: v[0], median: rank(50.0), p99: rank(99.0), max: v[v.len() - 1] }
+    let rank = |p: f64| v[nearest_rank(p, v.len() as u64) as usize - 1];
+    Summary { count: v.len(), min: v[0], median: rank(50.0), p99: rank(99.0), max: v[v.len() - 1], approximate: false }
+}
+
+/// Distinct values a [`Distribution`] counts exactly (about 3 MiB at most); past this it moves to
+/// a histogram.
+pub const EXACT_DISTINCT_VALUES: usize = 1 << 16;
+
+/// Linear sub-buckets per power of two in the histogram: 2^SUB_BITS, so a bucket is at most
+/// 1/128 of its values wide.
+const SUB_BITS: u32 = 7;
+const SUB: u64 = 1 << SUB_BITS;
+/// Buckets for every `u64`: the first `SUB` values one each, then `SUB` per power of two.
+const BUCKETS: usize = (SUB as usize) * (64 - SUB_BITS as usize + 1);
+
+fn bucket_of(v: u64) -> usize {
+    if v < SUB {
+        return v as usize;
+    }
+    let shift = 63 - v.leading_zeros() - SUB_BITS;
+    (SUB + u64::from(shift) * SUB + ((v >> shift) & (SUB - 1))) as usize
+}
+
+/// The largest value that lands in bucket `b`.
+fn upper_edge(b: usize) -> u64 {
+    let b = b as u64;
+    if b < SUB {
+        return b;
+    }
+    let shift = (b - SUB) / SUB;
+    let lower = (SUB + (b - SUB) % SUB) << shift;
+    lower + ((1u64 << shift) - 1)
+}
+
+#[derive(Clone, Debug)]
+enum Counts {
+    /// Value -> count, while there are at most [`EXACT_DISTINCT_VALUES`] values.
+    Exact(BTreeMap<u64, u64>),
+    /// Log-linear buckets ([`BUCKETS`] counters, 58 KiB).
+    Histogram(Box<[u64]>),
+}
+
+/// The distribution of a stream of values, in bounded memory: exact (every distinct value
+/// counted) up to [`EXACT_DISTINCT_VALUES`] distinct values, then a log-linear histogram whose
+/// median and p99 are at most 1/128 above the exact ones ([`Summary::approximate`]). Count, min
+/// and max stay exact.
+#[derive(Clone, Debug)]
+pub struct Distribution {
+    counts: Counts,
+    n: u64,
+    min: u64,
+    max: u64,
+}
+
+impl Default for Distribution {
+    fn default() -> Self {
+        Distribution { counts: Counts::Exact(BTreeMap::new()), n: 0, min: u64::MAX, max: 0 }
+    }
+}
+
+impl Distribution {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn add(&mut self, v: u64) {
+        self.n += 1;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        match &mut self.counts {
+            Counts::Exact(m) => {
+                *m.entry(v).or_insert(0) += 1;
+                if m.len() > EXACT_DISTINCT_VALUES {
+                    let mut h = vec![0u64; BUCKETS].into_boxed_slice();
+                    for (&v, &c) in m.iter() {
+                        h[bucket_of(v)] += c;
+                    }
+                    self.counts = Counts::Histogram(h);
+                }
+            }
+            Counts::Histogram(h) => h[bucket_of(v)] += 1,
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+
+    /// Nearest-rank min, median, p99 and max, as [`summarize`] gives them over every value while
+    /// the values are counted exactly.
+    pub fn summary(&self) -> Summary {
+        if self.n == 0 {
+            return Summary::default();
+        }
+        let ranks = [nearest_rank(50.0, self.n), nearest_rank(99.0, self.n)];
+        let mut found = [self.max; 2];
+        let mut seen = 0u64;
+        let mut next = 0;
+        let mut visit = |value: u64, count: u64| {
+            seen += count;
+            while next < ranks.len() && seen >= ranks[next] {
+                found[next] = value;
+                next += 1;
+            }
+        };
+        let approximate = match &self.counts {
+            Counts::Exact(m) => {
+                for (&v, &c) in m {
+                    visit(v, c);
+                }
+                false
+            }
+            Counts::Histogram(h) => {
+                for (b, &c) in h.iter().enumerate().filter(|(_, &c)| c > 0) {
+                    // The bucket's upper edge, within what was seen.
+                    visit(upper_edge(b).clamp(self.min, self.max), c);
+                }
+                true
+            }
+        };
+        Summary {
+            count: usize::try_from(self.n).unwrap_or(usize::MAX),
+            min: self.min,
+            median: found[0],
+            p99: found[1],
+            max: self.max,
+            approximate,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -29,11 +165,58 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nearest_rank() {
+    fn nearest_rank_percentiles() {
         let s = summarize(&[5, 1, 3, 2, 4]);
         assert_eq!((s.min, s.median, s.p99, s.max), (1, 3, 5, 5));
         assert_eq!(summarize(&[]), Summary::default());
         let v: Vec<u64> = (1..=100).collect();
         assert_eq!(summarize(&v).p99, 99);
+    }
+
+    #[test]
+    fn buckets_cover_every_value_in_order() {
+        let mut prev = None;
+        for b in 0..BUCKETS {
+            let hi = upper_edge(b);
+            assert_eq!(bucket_of(hi), b, "bucket {b}");
+            if let Some(p) = prev {
+                assert_eq!(bucket_of(p + 1), b, "the value after bucket {} ends", b - 1);
+            }
+            prev = Some(hi);
+        }
+        assert_eq!(prev, Some(u64::MAX));
+    }
+
+    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut x = seed | 1;
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    /// Exact while few distinct values; past that within 1/128 above, never below.
+    #[test]
+    fn a_distribution_is_exact_then_close() {
+        let mut rng = xorshift(3);
+        for (n, range) in [(0usize, 1u64), (1, 1), (7, 3), (5000, 20_000), (200_000, 1 << 31), (100_000, u64::MAX)] {
+            let v: Vec<u64> = (0..n).map(|_| rng() % range.max(1)).collect();
+            let mut d = Distribution::new();
+            v.iter().for_each(|&x| d.add(x));
+            let exact = summarize(&v);
+            let got = d.summary();
+            assert_eq!((got.count, got.min, got.max), (exact.count, exact.min, exact.max), "{n}");
+            let distinct = v.iter().collect::<std::collections::BTreeSet<_>>().len();
+            if distinct <= EXACT_DISTINCT_VALUES {
+                assert_eq!(got, exact, "{n} values in [0, {range})");
+            } else {
+                assert!(got.approximate);
+                for (g, e) in [(got.median, exact.median), (got.p99, exact.p99)] {
+                    assert!(g >= e && (g - e) as f64 <= e as f64 / 128.0, "{g} against {e}");
+                }
+            }
+        }
     }
 }

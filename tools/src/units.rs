@@ -39,6 +39,15 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     Ok(v.round() as u64)
 }
 
+/// Parses a `segment.index.bytes` value: a size from 4 bytes (Kafka's minimum) to `i32::MAX`.
+pub fn parse_segment_index_bytes(s: &str) -> Result<u32, String> {
+    let v = parse_bytes(s)?;
+    u32::try_from(v)
+        .ok()
+        .filter(|v| (4..=i32::MAX as u32).contains(v))
+        .ok_or_else(|| format!("{s}: segment.index.bytes must be from 4 to {} bytes", i32::MAX))
+}
+
 /// Parses a duration into milliseconds: a plain number is milliseconds; suffixes `ms`, `s`, `m`
 /// (minutes), `h`, `d`, `w`. `-1` means "no limit" (Kafka's convention) and is returned as -1.
 pub fn parse_duration_ms(s: &str) -> Result<i64, String> {
@@ -114,6 +123,10 @@ mod tests {
         assert!(parse_bytes("10XB").is_err());
         assert!(parse_bytes("GiB").is_err());
         assert!(parse_bytes("99999999999PiB").is_err());
+        assert_eq!(parse_segment_index_bytes("10MiB"), Ok(10 << 20));
+        assert_eq!(parse_segment_index_bytes("2147483647"), Ok(i32::MAX as u32));
+        assert!(parse_segment_index_bytes("2GiB").is_err());
+        assert!(parse_segment_index_bytes("3").is_err());
     }
 
     #[test]

@@ -84,3 +84,61 @@ fn torn_log_is_reported_and_not_written() {
     assert_eq!(std::fs::read(d.join("00000000000000022964.index")).unwrap(), before);
     assert_eq!(std::fs::metadata(&log).unwrap().len(), 1000, "the log is never changed");
 }
+
+#[test]
+fn rebuilds_past_a_cap_are_refused() {
+    // An index a rebuild would make longer than --segment-index-bytes: not rebuilt, not written.
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("t-0");
+    copy_dir(&ts_common(), &d);
+    let before = std::fs::read(d.join("00000000000000000000.index")).unwrap();
+    let r = seglog([
+        "rebuild-index".as_ref(),
+        "--write".as_ref(),
+        "--index-interval-bytes".as_ref(),
+        "0".as_ref(),
+        "--segment-index-bytes".as_ref(),
+        "1KiB".as_ref(),
+        d.as_os_str(),
+    ]);
+    assert_eq!(r.code, 1, "a segment not rebuilt fails --write: {}", r.stdout);
+    let refused = lines_with(&r.stdout, "DIFFERS: not rebuilt: the rebuilt .timeindex needs more than 85 entries (12 bytes each), more than --segment-index-bytes (1024) holds");
+    assert_eq!(refused.len(), 4, "{}", r.stdout);
+    assert!(r.stdout.contains("Summary: 4 segments, 4 differ, 0 same, 4 not rebuilt; 0 files written"), "{}", r.stdout);
+    assert_eq!(std::fs::read(d.join("00000000000000000000.index")).unwrap(), before);
+    let j = seglog([
+        "rebuild-index".as_ref(),
+        "--json".as_ref(),
+        "--segment-index-bytes".as_ref(),
+        "1KiB".as_ref(),
+        "--index-interval-bytes".as_ref(),
+        "0".as_ref(),
+        d.as_os_str(),
+    ])
+    .json();
+    assert_eq!(j["not_rebuilt"], 4);
+    assert_eq!(j["partitions"][0]["segments"][0]["offset_index"]["state"], "not-rebuilt");
+    assert!(j["partitions"][0]["segments"][0]["refused"].as_str().unwrap().contains("--segment-index-bytes (1024)"));
+    // The default holds what the broker wrote.
+    let r = seglog(["rebuild-index".as_ref(), d.as_os_str()]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+
+    // A batch header claiming 100 MiB (a sparse file): the engine's recovery would read it whole.
+    let d = tmp.path().join("big-0");
+    std::fs::create_dir(&d).unwrap();
+    let mut b = seglog::format::builder::BatchBuilder::new();
+    b.push(1, None, Some(b"v"), &[]);
+    let mut bytes = b.build().unwrap();
+    let claimed: u32 = (100 << 20) - 12;
+    bytes[8..12].copy_from_slice(&claimed.to_be_bytes());
+    let log = d.join("00000000000000000000.log");
+    std::fs::write(&log, &bytes).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&log).unwrap().set_len(100 << 20).unwrap();
+    let r = seglog(["rebuild-index".as_ref(), d.as_os_str()]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("DIFFERS: not rebuilt: the batch at byte 0 is 104857600 bytes, more than the 67108864 a rebuild reads whole"),
+        "{}",
+        r.stdout
+    );
+}
