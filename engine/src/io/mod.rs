@@ -20,6 +20,7 @@ pub mod readahead;
 pub mod select;
 pub mod sendfile;
 pub mod shutdown;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod std_backend;
 pub mod uring;
