@@ -487,7 +487,7 @@ pub fn verify_partition(args: &WriterArgs, partition: i32, acks: &[Ack], unpromi
     let dir = args.data_dir.join(format!("{TOPIC}-{partition}"));
     let mut v = Verdict::default();
     let opts =
-        LogOptions { config: args.log_config(), recovery: Recovery::FromRecoveryPoint(0), ..LogOptions::default() };
+        LogOptions { config: args.log_config(), recovery: Recovery::FromRecoveryPoint(0), ..crate::log_options() };
     let (log, report) = match Log::open_with_report(&dir, opts) {
         Ok(x) => x,
         Err(e) => {

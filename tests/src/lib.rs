@@ -13,6 +13,25 @@ use std::path::{Path, PathBuf};
 
 use seglog::format::filename::{FileKind, FileSuffix, SegmentFileName};
 
+/// The storage of the I/O mode `SEGLOG_IO_MODE` names (`direct`, `buffered`, `sync`; CI runs the
+/// suite once per mode), plain positioned reads and writes when it names none. The library reads
+/// no environment variable: tests and tools choose the mode.
+pub fn test_storage() -> std::sync::Arc<dyn seglog::io::Storage> {
+    static FROM_ENV: std::sync::OnceLock<Option<std::sync::Arc<dyn seglog::io::Storage>>> = std::sync::OnceLock::new();
+    let env = FROM_ENV.get_or_init(|| Some(seglog::io::storage_for_mode(test_io_mode()?).storage));
+    env.clone().unwrap_or_else(seglog::io::default_storage)
+}
+
+/// The I/O mode `SEGLOG_IO_MODE` names, if any (for engines the tests open).
+pub fn test_io_mode() -> Option<seglog::IoMode> {
+    std::env::var("SEGLOG_IO_MODE").ok().and_then(|m| m.parse().ok())
+}
+
+/// `LogOptions::default()` on [`test_storage`].
+pub fn log_options() -> seglog::log::LogOptions {
+    seglog::log::LogOptions { storage: test_storage(), ..Default::default() }
+}
+
 /// The environment variable that overrides the fixture root.
 pub const FIXTURES_ENV: &str = "SEGLOG_FIXTURES";
 

@@ -17,7 +17,7 @@ use seglog::log::{Log, LogOptions, Recovery};
 fn shard_like_log(config: LogConfig) -> (tempfile::TempDir, Arc<ManualClock>, Arc<dyn Storage>, Log) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let clock = Arc::new(ManualClock::new(T0));
-    let storage = seglog::io::default_storage();
+    let storage = seglog_tests::test_storage();
     let options = LogOptions {
         config,
         clock: clock.clone(),
@@ -25,7 +25,7 @@ fn shard_like_log(config: LogConfig) -> (tempfile::TempDir, Arc<ManualClock>, Ar
         storage: storage.clone(),
         // As the shard opens its logs: appends stay in the tail until the shard writes them.
         write_through: false,
-        ..LogOptions::default()
+        ..seglog_tests::log_options()
     };
     let log = Log::open(tmp.path().join("topic-0"), options).expect("open log");
     (tmp, clock, storage, log)

@@ -124,7 +124,7 @@ fn options(sim: &SimStorage, recovery: Recovery) -> LogOptions {
         storage: Arc::new(sim.clone()),
         clock: Arc::new(ManualClock::new(T0 + 100_000)),
         recovery,
-        ..LogOptions::default()
+        ..seglog_tests::log_options()
     }
 }
 

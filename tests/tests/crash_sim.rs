@@ -291,7 +291,7 @@ fn options(
         tail_cache_bytes: 1024,
         write_through: wl.write_through,
         zero_fill_bytes: wl.zero_fill_bytes,
-        ..LogOptions::default()
+        ..seglog_tests::log_options()
     }
 }
 

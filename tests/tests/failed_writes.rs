@@ -34,7 +34,7 @@ fn sim_log(sim: &SimStorage, write_through: bool, flush_messages: i64) -> Log {
             flush_messages,
             ..LogConfig::default()
         },
-        ..LogOptions::default()
+        ..seglog_tests::log_options()
     };
     Log::open(DIR, options).unwrap()
 }
@@ -82,7 +82,7 @@ fn a_failed_write_through_append_leaves_no_trace_in_memory_or_after_reopen() {
         assert!(matches!(log.append_as_leader(&mut batch(21, 100), 0), Err(Error::Failed { .. })));
         // Reopened (the cause gone), the failed append does not come back.
         drop(log);
-        let options = LogOptions { recovery: Recovery::FromRecoveryPoint(rp), ..LogOptions::default() };
+        let options = LogOptions { recovery: Recovery::FromRecoveryPoint(rp), ..seglog_tests::log_options() };
         let log = Log::open(DIR, LogOptions { storage: Arc::new(sim.clone()), ..options }).unwrap();
         assert_eq!(visible(&log), before, "{fault}: the failed append came back after a reopen");
     }
@@ -116,7 +116,7 @@ fn a_failed_group_commit_rolls_back_every_append_it_carried() {
     assert_eq!(visible(&log), before, "appends of a failed write are visible");
     assert!(log.failure().is_some());
     drop(log);
-    let log = Log::open(DIR, LogOptions { storage: Arc::new(sim.clone()), ..LogOptions::default() }).unwrap();
+    let log = Log::open(DIR, LogOptions { storage: Arc::new(sim.clone()), ..seglog_tests::log_options() }).unwrap();
     assert_eq!(visible(&log), before, "appends of a failed write came back after a reopen");
 }
 
@@ -126,7 +126,7 @@ fn a_failed_group_commit_rolls_back_every_append_it_carried() {
 fn a_closed_partition_keeps_its_log_start_settings_and_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = EngineConfig::new(dir.path());
-    config.io_mode = std::env::var("SEGLOG_IO_MODE").ok().and_then(|m| m.parse().ok()).unwrap_or(IoMode::Sync);
+    config.io_mode = seglog_tests::test_io_mode().unwrap_or(IoMode::Sync);
     config.shards = Some(1);
     config.pin_threads = false;
     config.checkpoint_interval_ms = 3_600_000;
@@ -168,7 +168,8 @@ fn a_closed_partition_keeps_its_log_start_settings_and_checkpoints() {
 fn refused_appends_leave_the_directory_byte_identical() {
     let sim = SimStorage::new();
     let config = LogConfig { segment_index_bytes: 8 * 4, index_interval_bytes: 1, ..LogConfig::default() };
-    let options = || LogOptions { storage: Arc::new(sim.clone()), config: config.clone(), ..LogOptions::default() };
+    let options =
+        || LogOptions { storage: Arc::new(sim.clone()), config: config.clone(), ..seglog_tests::log_options() };
     let mut log = Log::open(DIR, options()).unwrap();
     for i in 0..3 {
         log.append_as_leader(&mut batch(i, 10), 0).unwrap();
@@ -221,7 +222,7 @@ fn refused_appends_leave_the_directory_byte_identical() {
 /// batches are there.
 #[test]
 fn a_full_disk_fails_the_partition_until_it_is_opened_again() {
-    let modes: Vec<IoMode> = match std::env::var("SEGLOG_IO_MODE").ok().and_then(|m| m.parse().ok()) {
+    let modes: Vec<IoMode> = match seglog_tests::test_io_mode() {
         Some(m) => vec![m],
         None => vec![IoMode::Direct, IoMode::Buffered, IoMode::Sync],
     };
@@ -314,7 +315,7 @@ fn a_truncation_failing_at_any_step_never_panics() {
             let options = || LogOptions {
                 storage: Arc::new(sim.clone()),
                 config: LogConfig { segment_bytes: 300, ..LogConfig::default() },
-                ..LogOptions::default()
+                ..seglog_tests::log_options()
             };
             let mut log = Log::open(DIR, options()).unwrap();
             for i in 0..6 {

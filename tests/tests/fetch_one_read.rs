@@ -29,7 +29,7 @@ fn options(mode: IoMode, config: LogConfig) -> Option<LogOptions> {
         println!("skipped {mode}: {:?}", opened.fallback);
         return None;
     }
-    Some(LogOptions { storage: opened.storage, ..LogOptions::with_config(config) })
+    Some(LogOptions { storage: opened.storage, ..LogOptions { config, ..seglog_tests::log_options() } })
 }
 
 /// Batches of scattered sizes (100 B to 40 KiB, never a multiple of a sector, one of 200 KiB),

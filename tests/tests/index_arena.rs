@@ -54,7 +54,7 @@ fn warm_section_lookups_never_page_fault() {
             segment_index_bytes: 1 << 20,
             ..LogConfig::default()
         };
-        let options = LogOptions { config, storage: Arc::new(StdStorage::default()), ..LogOptions::default() };
+        let options = LogOptions { config, storage: Arc::new(StdStorage::default()), ..seglog_tests::log_options() };
         let mut log = Log::open(dir.path().join("t-0"), options).unwrap();
         let mut i = 0;
         while log.segments().count() < 4 || log.active_segment().index_entries().0 < 2000 {
@@ -161,7 +161,7 @@ fn ten_thousand_partitions_need_few_maps_and_descriptors() {
             storage: storage.clone(),
             tail_cache_bytes: 0,
             log_dir_lock: dir_lock.clone(),
-            ..LogOptions::default()
+            ..seglog_tests::log_options()
         };
         let mut log = Log::open(tmp.path().join(format!("topic-{p}")), options).unwrap();
         for i in 0..SEGMENTS {
@@ -210,7 +210,7 @@ fn descriptor_limit_is_a_typed_error() {
     let dir = tempfile::tempdir().unwrap();
     let one = batch(0, 1, 10);
     let config = LogConfig { segment_bytes: one.len() as u32, segment_index_bytes: 4096, ..LogConfig::default() };
-    let options = LogOptions { config, storage: Arc::new(StdStorage::default()), ..LogOptions::default() };
+    let options = LogOptions { config, storage: Arc::new(StdStorage::default()), ..seglog_tests::log_options() };
     let mut log = Log::open(dir.path().join("t-0"), options).unwrap();
     for i in 0..10 {
         log.append_as_leader(&mut batch(i, 1, 10), 0).unwrap();

@@ -33,7 +33,7 @@ fn config() -> LogConfig {
 }
 
 fn options(recovery: Recovery) -> LogOptions {
-    LogOptions { config: config(), storage: Arc::new(StdStorage::default()), recovery, ..LogOptions::default() }
+    LogOptions { config: config(), storage: Arc::new(StdStorage::default()), recovery, ..seglog_tests::log_options() }
 }
 
 fn budget_resources(budget: u64) -> SegmentResources {

@@ -15,7 +15,7 @@ use seglog::format::checkpoint::{LeaderEpochCheckpoint, PartitionMetadata};
 use seglog::format::filename;
 use seglog::format::record;
 use seglog::format::Compression;
-use seglog::io::{self, OpenMode};
+use seglog::io::OpenMode;
 use seglog::log::{ListOffset, Log, LogOptions, Recovery};
 use seglog::segment::{BatchScanner, LogOffsetPosition, Segment, SegmentSettings, TimestampAndOffset};
 use seglog_tests::{
@@ -311,7 +311,7 @@ struct Rebuilt {
 }
 
 fn rebuild(p: &Partition, seg: &Seg) -> Rebuilt {
-    let storage = io::default_storage();
+    let storage = seglog_tests::test_storage();
     let tmp = tempfile::tempdir().expect("tempdir");
     let copied = copy_segment_files(&p.dir, seg.base, tmp.path());
     assert_eq!(copied.len(), 3, "{} {}: {copied:?}", p.name, seg.base);
@@ -347,7 +347,7 @@ fn every_batch_reads_and_passes_crc() {
     let expected: Vec<PathBuf> = KAFKA_PINTEREST_PARTITIONS.iter().map(|rel| root.join(rel)).collect();
     assert_eq!(list_partition_dirs(&root), expected, "partition directories of {}", root.display());
 
-    let storage = io::default_storage();
+    let storage = seglog_tests::test_storage();
     let (mut segments, mut batches, mut records, mut bytes) = (0usize, 0u64, 0u64, 0u64);
     let mut codecs: BTreeMap<&'static str, u64> = BTreeMap::new();
     let (mut buf, mut scratch) = (Vec::new(), Vec::new());
@@ -461,7 +461,7 @@ fn rebuilt_offset_index_matches_broker() {
 ///    stores that batch's last offset; seglog's time lookups work on those files as they are.
 #[test]
 fn rebuilt_time_index_matches_broker() {
-    let storage = io::default_storage();
+    let storage = seglog_tests::test_storage();
     let (mut identical, mut consumer_differ, mut consumer_entries) = (0usize, 0usize, 0usize);
     let (mut exact_record_entries, mut lookups, mut empty_index_segments) = (0usize, 0usize, 0usize);
     for p in load_partitions() {
@@ -553,7 +553,7 @@ fn rebuilt_time_index_matches_broker() {
 ///    finds the batch a linear scan finds (the first batch whose last offset is >= the offset).
 #[test]
 fn offset_lookup_through_broker_index_matches_scan() {
-    let storage = io::default_storage();
+    let storage = seglog_tests::test_storage();
     let mut checked = 0u64;
     for p in load_partitions() {
         let tmp = copy_dir_to_temp(&p.dir);

@@ -88,7 +88,7 @@ fn a_second_engine_on_the_directory_is_refused_and_changes_nothing() {
 fn a_log_and_an_engine_exclude_each_other() {
     let dir = tempfile::tempdir().unwrap();
     let part = dir.path().join("t-0");
-    let options = || LogOptions { storage: seglog::io::default_storage(), ..LogOptions::default() };
+    let options = || LogOptions { storage: seglog_tests::test_storage(), ..seglog_tests::log_options() };
 
     // Two logs on one partition directory.
     let mut log = Log::open(&part, options()).unwrap();
@@ -108,10 +108,10 @@ fn a_log_and_an_engine_exclude_each_other() {
     assert!(snapshot(dir.path()) == before, "a refused Log changed the directory");
     assert!(!dir.path().join("t-1").exists(), "a refused Log created its partition directory");
     // Logs sharing the engine's kind of lock still have one owner each.
-    let shared = seglog::io::default_storage();
+    let shared = seglog_tests::test_storage();
     let other = tempfile::tempdir().unwrap();
     let held = shared.lock(other.path(), seglog::io::lock::LockKind::LogDir).unwrap().map(std::sync::Arc::new);
-    let under = || LogOptions { storage: shared.clone(), log_dir_lock: held.clone(), ..LogOptions::default() };
+    let under = || LogOptions { storage: shared.clone(), log_dir_lock: held.clone(), ..seglog_tests::log_options() };
     let first = Log::open(other.path().join("t-0"), under()).unwrap();
     assert_locked(Log::open(other.path().join("t-0"), under()), "second Log under one shared lock");
     drop(first);
@@ -156,15 +156,15 @@ fn two_writer_processes_one_refused_nothing_acknowledged_lost() {
 fn symlinked_partition_directories_and_segment_files_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
-    let storage = seglog::io::default_storage;
+    let storage = seglog_tests::test_storage;
     // A partition directory that is a link to a directory elsewhere.
     let real = outside.path().join("t-0");
-    let mut log = Log::open(&real, LogOptions { storage: storage(), ..LogOptions::default() }).unwrap();
+    let mut log = Log::open(&real, LogOptions { storage: storage(), ..seglog_tests::log_options() }).unwrap();
     log.append_as_leader(&mut batch(0), 0).unwrap();
     log.close().unwrap();
     std::os::unix::fs::symlink(&real, dir.path().join("t-0")).unwrap();
     let before = snapshot(outside.path());
-    match Log::open(dir.path().join("t-0"), LogOptions { storage: storage(), ..LogOptions::default() }) {
+    match Log::open(dir.path().join("t-0"), LogOptions { storage: storage(), ..seglog_tests::log_options() }) {
         Err(Error::NotRegular { what, .. }) => assert_eq!(what, "a symbolic link"),
         other => panic!("a symlinked partition directory was opened: {other:?}"),
     }
@@ -180,7 +180,7 @@ fn symlinked_partition_directories_and_segment_files_are_refused() {
     let victim = outside.path().join("victim");
     std::fs::write(&victim, b"not a segment, must survive").unwrap();
     std::os::unix::fs::symlink(&victim, part.join("00000000000000000000.log")).unwrap();
-    let r = Log::open(&part, LogOptions { storage: storage(), ..LogOptions::default() });
+    let r = Log::open(&part, LogOptions { storage: storage(), ..seglog_tests::log_options() });
     match r {
         Err(Error::NotRegular { path, what }) => {
             assert_eq!(path, part.join("00000000000000000000.log"));
@@ -202,7 +202,7 @@ fn a_fifo_named_like_a_segment_is_refused_without_blocking() {
     let (tx, rx) = std::sync::mpsc::channel();
     let p = part.clone();
     std::thread::spawn(move || {
-        let r = Log::open(&p, LogOptions { storage: seglog::io::default_storage(), ..LogOptions::default() });
+        let r = Log::open(&p, LogOptions { storage: seglog_tests::test_storage(), ..seglog_tests::log_options() });
         let _ = tx.send(r.map(|_| ()));
     });
     match rx.recv_timeout(Duration::from_secs(20)) {

@@ -143,7 +143,7 @@ fn nc_writer_exe() -> &'static Result<PathBuf, String> {
 fn draw_args(dir: &Path, seed: u64, negative: bool) -> WriterArgs {
     let mut r = Rng::new(seed);
     let mut a = WriterArgs::new(dir, seed);
-    a.io_mode = match std::env::var("SEGLOG_IO_MODE").ok().and_then(|m| m.parse().ok()) {
+    a.io_mode = match seglog_tests::test_io_mode() {
         Some(m) => m,
         None => [IoMode::Direct, IoMode::Buffered, IoMode::Sync][r.range(0, 2) as usize],
     };

@@ -96,7 +96,7 @@ fn sigkill_mid_append_roll_checkpoint_and_delete_loses_no_acknowledged_batch() {
     println!(
         "{n} kills, {GENERATION} per directory, base seed {base:#x} (SEGLOG_CRASH_SEED={base:#x} repeats the schedule)"
     );
-    let forced_mode: Option<IoMode> = std::env::var("SEGLOG_IO_MODE").ok().and_then(|m| m.parse().ok());
+    let forced_mode: Option<IoMode> = seglog_tests::test_io_mode();
     let started = Instant::now();
     let mut failures: Vec<String> = Vec::new();
     let (mut acks_total, mut killed_in_startup, mut deleted_acks, mut from_checkpoint) =

@@ -21,12 +21,12 @@ fn batch(i: i64) -> Vec<u8> {
 fn file_range_matches_read_and_sends_over_a_socket() {
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig { segment_bytes: 4096, ..LogConfig::default() };
-    let mut log = Log::open(dir.path(), LogOptions::with_config(config)).unwrap();
+    let mut log = Log::open(dir.path(), LogOptions { config, ..seglog_tests::log_options() }).unwrap();
     for i in 0..50 {
         log.append_as_leader(&mut batch(i), 0).unwrap();
     }
     assert!(log.segments().count() > 2, "several segments");
-    if seglog::io::default_storage().mode() == seglog::IoMode::Direct {
+    if seglog_tests::test_storage().mode() == seglog::IoMode::Direct {
         // O_DIRECT files bypass the page cache: there is nothing for sendfile to send from.
         assert!(log.read_file_range(0, 1000, None, true).unwrap().is_none());
         return;
@@ -51,7 +51,7 @@ fn file_range_matches_read_and_sends_over_a_socket() {
 #[test]
 fn unwritten_tail_has_no_file_range() {
     let dir = tempfile::tempdir().unwrap();
-    let options = LogOptions { write_through: false, ..LogOptions::default() };
+    let options = LogOptions { write_through: false, ..seglog_tests::log_options() };
     let mut log = Log::open(dir.path(), options).unwrap();
     log.append_as_leader(&mut batch(0), 0).unwrap();
     assert!(log.unwritten_bytes() > 0);
@@ -61,6 +61,6 @@ fn unwritten_tail_has_no_file_range() {
     log.flush().unwrap();
     // Once written, the tail cache serves it.
     assert!(!log.read(0, 1 << 20, None, true).unwrap().records.is_empty());
-    let direct = seglog::io::default_storage().mode() == seglog::IoMode::Direct;
+    let direct = seglog_tests::test_storage().mode() == seglog::IoMode::Direct;
     assert_eq!(log.read_file_range(0, 1 << 20, None, true).unwrap().is_some(), !direct);
 }

@@ -39,7 +39,7 @@ fn options(config: LogConfig, clock: &Arc<ManualClock>, storage: &Arc<dyn Storag
         // As the shard opens its logs: appends stay in the tail until the shard writes them.
         write_through: false,
         zero_fill_bytes: zero_fill,
-        ..LogOptions::default()
+        ..seglog_tests::log_options()
     }
 }
 

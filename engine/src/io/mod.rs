@@ -475,17 +475,8 @@ pub fn wait_doorbell(bell: &eventfd::EventFd, mode: IoMode, timeout: Option<std:
     bell.wait_plain(timeout)
 }
 
-/// The storage [`crate::log::LogOptions::default`] uses: plain positioned reads and writes, unless
-/// the environment variable `SEGLOG_IO_MODE` names another mode (`direct`, `buffered`, `sync`),
-/// which is how CI runs the whole test suite once per I/O mode.
+/// The storage [`crate::log::LogOptions::default`] uses: plain positioned reads and writes
+/// ([`IoMode::Sync`]). For another mode, [`storage_for_mode`].
 pub fn default_storage() -> Arc<dyn Storage> {
-    static FROM_ENV: std::sync::OnceLock<Option<Arc<dyn Storage>>> = std::sync::OnceLock::new();
-    let env = FROM_ENV.get_or_init(|| {
-        let mode: IoMode = std::env::var("SEGLOG_IO_MODE").ok()?.parse().ok()?;
-        Some(select::open_storage(mode).storage)
-    });
-    match env {
-        Some(s) => s.clone(),
-        None => Arc::new(std_backend::StdStorage::default()),
-    }
+    Arc::new(std_backend::StdStorage::default())
 }

@@ -8,10 +8,6 @@ use super::std_backend::StdStorage;
 use super::uring::UringStorage;
 use super::{IoMode, Storage};
 
-/// Environment variable that, set to `1` (or `true`), makes [`open_storage`] act as if io_uring
-/// were refused (for testing the fallback).
-pub const FORCE_REFUSAL_ENV: &str = "SEGLOG_FORCE_URING_REFUSAL";
-
 /// The storage really opened.
 #[derive(Debug, Clone)]
 pub struct OpenedStorage {
@@ -42,14 +38,13 @@ impl Default for Permissions {
     }
 }
 
-/// Opens storage in `requested` mode, falling back to sync mode if io_uring is refused. Honours
-/// [`FORCE_REFUSAL_ENV`].
+/// Opens storage in `requested` mode, falling back to sync mode if io_uring is refused.
 pub fn open_storage(requested: IoMode) -> OpenedStorage {
-    let forced = std::env::var(FORCE_REFUSAL_ENV).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
-    open_storage_with(requested, forced)
+    open_storage_with(requested, false)
 }
 
-/// Like [`open_storage`], with the refusal forced by the caller instead of the environment.
+/// Like [`open_storage`], behaving as if io_uring were refused when `force_refusal` (as
+/// `EngineConfig::simulate_uring_refusal` asks).
 pub fn open_storage_with(requested: IoMode, force_refusal: bool) -> OpenedStorage {
     open_storage_with_permissions(requested, force_refusal, Permissions::default())
 }
@@ -61,7 +56,7 @@ pub fn open_storage_with_permissions(requested: IoMode, force_refusal: bool, per
         return OpenedStorage { storage: std(), mode: IoMode::Sync, fallback: None };
     }
     let probed = if force_refusal {
-        Err(format!("io_uring refused on purpose ({FORCE_REFUSAL_ENV}=1 or a test)"))
+        Err("io_uring refused on purpose (simulate_uring_refusal)".to_string())
     } else {
         super::probe::uring_available()
     };
@@ -98,14 +93,8 @@ mod tests {
             let s = open_storage_with(m, true);
             assert_eq!((s.mode, s.storage.mode()), (IoMode::Sync, IoMode::Sync));
             let why = s.fallback.unwrap();
-            assert!(why.contains("refused") && why.contains(FORCE_REFUSAL_ENV), "{why}");
+            assert!(why.contains("refused on purpose"), "{why}");
         }
-        // The environment variable (only this test reads it).
-        std::env::set_var(FORCE_REFUSAL_ENV, "1");
-        let s = open_storage(IoMode::Direct);
-        std::env::remove_var(FORCE_REFUSAL_ENV);
-        assert_eq!(s.mode, IoMode::Sync);
-        assert!(s.fallback.is_some());
         assert_eq!(open_storage(IoMode::Direct).mode, IoMode::Direct);
     }
 }

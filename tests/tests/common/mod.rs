@@ -41,7 +41,7 @@ pub fn small_config() -> LogConfig {
 }
 
 pub fn options(config: LogConfig, clock: &Arc<ManualClock>, recovery: Recovery) -> LogOptions {
-    LogOptions { config, clock: clock.clone(), recovery, ..LogOptions::default() }
+    LogOptions { config, clock: clock.clone(), recovery, ..seglog_tests::log_options() }
 }
 
 /// Opens a new log in `<tmp>/topic-0` with the clock at [`T0`].
@@ -252,7 +252,7 @@ pub fn time_index_path(dir: &Path, base: i64) -> PathBuf {
 }
 /// The I/O mode `SEGLOG_IO_MODE` asks the tests for (CI runs the suite again per mode), if any.
 pub fn env_io_mode() -> Option<seglog::IoMode> {
-    std::env::var("SEGLOG_IO_MODE").ok().and_then(|m| m.parse().ok())
+    seglog_tests::test_io_mode()
 }
 
 pub fn file_len(p: &Path) -> u64 {
