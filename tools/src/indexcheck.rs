@@ -656,17 +656,8 @@ pub fn check_time_index(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::tests::xorshift;
     use seglog::index::{OffsetIndex, TimeIndex};
-
-    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
-        let mut x = seed | 1;
-        move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        }
-    }
 
     /// The streamed sanity check says exactly what the engine's says, on files of every shape.
     #[test]

@@ -161,7 +161,7 @@ impl Distribution {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -187,7 +187,8 @@ mod tests {
         assert_eq!(prev, Some(u64::MAX));
     }
 
-    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    /// A seeded xorshift64 generator for the tests' random inputs.
+    pub(crate) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
         let mut x = seed | 1;
         move || {
             x ^= x << 13;

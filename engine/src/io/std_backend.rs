@@ -118,20 +118,7 @@ impl IoFile for StdFile {
 
 impl Storage for StdStorage {
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn IoFile>> {
-        let mut o = OpenOptions::new();
-        o.read(true).mode(self.file_mode);
-        match mode {
-            OpenMode::Read => {}
-            OpenMode::ReadWrite => {
-                o.write(true);
-            }
-            OpenMode::CreateNew => {
-                o.write(true).create_new(true);
-            }
-            OpenMode::CreateTruncate => {
-                o.write(true).create(true).truncate(true);
-            }
-        }
+        let mut o = open_options(mode, self.file_mode);
         o.custom_flags(SAFE_OPEN_FLAGS);
         let file = o.open(path).map_err(|e| open_error(path, e))?;
         check_regular(&file, path)?;
@@ -163,6 +150,26 @@ impl Storage for StdStorage {
     fn is_dir(&self, path: &Path) -> bool {
         path.is_dir()
     }
+}
+
+/// The options for `mode` (always readable; files created with `file_mode`), shared by every
+/// backend.
+pub(crate) fn open_options(mode: OpenMode, file_mode: u32) -> OpenOptions {
+    let mut o = OpenOptions::new();
+    o.read(true).mode(file_mode);
+    match mode {
+        OpenMode::Read => {}
+        OpenMode::ReadWrite => {
+            o.write(true);
+        }
+        OpenMode::CreateNew => {
+            o.write(true).create_new(true);
+        }
+        OpenMode::CreateTruncate => {
+            o.write(true).create(true).truncate(true);
+        }
+    }
+    o
 }
 
 /// Flags every file inside a data directory is opened with: never through a symbolic link (so

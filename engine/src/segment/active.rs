@@ -47,8 +47,8 @@ impl ActiveSegment {
         tidx.set_len(0)?;
         let offset_index = OffsetIndex::create_in(&res.arena, base_offset, settings.segment_index_bytes, Some(idx))?;
         let time_index = TimeIndex::create_in(&res.arena, base_offset, settings.segment_index_bytes, Some(tidx))?;
-        Ok(ActiveSegment {
-            seg: Segment {
+        Ok(ActiveSegment::assemble(
+            Segment {
                 base_offset,
                 dir: dir.to_path_buf(),
                 log,
@@ -66,6 +66,29 @@ impl ActiveSegment {
             file,
             tail,
             storage,
+            settings,
+            now_ms,
+            roll_jitter_ms,
+        ))
+    }
+
+    /// An active segment over `seg`, its `.log` `file` and the `tail` around it, with a fresh
+    /// byte counter (Kafka starts a reopened segment's counter at zero too, so that index files
+    /// stay identical to Kafka's across restarts) and nothing in flight.
+    pub(super) fn assemble(
+        seg: Segment,
+        file: Arc<dyn IoFile>,
+        tail: Arc<TailFile>,
+        storage: Arc<dyn Storage>,
+        settings: SegmentSettings,
+        now_ms: i64,
+        roll_jitter_ms: i64,
+    ) -> ActiveSegment {
+        ActiveSegment {
+            seg,
+            file,
+            tail,
+            storage,
             bytes_since_last_index_entry: 0,
             rolling_based_timestamp: None,
             created_ms: now_ms,
@@ -74,7 +97,7 @@ impl ActiveSegment {
             in_flight: None,
             settled: None,
             zero: ZeroFillState::default(),
-        })
+        }
     }
 
     /// Kafka's `LogSegment.append`: writes `records` (whole, already validated batches, whose

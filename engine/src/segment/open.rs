@@ -205,21 +205,6 @@ impl Segment {
         };
         let tail = Arc::new(TailFile::new(file.clone(), self.size as u64, settings.tail_cache_bytes)?);
         self.log = tail.clone();
-        // Kafka starts a reopened segment's byte counter at zero, and so do we, so that index
-        // files stay identical to Kafka's across restarts.
-        Ok(ActiveSegment {
-            seg: self,
-            file,
-            tail,
-            storage,
-            bytes_since_last_index_entry: 0,
-            rolling_based_timestamp: None,
-            created_ms: now_ms,
-            roll_jitter_ms,
-            settings,
-            in_flight: None,
-            settled: None,
-            zero: ZeroFillState::default(),
-        })
+        Ok(ActiveSegment::assemble(self, file, tail, storage, settings, now_ms, roll_jitter_ms))
     }
 }

@@ -26,7 +26,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::marker::PhantomData;
 use std::os::unix::ffi::OsStrExt;

@@ -59,20 +59,7 @@ impl UringStorage {
     }
 
     fn open_file(&self, path: &Path, mode: OpenMode, direct: bool) -> Result<Arc<dyn IoFile>> {
-        let mut o = OpenOptions::new();
-        o.read(true).mode(self.file_mode);
-        match mode {
-            OpenMode::Read => {}
-            OpenMode::ReadWrite => {
-                o.write(true);
-            }
-            OpenMode::CreateNew => {
-                o.write(true).create_new(true);
-            }
-            OpenMode::CreateTruncate => {
-                o.write(true).create(true).truncate(true);
-            }
-        }
+        let mut o = crate::io::std_backend::open_options(mode, self.file_mode);
         o.custom_flags(crate::io::std_backend::SAFE_OPEN_FLAGS | if direct { libc::O_DIRECT } else { 0 });
         let file = match o.open(path) {
             Ok(f) => f,
