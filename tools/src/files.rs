@@ -17,7 +17,7 @@
 
 use std::fs::{File, FileType, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
@@ -45,25 +45,9 @@ impl std::error::Error for NotRegular {}
 
 const SYMLINK: &str = "a symbolic link";
 
-/// What a file type is, in words.
+/// What a file type is, in words (the engine's names).
 pub fn describe(ft: FileType) -> &'static str {
-    if ft.is_file() {
-        "a regular file"
-    } else if ft.is_dir() {
-        "a directory"
-    } else if ft.is_symlink() {
-        SYMLINK
-    } else if ft.is_fifo() {
-        "a FIFO"
-    } else if ft.is_socket() {
-        "a socket"
-    } else if ft.is_char_device() {
-        "a character device"
-    } else if ft.is_block_device() {
-        "a block device"
-    } else {
-        "not a file of a known type"
-    }
+    seglog::io::std_backend::file_type_name(ft)
 }
 
 fn not_regular(path: &Path, ft: FileType) -> std::io::Error {

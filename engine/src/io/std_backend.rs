@@ -200,22 +200,30 @@ pub(crate) fn check_regular(file: &File, path: &Path) -> Result<()> {
 
 /// What a file of type `t` is when it is not a regular file (for [`Error::NotRegular`]).
 pub(crate) fn not_regular(t: std::fs::FileType) -> Option<&'static str> {
+    (!t.is_file()).then(|| file_type_name(t))
+}
+
+/// A file type in words ("a regular file", "a FIFO", "a symbolic link", ...), as errors and the
+/// `seglog` command name it.
+pub fn file_type_name(t: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
-    Some(if t.is_file() {
-        return None;
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_dir() {
+        "a directory"
     } else if t.is_symlink() {
         "a symbolic link"
     } else if t.is_fifo() {
         "a FIFO"
     } else if t.is_socket() {
         "a socket"
-    } else if t.is_block_device() || t.is_char_device() {
-        "a device"
-    } else if t.is_dir() {
-        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
     } else {
-        "not a regular file"
-    })
+        "not a file of a known type"
+    }
 }
 
 /// Sets the file's changeable status flags to `flags` (O_DIRECT or none): for io_uring, which
