@@ -80,7 +80,9 @@ fn a_failed_write_through_append_leaves_no_trace_in_memory_or_after_reopen() {
         assert!(log.failure().is_some(), "{fault}: the log is not failed");
         assert_eq!(visible(&log), before, "{fault}: the failed append is visible");
         assert!(matches!(log.append_as_leader(&mut batch(21, 100), 0), Err(Error::Failed { .. })));
-        // Reopened (the cause gone), the failed append does not come back.
+        // Reopened (the cause gone), the failed append does not come back. This bites for the
+        // failed fsync, whose write did put the batch in the file (the rollback cuts it); a write
+        // the simulated disk failed left nothing there to come back.
         drop(log);
         let options = LogOptions { recovery: Recovery::FromRecoveryPoint(rp), ..seglog_tests::log_options() };
         let log = Log::open(DIR, LogOptions { storage: Arc::new(sim.clone()), ..options }).unwrap();
