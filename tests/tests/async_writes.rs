@@ -102,10 +102,10 @@ fn a_dropped_async_batch_does_not_stop_the_shard_from_sleeping() {
         let op =
             IoOp { file: f, kind: IoOpKind::Write { buf: buf.into(), pos: 0, dsync: false }, tag: 1, link_next: false };
         let io = s.submit_async(vec![vec![op]]).pop().expect("one batch");
-        drop(io); // e.g. an ActiveSegment dropped with its write in flight
+        drop(io); // e.g. a Log dropped with its write in flight
                   // Let it complete and be reaped.
         std::thread::sleep(Duration::from_millis(50));
-        seglog::io::poll_async();
+        s.poll_async();
 
         let bell = seglog::io::eventfd::EventFd::new().expect("eventfd");
         let t = Instant::now();

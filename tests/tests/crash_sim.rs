@@ -132,6 +132,10 @@ struct Workload {
     steps: Vec<Step>,
     /// `LogOptions::zero_fill_bytes` (0 for none).
     zero_fill_bytes: u32,
+    /// How many group commits (percent) are left in flight, their batches running late and out
+    /// of order on the simulated disk. 0: every batch runs whole at submission, in order (the
+    /// I/O sequence the regression seeds found before writes could be in flight name).
+    in_flight_percent: u32,
 }
 
 fn pick<T: Copy>(rng: &mut SimRng, xs: &[T]) -> T {
@@ -152,6 +156,20 @@ impl Workload {
         wl.zero_fill_bytes = if rng.percent(50) { 0 } else { pick(&mut rng, &[512, 4096, 8192, 16_384, 65_536]) };
         if wl.zero_fill_bytes > 0 && rng.percent(70) {
             wl.config.segment_bytes = 4096 + rng.below(16_384) as u32;
+        }
+        wl.in_flight_percent = 50;
+        wl
+    }
+
+    /// The workload of `seed` with every flush a group commit, each left in flight.
+    fn commits_in_flight(seed: u64) -> Workload {
+        let mut wl = Workload::generate(seed);
+        wl.write_through = false;
+        wl.in_flight_percent = 100;
+        for step in &mut wl.steps {
+            if matches!(step, Step::Flush) {
+                *step = Step::GroupCommit;
+            }
         }
         wl
     }
@@ -214,7 +232,10 @@ impl Workload {
             };
             steps.push(step);
         }
-        (Workload { seed, config, direct, write_through, follower, steps, zero_fill_bytes: 0 }, rng)
+        (
+            Workload { seed, config, direct, write_through, follower, steps, zero_fill_bytes: 0, in_flight_percent: 0 },
+            rng,
+        )
     }
 }
 
@@ -305,6 +326,11 @@ fn new_storage(wl: &Workload) -> SimStorage {
     FAULTS.with(|f| f.borrow().iter().for_each(|&x| sim.inject(x)));
     sim.put_dir(PARENT);
     sim.set_now_ms(T0);
+    if wl.in_flight_percent == 0 {
+        sim.set_async_at_once();
+    } else {
+        sim.set_async_completions(wl.seed, 50);
+    }
     sim
 }
 
@@ -379,11 +405,18 @@ fn run(wl: &Workload, sim: &SimStorage) -> (Model, bool) {
                 ok
             }
             Step::GroupCommit => {
-                let ok = group_commit(&mut log, sim).is_ok();
-                if ok {
-                    model.synced();
+                // Group commits left in flight, as the shard leaves them: appends go on meanwhile,
+                // and the next group commit, flush, roll or close settles them.
+                let wait = !SimRng::new(wl.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                    .percent(wl.in_flight_percent);
+                match group_commit(&mut log, sim, wait) {
+                    Ok(true) => {
+                        model.synced();
+                        true
+                    }
+                    Ok(false) => true,
+                    Err(_) => false,
                 }
-                ok
             }
             Step::Roll => {
                 let before = log.segments().count();
@@ -501,10 +534,15 @@ fn run(wl: &Workload, sim: &SimStorage) -> (Model, bool) {
     (model, true)
 }
 
-/// The engine's write turn for one log, as the shard runs it: the data writes with their
-/// fdatasync, then the zero writes that keep the zero-fill lead as a batch of their own, both
-/// submitted at once; the data batch is then completed (the zero batch is polled by the log).
-fn group_commit(log: &mut Log, sim: &SimStorage) -> seglog::Result<()> {
+/// The engine's write turn for one log, as the shard runs it: the outcome of the last turn's
+/// writes if they were left in flight, then the data writes with their fdatasync and the zero
+/// writes that keep the zero-fill lead as a batch of their own, both submitted at once. With
+/// `wait` the data batch is then completed; without, it is polled once and may stay in flight
+/// (the zero batch is polled by the log). True when this turn's writes completed.
+fn group_commit(log: &mut Log, sim: &SimStorage, wait: bool) -> seglog::Result<bool> {
+    while let Some(r) = log.poll_writes(true) {
+        r?;
+    }
     let leo = log.log_end_offset();
     let ops = log.take_writes(7, true)?;
     let zeros = log.take_zero_fill(7);
@@ -514,7 +552,10 @@ fn group_commit(log: &mut Log, sim: &SimStorage) -> seglog::Result<()> {
     if let Some(z) = ios.next() {
         log.zero_fill_started(z);
     }
-    log.poll_writes(true).unwrap_or(Ok(()))
+    match log.poll_writes(wait) {
+        Some(r) => r.map(|()| true),
+        None => Ok(!log.writes_outstanding()),
+    }
 }
 
 fn live_failure(wl: &Workload, i: usize, step: &Step, e: String) -> ! {
@@ -992,6 +1033,8 @@ struct Tally {
     states: u64,
     recovery_cuts: u64,
     workloads: u64,
+    /// Crash states cut while writes were in flight (submitted without waiting, not yet run).
+    with_writes_in_flight: u64,
 }
 
 fn recovery_for(model: &Model, variant: u64) -> Recovery {
@@ -1021,6 +1064,9 @@ fn crash_state(wl: &Workload, k: u64, variant: u64, tally: &mut Tally) -> Result
     let sim = new_storage(wl);
     sim.halt_after(Some(k));
     let (model, _) = catch(|| Ok(run(wl, &sim)))?;
+    if sim.ops_in_flight() > 0 {
+        tally.with_writes_in_flight += 1;
+    }
     let draw = SimRng::new(wl.seed ^ k.wrapping_mul(0x9E37_79B9) ^ variant.wrapping_mul(0x85EB_CA6B) ^ 0xC2B2_AE35);
     let crashed = || sim.crash(&mut draw.clone());
     let recovery = recovery_for(&model, variant);
@@ -1072,8 +1118,8 @@ fn crash_state(wl: &Workload, k: u64, variant: u64, tally: &mut Tally) -> Result
 }
 
 /// Every I/O index of one workload. Panics with the seed and `k` on the first failure.
-fn run_workload(seed: u64, only_k: Option<u64>, tally: &mut Tally) {
-    let wl = Workload::generate(seed);
+fn run_workload(seed: u64, sweep: &Sweep, only_k: Option<u64>, tally: &mut Tally) {
+    let wl = (sweep.workload)(seed);
     let full = new_storage(&wl);
     let (_, completed) = run(&wl, &full);
     assert!(completed, "seed {seed:#x}: the workload fails without any crash: {wl:?}");
@@ -1088,7 +1134,8 @@ fn run_workload(seed: u64, only_k: Option<u64>, tally: &mut Tally) {
                 panic!(
                     "crash state failed: seed={seed:#x} k={k} (of {total} I/Os) variant={variant}: {e}\n\
                      reproduce: SEGLOG_CRASH_SEED={seed:#x} SEGLOG_CRASH_K={k} cargo test -p seglog-tests --test crash_sim \
-                     -- crash_states --nocapture\nworkload: {wl:?}"
+                     -- {} --exact --nocapture\nworkload: {wl:?}",
+                    sweep.test
                 );
             }
         }
@@ -1105,29 +1152,64 @@ fn env_u64(name: &str) -> Option<u64> {
     }
 }
 
-#[test]
-fn crash_states() {
+/// A run of crash states over workloads drawn from consecutive seeds.
+struct Sweep {
+    /// The test's name (for the reproduction line).
+    test: &'static str,
+    workload: fn(u64) -> Workload,
+    default_states: u64,
+}
+
+fn sweep(sweep: Sweep) -> Tally {
     let base = env_u64("SEGLOG_CRASH_SEED").unwrap_or(DEFAULT_SEED);
-    let target = env_u64("SEGLOG_CRASH_STATES").unwrap_or(DEFAULT_STATES);
+    let target = env_u64("SEGLOG_CRASH_STATES").unwrap_or(sweep.default_states);
     let only_k = env_u64("SEGLOG_CRASH_K");
     let started = Instant::now();
     let mut tally = Tally::default();
     if only_k.is_some() {
-        run_workload(base, only_k, &mut tally);
+        run_workload(base, &sweep, only_k, &mut tally);
     } else {
         let mut i = 0;
         while tally.states < target {
-            run_workload(base.wrapping_add(i), None, &mut tally);
+            run_workload(base.wrapping_add(i), &sweep, None, &mut tally);
             i += 1;
         }
     }
     println!(
-        "crash_sim: {} crash states ({} after a crash during recovery) over {} workloads from seed {base:#x} in {:.1?}",
+        "{}: {} crash states ({} after a crash during recovery, {} cut with writes in flight) over {} workloads \
+         from seed {base:#x} in {:.1?}",
+        sweep.test,
         tally.states,
         tally.recovery_cuts,
+        tally.with_writes_in_flight,
         tally.workloads,
         started.elapsed()
     );
+    tally
+}
+
+#[test]
+fn crash_states() {
+    sweep(Sweep { test: "crash_states", workload: Workload::generate, default_states: DEFAULT_STATES });
+}
+
+/// Every flush a group commit left in flight: the power is cut while data writes (and zero
+/// writes) are queued or partly done, and each may land whole, torn or not at all.
+#[test]
+fn crash_states_with_commits_in_flight() {
+    let tally = sweep(Sweep {
+        test: "crash_states_with_commits_in_flight",
+        workload: Workload::commits_in_flight,
+        default_states: DEFAULT_STATES / 4,
+    });
+    if env_u64("SEGLOG_CRASH_K").is_none() {
+        assert!(
+            tally.with_writes_in_flight * 20 > tally.states - tally.recovery_cuts,
+            "few crash states had writes in flight: {} of {}",
+            tally.with_writes_in_flight,
+            tally.states - tally.recovery_cuts
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1301,7 +1383,7 @@ fn failed_zero_writes_are_never_log_errors() {
 fn append_and_write(wl: &Workload, sim: &SimStorage, log: &mut Log, model: &mut Model) -> seglog::Result<()> {
     append_only(wl, log, model)?;
     if !wl.write_through {
-        group_commit(log, sim)?;
+        group_commit(log, sim, true)?;
     }
     Ok(())
 }
@@ -1340,7 +1422,9 @@ fn failed_zero_write_is_not_a_log_error() {
         let new_model = || Model { clock_ms: T0, first_kept_base: i64::MIN, ..Model::default() };
 
         // Without a fault, the first append is followed by zeros past its block.
+        // The writes run in the order submitted: the fault below names one by its number.
         let twin = new_storage(&wl);
+        twin.set_async_at_once();
         let mut twin_log = open(&twin);
         let before = twin.counters().writes;
         append_and_write(&wl, &twin, &mut twin_log, &mut new_model()).unwrap();
@@ -1352,6 +1436,7 @@ fn failed_zero_write_is_not_a_log_error() {
         // a group commit, the checkpoint at the append, then the data linked to its fdatasync,
         // then the zeros).
         let sim = new_storage(&wl);
+        sim.set_async_at_once();
         let mut log = open(&sim);
         let mut model = new_model();
         assert_eq!(sim.counters().writes, before);
@@ -1361,7 +1446,7 @@ fn failed_zero_write_is_not_a_log_error() {
         } else {
             append_only(&wl, &mut log, &mut model).unwrap();
             sim.inject(Fault::Write(sim.counters().writes + 2));
-            group_commit(&mut log, &sim)
+            group_commit(&mut log, &sim, true).map(|_| ())
         };
         r.unwrap_or_else(|e| panic!("{what}: append with a failed zero write: {e}"));
         assert_eq!(sim.counters().writes, twin.counters().writes, "{what}: not the same writes tried");
@@ -1495,8 +1580,9 @@ fn regression_truncation_index_zeros_tolerated() {
 #[test]
 fn the_harness_catches_a_lying_fsync() {
     FAULTS.with(|f| f.borrow_mut().push(Fault::LyingSync));
+    let sweep = Sweep { test: "the_harness_catches_a_lying_fsync", workload: Workload::generate, default_states: 0 };
     let caught = (0..4u64).any(|i| {
-        catch_unwind(AssertUnwindSafe(|| run_workload(DEFAULT_SEED + i, None, &mut Tally::default()))).is_err()
+        catch_unwind(AssertUnwindSafe(|| run_workload(DEFAULT_SEED + i, &sweep, None, &mut Tally::default()))).is_err()
     });
     FAULTS.with(|f| f.borrow_mut().clear());
     assert!(caught, "no crash state failed although no fsync made anything durable");

@@ -180,7 +180,7 @@ impl Shard {
                 if spin.as_nanos() > 0 {
                     let until = std::time::Instant::now() + spin;
                     while self.rx.is_empty()
-                        && !(writing && crate::io::completions_waiting())
+                        && !(writing && self.storage.completions_waiting())
                         && std::time::Instant::now() < until
                     {
                         // Yield the core on each round rather than spin on it: a write the kernel
@@ -474,7 +474,7 @@ impl Shard {
         if self.in_flight.is_empty() {
             return false;
         }
-        crate::io::poll_async();
+        self.storage.poll_async();
         // Only partitions whose write is done are cloned out: this runs on every loop turn.
         let mut done = Vec::new();
         for tp in self.in_flight.keys() {

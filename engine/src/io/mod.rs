@@ -13,6 +13,7 @@ pub mod aligned;
 pub mod arena;
 pub mod eventfd;
 pub mod file_cache;
+mod in_flight;
 pub mod lock;
 pub mod pool;
 pub mod probe;
@@ -28,6 +29,7 @@ pub mod uring;
 pub use aligned::AlignedBuf;
 pub use arena::{ArenaConfig, ArenaReport, ArenaSlice, HugePages, IndexArena, PageBacking};
 pub use file_cache::{FileCache, LazyFile, Reopen};
+pub use in_flight::{poll_slot, InFlight};
 pub use pool::{Chunk, Pool, PoolStats, WriteBuf};
 pub use probe::{dio_alignment, dio_alignment_fd};
 pub use select::{open_storage, open_storage_with, open_storage_with_permissions, OpenedStorage, Permissions};
@@ -287,11 +289,29 @@ pub trait Storage: Send + Sync + Debug {
         submit_one_by_one(ops)
     }
     /// Submits batches of operations without waiting for them (the shard's write path: one
-    /// io_uring_enter for all of them); finish each with [`claim_async`]. Within a batch the
+    /// io_uring_enter for all of them); finish each with [`Storage::claim_async`]. Within a batch the
     /// rules of [`Storage::submit`] hold. Backends without asynchronous submission run each batch
     /// at once (the default), and so may io_uring for a batch that does not fit the ring.
     fn submit_async(&self, batches: Vec<Vec<IoOp>>) -> Vec<AsyncIo> {
         batches.into_iter().map(|b| AsyncIo::Ready(self.submit(b))).collect()
+    }
+    /// The outcome of a batch from [`Storage::submit_async`] once it is done, or the batch back
+    /// while it is in flight. With `wait`, blocks until it is done. The io_uring backends must be
+    /// called on the thread that submitted it (elsewhere the batch comes back as it is). A batch
+    /// this storage cannot account for (another backend's, or one its ring lost) is
+    /// [`AsyncOutcome::Lost`]: its writes count as failed, never as done.
+    fn claim_async(&self, io: AsyncIo, wait: bool) -> std::result::Result<AsyncOutcome, AsyncIo> {
+        let _ = wait;
+        Ok(claim_ready(io))
+    }
+    /// Collects the completions of finished asynchronous batches (the io_uring backends: no
+    /// system call when none finished). Nothing to do for backends that run batches at once.
+    fn poll_async(&self) {}
+    /// True when asynchronous batches have completions waiting to be collected by
+    /// [`Storage::poll_async`] or [`Storage::claim_async`] (the io_uring backends: a look at
+    /// shared memory, no system call).
+    fn completions_waiting(&self) -> bool {
+        false
     }
     /// Creates a directory and its parents (owner-only permissions where the backend supports it).
     fn create_dir_all(&self, path: &Path) -> Result<()>;
@@ -359,28 +379,50 @@ pub fn submit_one_by_one(ops: Vec<IoOp>) -> Vec<IoCompletion> {
     let mut out = Vec::with_capacity(ops.len());
     let mut cancel = false;
     for op in ops {
-        let result = if cancel {
-            Err(crate::Error::io("submit", op.file.path(), std::io::Error::from_raw_os_error(libc::ECANCELED)))
-        } else {
-            match &op.kind {
-                IoOpKind::Write { buf, pos, dsync: false } => op.file.write_all_at(buf, *pos).map(|_| buf.len()),
-                IoOpKind::Write { buf, pos, dsync: true } => op.file.write_all_at_dsync(buf, *pos).map(|_| buf.len()),
-                IoOpKind::SyncData => op.file.sync_data().map(|_| 0),
-            }
-        };
+        let result = if cancel { Err(op.cancelled()) } else { op.run() };
         cancel = op.link_next && result.is_err();
         out.push(IoCompletion { op, result });
     }
     out
 }
 
-/// A batch from [`Storage::submit_async`].
+impl IoOp {
+    /// Runs the operation through its file's own methods: bytes written, or 0 for an fdatasync.
+    pub fn run(&self) -> Result<usize> {
+        match &self.kind {
+            IoOpKind::Write { buf, pos, dsync: false } => self.file.write_all_at(buf, *pos).map(|_| buf.len()),
+            IoOpKind::Write { buf, pos, dsync: true } => self.file.write_all_at_dsync(buf, *pos).map(|_| buf.len()),
+            IoOpKind::SyncData => self.file.sync_data().map(|_| 0),
+        }
+    }
+
+    /// The error of an operation cancelled because the one linked before it failed
+    /// (ECANCELED, as io_uring reports it).
+    pub fn cancelled(&self) -> crate::Error {
+        crate::Error::io("submit", self.file.path(), std::io::Error::from_raw_os_error(libc::ECANCELED))
+    }
+}
+
+/// A batch from [`Storage::submit_async`], claimed with [`Storage::claim_async`] of the same
+/// storage.
 #[derive(Debug)]
 pub enum AsyncIo {
     /// Done already, with every operation and its result.
     Ready(Vec<IoCompletion>),
     /// In flight on this thread's io_uring: only this thread can complete it.
     Ring(RingTicket),
+    /// In flight in a backend that keeps its own table of batches, under this id (the
+    /// simulator, or a [`Storage`] of your own).
+    Queued(u64),
+}
+
+/// [`Storage::claim_async`] for a backend that runs every batch at once: a ready batch is done,
+/// anything else is not this backend's to account for.
+pub fn claim_ready(io: AsyncIo) -> AsyncOutcome {
+    match io {
+        AsyncIo::Ready(v) => AsyncOutcome::Done(v),
+        AsyncIo::Ring(_) | AsyncIo::Queued(_) => AsyncOutcome::Lost,
+    }
 }
 
 /// The claim on a batch in flight on the submitting thread's ring. Dropping it unclaimed (on
@@ -396,6 +438,19 @@ impl RingTicket {
     pub(crate) fn new(id: u32) -> RingTicket {
         RingTicket { id, thread: std::thread::current().id() }
     }
+
+    pub(crate) fn id(&self) -> u32 {
+        self.id
+    }
+
+    pub(crate) fn on_this_thread(&self) -> bool {
+        std::thread::current().id() == self.thread
+    }
+
+    /// The ring gave the batch back: nothing is left to abandon.
+    pub(crate) fn claimed(self) {
+        std::mem::forget(self);
+    }
 }
 
 impl Drop for RingTicket {
@@ -407,7 +462,7 @@ impl Drop for RingTicket {
     }
 }
 
-/// What became of a batch from [`Storage::submit_async`] once claimed ([`claim_async`]).
+/// What became of a batch from [`Storage::submit_async`] once claimed ([`Storage::claim_async`]).
 #[derive(Debug)]
 pub enum AsyncOutcome {
     /// Every operation of the batch, in order, with its result.
@@ -418,38 +473,14 @@ pub enum AsyncOutcome {
     Lost,
 }
 
-/// The outcome of `io`, or `io` back while it is in flight. With `wait`, blocks until it is done
-/// (`Ok`, unless called while this thread's ring is in use further up the stack). Must run on
-/// the thread that submitted it (elsewhere `io` comes back as it is).
-pub fn claim_async(io: AsyncIo, wait: bool) -> std::result::Result<AsyncOutcome, AsyncIo> {
-    match io {
-        AsyncIo::Ready(v) => Ok(AsyncOutcome::Done(v)),
-        AsyncIo::Ring(t) => {
-            if std::thread::current().id() != t.thread {
-                return Err(AsyncIo::Ring(t));
-            }
-            match uring::complete_async(t.id, wait) {
-                Some(outcome) => {
-                    // Claimed (or unknown to the ring): either way there is nothing to abandon.
-                    std::mem::forget(t);
-                    Ok(outcome)
-                }
-                None => Err(AsyncIo::Ring(t)),
-            }
+impl AsyncOutcome {
+    /// True when every operation ran and succeeded.
+    pub fn all_ok(&self) -> bool {
+        match self {
+            AsyncOutcome::Done(done) => done.iter().all(|c| c.result.is_ok()),
+            AsyncOutcome::Lost => false,
         }
     }
-}
-
-/// Collects completions of this thread's asynchronous batches that the kernel has finished (no
-/// system call when there are none).
-pub fn poll_async() {
-    uring::poll_async();
-}
-
-/// True when this thread's ring has completions (or deferred completion work) waiting: a check
-/// of shared memory, no system call. False without a ring.
-pub fn completions_waiting() -> bool {
-    uring::completions_waiting()
 }
 
 /// Sleeps until the doorbell rings, one of this thread's asynchronous batches completes, or

@@ -23,7 +23,7 @@ use crate::config::{Clock, LogConfig, SystemClock, TimestampType};
 use crate::error::{Error, Result};
 use crate::format::batch::{self, BatchHeader};
 use crate::format::filename;
-use crate::io::Storage;
+use crate::io::{InFlight, Storage};
 use crate::segment::{ActiveSegment, SealedSegment, Segment, SegmentSettings};
 
 /// How a log is opened.
@@ -123,6 +123,21 @@ pub struct SegmentInfo {
     pub active: bool,
 }
 
+/// What the log must know when its data write in flight ends.
+#[derive(Clone, Copy, Debug)]
+struct LogWrite {
+    /// The offset the write ends before (it took every appended byte).
+    ends: i64,
+    /// The recovery point a successful write advances to (it holds an fsync, or is all RWF_DSYNC
+    /// writes).
+    synced_up_to: Option<i64>,
+    /// For a write that holds an fsync: the flush counters it satisfies (`unflushed_messages`,
+    /// `first_unflushed_ms` when it started). The counters restart at its start, so appends
+    /// made while it is in flight stay due for the next flush; a failed write gives its share
+    /// back.
+    counted: Option<(i64, Option<i64>)>,
+}
+
 /// A partition directory.
 #[derive(Debug)]
 pub struct Log {
@@ -138,20 +153,15 @@ pub struct Log {
     recovery_point: i64,
     unflushed_messages: i64,
     last_flush_ms: i64,
-    /// A write started by [`Log::writes_started`] and not yet reported by [`Log::poll_writes`]:
-    /// `Some((synced_up_to, the offset it ends before))`.
-    write_in_flight: Option<(Option<i64>, i64)>,
+    /// The data write started by [`Log::writes_started`] and not yet reported by
+    /// [`Log::poll_writes`].
+    write: Option<InFlight<LogWrite>>,
     /// The offset the last write known to have succeeded ends before (its byte position in the
     /// active segment is [`Log::written_position`]). Fetches see nothing past it, and a failed
     /// write rolls the log back to it.
     written: i64,
     /// Its outcome, when an operation that had to wait for it (a roll, a flush) got it first.
     write_settled: Option<Result<()>>,
-    /// For a write in flight that holds an fsync: the flush counters it will satisfy
-    /// (`unflushed_messages`, `first_unflushed_ms` when it started). The counters restart at its
-    /// start, so appends made while it is in flight stay due for the next flush; a failed write
-    /// gives its share back.
-    sync_in_flight: Option<(i64, Option<i64>)>,
     failed: Option<String>,
     rng: u64,
     tail_cache_bytes: u64,
@@ -390,7 +400,8 @@ impl Log {
         self.guard(r)?;
         self.log_end_offset = last.next_offset();
         if self.write_through {
-            let r = self.active_mut().write_pending(false);
+            self.settle_writes();
+            let r = self.check_not_failed().and_then(|()| self.active_mut().write_pending(false));
             if let Err(e) = self.guard(r) {
                 self.roll_back_unwritten();
                 return Err(e);
@@ -643,8 +654,8 @@ impl Log {
     }
 
     /// Applies completions of [`Log::take_writes`]. A failed write or fsync puts the log in the
-    /// failed state. With `synced` (the batch held an fsync), the recovery point advances to
-    /// `synced_up_to`.
+    /// failed state. With `synced_up_to` (the batch held an fsync), the recovery point advances
+    /// there.
     pub fn complete_writes(
         &mut self,
         completions: Vec<crate::io::IoCompletion>,
@@ -656,20 +667,21 @@ impl Log {
     }
 
     /// Hands back the operations of [`Log::take_writes`] as submitted without waiting
-    /// ([`crate::io::Storage::submit_async`]), to be reported by [`Log::poll_writes`]. With
-    /// `synced_up_to` (the batch holds an fsync, or is all RWF_DSYNC writes), a successful batch
-    /// advances the recovery point there. Appends may go on meanwhile; a roll, flush, truncation
-    /// or close waits for the writes first.
+    /// ([`crate::io::Storage::submit_async`] of this log's storage), to be reported by
+    /// [`Log::poll_writes`]. With `synced_up_to` (the batch holds an fsync, or is all RWF_DSYNC
+    /// writes), a successful batch advances the recovery point there. Appends may go on
+    /// meanwhile; a roll, flush, truncation or close waits for the writes first.
     pub fn writes_started(&mut self, io: crate::io::AsyncIo, synced_up_to: Option<i64>) {
         self.settle_writes();
-        self.active_mut().writes_started(io);
-        // take_writes took every appended byte: this write ends at the log end.
-        self.write_in_flight = Some((synced_up_to, self.log_end_offset));
-        if synced_up_to.is_some() {
-            self.sync_in_flight = Some((self.unflushed_messages, self.first_unflushed_ms));
+        let counted = synced_up_to.map(|_| {
+            let counted = (self.unflushed_messages, self.first_unflushed_ms);
             self.unflushed_messages = 0;
             self.first_unflushed_ms = None;
-        }
+            counted
+        });
+        // take_writes took every appended byte: this write ends at the log end.
+        let note = LogWrite { ends: self.log_end_offset, synced_up_to, counted };
+        self.write = Some(InFlight::new(io, note));
     }
 
     /// The outcome of the writes of [`Log::writes_started`] once they are done (after `wait`,
@@ -679,16 +691,14 @@ impl Log {
         if let Some(r) = self.write_settled.take() {
             return Some(r);
         }
-        let (synced_up_to, ends) = self.write_in_flight?;
-        let r = self.active.as_mut()?.poll_writes(wait)?;
-        self.write_in_flight = None;
+        let (note, outcome) = crate::io::poll_slot(&mut self.write, &*self.storage, wait)?;
+        let r = self.active_mut().complete_writes(outcome);
         let r = self.guard(r);
         match &r {
-            Ok(()) => self.written = ends,
+            Ok(()) => self.written = note.ends,
             Err(_) => self.roll_back_unwritten(),
         }
-        let counted = self.sync_in_flight.take();
-        match (&r, synced_up_to) {
+        match (&r, note.synced_up_to) {
             (Ok(()), Some(o)) => {
                 // The counters already restarted when the write started: what was appended
                 // since is still due.
@@ -696,7 +706,7 @@ impl Log {
                 self.last_flush_ms = self.clock.now_ms();
             }
             (Err(_), Some(_)) => {
-                if let Some((n, first)) = counted {
+                if let Some((n, first)) = note.counted {
                     self.unflushed_messages += n;
                     self.first_unflushed_ms = match (first, self.first_unflushed_ms) {
                         (Some(a), Some(b)) => Some(a.min(b)),
@@ -712,7 +722,7 @@ impl Log {
     /// True while writes of [`Log::writes_started`] have not been reported by
     /// [`Log::poll_writes`].
     pub fn writes_outstanding(&self) -> bool {
-        self.write_in_flight.is_some() || self.write_settled.is_some()
+        self.write.is_some() || self.write_settled.is_some()
     }
 
     /// After a failed write or fsync: every append past the last write known to have succeeded
@@ -749,7 +759,7 @@ impl Log {
     /// Waits for the writes in flight, if any, keeping their outcome for the next poll: called
     /// by everything that changes the active segment other than an append.
     pub(crate) fn settle_writes(&mut self) {
-        if self.write_in_flight.is_some() && self.write_settled.is_none() {
+        if self.write.is_some() && self.write_settled.is_none() {
             self.write_settled = self.poll_writes(true);
         }
     }

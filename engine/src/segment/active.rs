@@ -94,8 +94,6 @@ impl ActiveSegment {
             created_ms: now_ms,
             roll_jitter_ms,
             settings,
-            in_flight: None,
-            settled: None,
             zero: ZeroFillState::default(),
         }
     }
@@ -217,7 +215,7 @@ impl ActiveSegment {
     /// batch that straddles `offset` goes whole, as in Kafka), from the indexes, the memory tail
     /// and the file. Returns the bytes removed and the offset the segment now ends before.
     pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<(u64, i64)> {
-        self.settle_in_flight();
+        assert!(!self.tail.write_in_flight(), "truncating a segment with a data write in flight");
         self.settle_zero_fill();
         let Some(m) = self.seg.translate_offset(offset, 0)? else {
             // Nothing at or past `offset` here.
@@ -274,7 +272,6 @@ impl ActiveSegment {
     /// runs only after all of them succeeded. Empty when there is nothing to do. Complete them
     /// with [`ActiveSegment::complete_writes`].
     pub fn take_writes(&mut self, tag: u64, sync: bool) -> Vec<IoOp> {
-        self.settle_in_flight();
         let mut ops = self.tail.prepare_write(self.file.clone(), tag);
         // A data write must never race a zero write over the same bytes: when the data has
         // caught up with zero writes still in flight (a lead too short for the rate), wait.
@@ -286,7 +283,7 @@ impl ActiveSegment {
             })
             .max()
             .unwrap_or(0);
-        if self.zero.in_flight.as_ref().is_some_and(|z| z.start < data_end) {
+        if self.zero.in_flight.as_ref().is_some_and(|z| z.meta().0 < data_end) {
             self.settle_zero_fill();
         }
         if sync {
@@ -298,11 +295,24 @@ impl ActiveSegment {
         ops
     }
 
-    /// Applies the completions of [`ActiveSegment::take_writes`] (possibly turned into RWF_DSYNC
-    /// writes without the fdatasync); the first error is returned. The tail counts its bytes as
-    /// written only when every write succeeded, and as durable after a successful fdatasync or
-    /// when every write was an RWF_DSYNC one.
-    pub fn complete_writes(&mut self, completions: Vec<IoCompletion>) -> Result<()> {
+    /// Applies the outcome of the writes of [`ActiveSegment::take_writes`] (possibly turned into
+    /// RWF_DSYNC writes without the fdatasync), however they were submitted; the first error is
+    /// returned. The tail counts its bytes as written only when every write succeeded, and as
+    /// durable after a successful fdatasync or when every write was an RWF_DSYNC one. A batch
+    /// the storage lost ([`AsyncOutcome::Lost`]) is a failed write: its bytes are not known to
+    /// be in the file.
+    pub fn complete_writes(&mut self, outcome: AsyncOutcome) -> Result<()> {
+        let completions = match outcome {
+            AsyncOutcome::Done(done) => done,
+            AsyncOutcome::Lost => {
+                self.tail.complete_write(false);
+                return Err(Error::io(
+                    "write",
+                    self.file.path(),
+                    std::io::Error::other("asynchronous write batch lost by the storage"),
+                ));
+            }
+        };
         let mut first_err = None;
         let mut writes_ok = None;
         let mut all_dsync = true;
@@ -338,67 +348,16 @@ impl ActiveSegment {
         self.tail.written_is_synced()
     }
 
-    /// Takes the writes of [`ActiveSegment::take_writes`] back as submitted without waiting
-    /// ([`crate::io::Storage::submit_async`]); poll them with [`ActiveSegment::poll_writes`].
-    /// Appends may continue meanwhile (the tail copies a chunk a write still holds before
-    /// changing it); anything else that writes this segment waits for them first.
-    pub fn writes_started(&mut self, io: crate::io::AsyncIo) {
-        debug_assert!(self.in_flight.is_none(), "one write in flight per segment");
-        self.settle_in_flight();
-        self.in_flight = Some(io);
-    }
-
-    /// True while writes handed to [`ActiveSegment::writes_started`] have not been reported.
-    pub fn writes_outstanding(&self) -> bool {
-        self.in_flight.is_some() || self.settled.is_some()
-    }
-
-    /// The outcome of the writes in flight once they are done (blocking until then with
-    /// `wait`), applied to the tail as [`ActiveSegment::complete_writes`] does; `None` while they
-    /// are in flight or when there are none.
-    pub fn poll_writes(&mut self, wait: bool) -> Option<Result<()>> {
-        if let Some(r) = self.settled.take() {
-            return Some(r);
-        }
-        let io = self.in_flight.take()?;
-        match crate::io::claim_async(io, wait) {
-            Ok(crate::io::AsyncOutcome::Lost) => {
-                // The thread's ring cannot account for the batch (it does not know the id, or the
-                // thread is ending): the bytes are not known to be written; fail rather than guess.
-                self.tail.complete_write(false);
-                Some(Err(Error::io(
-                    "write",
-                    self.file.path(),
-                    std::io::Error::other("asynchronous write batch lost by the ring"),
-                )))
-            }
-            Ok(crate::io::AsyncOutcome::Done(done)) => Some(self.complete_writes(done)),
-            Err(io) => {
-                self.in_flight = Some(io);
-                None
-            }
-        }
-    }
-
-    /// Waits for the writes in flight, if any, keeping their outcome for the next poll.
-    fn settle_in_flight(&mut self) {
-        if self.in_flight.is_some() {
-            self.settled = self.poll_writes(true);
-        }
-    }
-
     /// Writes every appended byte to the file (one submission), with an fdatasync when `sync`.
+    /// The caller has completed any write of [`ActiveSegment::take_writes`] first (the log
+    /// settles its writes in flight before anything but an append touches the segment).
     pub fn write_pending(&mut self, sync: bool) -> Result<()> {
-        self.settle_in_flight();
-        if let Some(Err(e)) = &self.settled {
-            return Err(Error::io("write", self.file.path(), std::io::Error::other(e.to_string())));
-        }
         let ops = self.take_writes(0, sync);
         if ops.is_empty() {
             return Ok(());
         }
         let done = self.storage.submit(ops);
-        self.complete_writes(done)
+        self.complete_writes(AsyncOutcome::Done(done))
     }
 
     /// The `.log` file under the in-memory tail.

@@ -50,7 +50,7 @@ use crate::format::filename;
 use crate::format::index_entry::{TimeEntry, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE};
 use crate::format::record;
 use crate::index::{OffsetIndex, TimeIndex, TimestampOffset};
-use crate::io::{IoCompletion, IoFile, IoOp, IoOpKind, LazyFile, OpenMode, Reopen, Storage};
+use crate::io::{AsyncOutcome, InFlight, IoFile, IoOp, IoOpKind, LazyFile, OpenMode, Reopen, Storage};
 
 /// Where the first batch with `last_offset >= target` sits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -535,10 +535,6 @@ pub struct ActiveSegment {
     created_ms: i64,
     roll_jitter_ms: i64,
     settings: SegmentSettings,
-    /// Writes submitted without waiting ([`ActiveSegment::writes_started`]), until polled.
-    in_flight: Option<crate::io::AsyncIo>,
-    /// The outcome of writes that another operation had to wait for before they were polled.
-    settled: Option<Result<()>>,
     /// Zero fill's state ([`ActiveSegment::take_zero_fill`]).
     zero: ZeroFillState,
 }

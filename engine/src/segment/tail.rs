@@ -195,7 +195,8 @@ impl TailFile {
     /// [`TailFile::complete_write`] is called no other write may be prepared.
     pub fn prepare_write(&self, file: Arc<dyn IoFile>, tag: u64) -> Vec<IoOp> {
         let mut s = self.lock();
-        if s.end == s.written || s.in_flight_end.is_some() {
+        assert!(s.in_flight_end.is_none(), "a write of this tail is in flight: complete it before preparing another");
+        if s.end == s.written {
             return Vec::new();
         }
         let from = align_down(s.written, s.align);
@@ -224,6 +225,11 @@ impl TailFile {
         }
         s.in_flight_end = Some(s.end);
         ops
+    }
+
+    /// True between [`TailFile::prepare_write`] and [`TailFile::complete_write`].
+    pub fn write_in_flight(&self) -> bool {
+        self.lock().in_flight_end.is_some()
     }
 
     /// Records the outcome of the prepared writes (`ok` when every one succeeded). On success the
@@ -621,7 +627,7 @@ mod tests {
             IoOpKind::Write { buf, .. } => assert_eq!(&buf[..], &before[..], "the write's bytes did not change"),
             IoOpKind::SyncData => unreachable!(),
         }
-        assert!(tail.prepare_write(f.clone(), 0).is_empty(), "one write at a time");
+        assert!(tail.write_in_flight(), "one write at a time: the next waits for complete_write");
         let done = s.submit(ops);
         assert!(done.iter().all(|c| c.result.is_ok()));
         drop(done);

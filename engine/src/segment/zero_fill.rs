@@ -38,14 +38,6 @@ pub struct ZeroFillStats {
 /// The most a refill without zeros ahead leaves between the data and its start.
 const ZERO_FILL_MAX_SKIP: u64 = 1 << 20;
 
-/// Zero writes in flight for a segment: the range they cover and their batch.
-#[derive(Debug)]
-pub(super) struct Refill {
-    pub(super) io: crate::io::AsyncIo,
-    pub(super) start: u64,
-    pub(super) end: u64,
-}
-
 /// An active segment's zero fill.
 #[derive(Debug, Default)]
 pub(super) struct ZeroFillState {
@@ -56,7 +48,8 @@ pub(super) struct ZeroFillState {
     /// The zero writes taken by [`ActiveSegment::take_zero_fill`]: the range, until submitted;
     /// then in flight until they complete.
     pub(super) pending: Option<(u64, u64)>,
-    pub(super) in_flight: Option<Refill>,
+    /// The zero writes in flight, with the range `(start, end)` they cover.
+    pub(super) in_flight: Option<InFlight<(u64, u64)>>,
     /// The current lead (it doubles at each refill up to the setting).
     pub(super) lead: u64,
     pub(super) stats: ZeroFillStats,
@@ -153,11 +146,11 @@ impl ActiveSegment {
     /// waiting; they are polled by the next [`ActiveSegment::take_zero_fill`] and waited for by
     /// anything that writes where they do.
     pub fn zero_fill_started(&mut self, io: crate::io::AsyncIo) {
-        let Some((start, end)) = self.zero.pending.take() else {
+        let Some(range) = self.zero.pending.take() else {
             debug_assert!(false, "zero fill started without take_zero_fill");
             return;
         };
-        self.zero.in_flight = Some(Refill { io, start, end });
+        self.zero.in_flight = Some(InFlight::new(io, range));
         // A batch that is already done (sync mode, or a ring that ran it inline) is applied now.
         self.poll_zero_fill(false);
     }
@@ -174,24 +167,17 @@ impl ActiveSegment {
 
     /// Applies the outcome of the zero writes in flight once done (waiting for them with `wait`).
     fn poll_zero_fill(&mut self, wait: bool) {
-        let Some(z) = self.zero.in_flight.take() else { return };
-        match crate::io::claim_async(z.io, wait) {
-            Ok(outcome) => {
-                let ok = match outcome {
-                    crate::io::AsyncOutcome::Done(done) => done.iter().all(|c| c.result.is_ok()),
-                    // Not known to be written: zero fill cannot count on those blocks.
-                    crate::io::AsyncOutcome::Lost => false,
-                };
-                if ok {
-                    self.zero.zeroed_to = self.zero.zeroed_to.max(z.end);
-                } else {
-                    // Whatever part was written is zeros past the data, which the cut at seal
-                    // and close, or recovery after a crash, removes like any zero tail.
-                    self.zero.failed = true;
-                    self.zero.stats.failures += 1;
-                }
-            }
-            Err(io) => self.zero.in_flight = Some(Refill { io, ..z }),
+        let Some(((_, end), outcome)) = crate::io::poll_slot(&mut self.zero.in_flight, &*self.storage, wait) else {
+            return;
+        };
+        // A batch the storage lost is not known to be written: zero fill cannot count on it.
+        if outcome.all_ok() {
+            self.zero.zeroed_to = self.zero.zeroed_to.max(end);
+        } else {
+            // Whatever part was written is zeros past the data, which the cut at seal and close,
+            // or recovery after a crash, removes like any zero tail.
+            self.zero.failed = true;
+            self.zero.stats.failures += 1;
         }
     }
 

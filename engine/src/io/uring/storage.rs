@@ -325,7 +325,7 @@ pub(crate) fn poll_async() {
     });
 }
 
-/// See [`crate::io::completions_waiting`].
+/// See [`Storage::completions_waiting`].
 pub(crate) fn completions_waiting() -> bool {
     THREAD_RING
         .try_with(|cell| {
@@ -478,6 +478,29 @@ impl Storage for UringStorage {
                 batches.into_iter().map(|(ops, _)| AsyncIo::Ready(crate::io::submit_one_by_one(ops))).collect()
             }
         }
+    }
+
+    fn claim_async(&self, io: AsyncIo, wait: bool) -> std::result::Result<AsyncOutcome, AsyncIo> {
+        let AsyncIo::Ring(t) = io else { return Ok(crate::io::claim_ready(io)) };
+        if !t.on_this_thread() {
+            return Err(AsyncIo::Ring(t));
+        }
+        match complete_async(t.id(), wait) {
+            Some(outcome) => {
+                // Claimed (or unknown to the ring): either way there is nothing to abandon.
+                t.claimed();
+                Ok(outcome)
+            }
+            None => Err(AsyncIo::Ring(t)),
+        }
+    }
+
+    fn poll_async(&self) {
+        poll_async();
+    }
+
+    fn completions_waiting(&self) -> bool {
+        completions_waiting()
     }
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {

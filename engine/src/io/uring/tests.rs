@@ -212,7 +212,7 @@ fn write_op(file: &Arc<dyn IoFile>, data: &[u8], pos: u64, tag: u64, link_next: 
 
 #[test]
 fn async_batches_complete_later_and_survive_synchronous_io() {
-    use crate::io::{claim_async, AsyncIo, AsyncOutcome};
+    use crate::io::{AsyncIo, AsyncOutcome};
     for mode in [IoMode::Direct, IoMode::Buffered] {
         let dir = test_dir();
         let s = UringStorage::new(mode).unwrap();
@@ -236,10 +236,10 @@ fn async_batches_complete_later_and_survive_synchronous_io() {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !pending.is_empty() {
             assert!(Instant::now() < deadline, "{mode}: async batches never completed");
-            crate::io::poll_async();
+            s.poll_async();
             let mut still = Vec::new();
             for p in pending {
-                match claim_async(p, false) {
+                match s.claim_async(p, false) {
                     Ok(AsyncOutcome::Done(done)) => got.push(done),
                     Ok(AsyncOutcome::Lost) => panic!("{mode}: the ring lost a batch"),
                     Err(p) => still.push(p),
@@ -269,19 +269,19 @@ fn a_finished_async_write_is_seen_without_a_system_call() {
         let io = s.submit_async(vec![vec![write_op(&f, &data, 0, 1, false)]]).pop().unwrap();
         let before = thread_stats();
         let t = Instant::now();
-        while !crate::io::completions_waiting() && t.elapsed() < Duration::from_secs(2) {
+        while !s.completions_waiting() && t.elapsed() < Duration::from_secs(2) {
             std::hint::spin_loop();
         }
-        assert!(crate::io::completions_waiting(), "the ring never showed the completion waiting");
+        assert!(s.completions_waiting(), "the ring never showed the completion waiting");
         assert_eq!(delta(before).enters, 0, "seeing the completion took no io_uring_enter");
-        crate::io::poll_async();
-        assert!(crate::io::claim_async(io, false).is_ok(), "the write completed");
+        s.poll_async();
+        assert!(s.claim_async(io, false).is_ok(), "the write completed");
     }
 }
 
 #[test]
 fn async_batch_waited_for_and_failures_reported() {
-    use crate::io::{claim_async, AsyncOutcome};
+    use crate::io::AsyncOutcome;
     let dir = test_dir();
     let s = UringStorage::new(IoMode::Direct).unwrap();
     let log = s.open_log(&dir.path().join("0.log"), OpenMode::CreateNew).unwrap();
@@ -295,7 +295,7 @@ fn async_batch_waited_for_and_failures_reported() {
         IoOp { file: log.clone(), kind: IoOpKind::SyncData, tag: 3, link_next: false },
     ];
     let io = s.submit_async(vec![ops]).pop().unwrap();
-    let Ok(AsyncOutcome::Done(done)) = claim_async(io, true) else { panic!("waited, and not lost") };
+    let Ok(AsyncOutcome::Done(done)) = s.claim_async(io, true) else { panic!("waited, and not lost") };
     assert_eq!(done.len(), 3);
     assert!(done[0].result.is_ok());
     assert!(done[1].result.is_err());
@@ -305,9 +305,11 @@ fn async_batch_waited_for_and_failures_reported() {
 
 #[test]
 fn a_batch_the_ring_does_not_know_is_lost_not_empty() {
-    use crate::io::{claim_async, AsyncIo, AsyncOutcome, RingTicket};
+    use crate::io::{AsyncIo, AsyncOutcome, RingTicket};
     // Make sure the thread ring exists, so the id is looked up on it.
     with_thread_ring(|_| ()).unwrap();
+    let s = UringStorage::new(IoMode::Buffered).unwrap();
+    let claim_async = |io, wait| s.claim_async(io, wait);
     let unknown = || AsyncIo::Ring(RingTicket::new(u32::MAX - 3));
     assert!(matches!(claim_async(unknown(), false), Ok(AsyncOutcome::Lost)));
     assert!(matches!(claim_async(unknown(), true), Ok(AsyncOutcome::Lost)));
@@ -438,7 +440,7 @@ fn doorbell_or_io_wakes_on_either() {
     while let Some(p) = io.take() {
         assert!(t.elapsed() < Duration::from_secs(5), "the write completion never woke the wait");
         assert!(wait_doorbell_or_io(bell.raw(), Duration::from_secs(5)));
-        if let Err(p) = crate::io::claim_async(p, false) {
+        if let Err(p) = s.claim_async(p, false) {
             io = Some(p);
         }
     }

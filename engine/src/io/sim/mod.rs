@@ -24,6 +24,11 @@
 //! change nothing) and crash there. Faults can be injected: the n-th `sync_data`, write or
 //! operation fails with EIO and changes nothing.
 //!
+//! Asynchronous batches ([`Storage::submit_async`]) run nothing at submission: their operations
+//! run later and out of order, at polls or when claimed with `wait` (see the `flights` module), and a
+//! crash finds those that have not run yet in flight: each of their writes lands whole, torn or
+//! not at all ([`SimStorage::ops_in_flight`] says how many there are).
+//!
 //! Reads never count and never fail. Directory renames are not supported (nothing in a partition
 //! directory needs them). Files may be sparse: bytes past the stored data and below the length
 //! read as zeros, so a "huge" file costs no memory.
@@ -33,7 +38,7 @@ use std::fmt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{DirectAlignment, IoFile, IoMode, OpenMode, Storage};
+use super::{AsyncIo, AsyncOutcome, DirectAlignment, IoFile, IoMode, IoOp, IoOpKind, OpenMode, Storage};
 use crate::error::{Error, Result};
 
 /// A small deterministic generator (xorshift64*) for crash choices.
@@ -406,6 +411,8 @@ fn not_found(op: &'static str, path: &Path) -> Error {
 #[derive(Clone)]
 pub struct SimStorage {
     state: Arc<Mutex<SimState>>,
+    /// Asynchronous batches not yet claimed ([`flights`]). Never locked together with `state`.
+    flights: Arc<Mutex<flights::Flights>>,
 }
 
 impl fmt::Debug for SimStorage {
@@ -426,7 +433,7 @@ impl SimStorage {
     pub fn new() -> SimStorage {
         let mut st = SimState::default();
         st.dirs.insert(PathBuf::from("/"), DirState::default());
-        SimStorage { state: Arc::new(Mutex::new(st)) }
+        SimStorage::from_state(st)
     }
 
     /// A disk whose `open_log` files behave as O_DIRECT files with this alignment: writes must
@@ -437,9 +444,35 @@ impl SimStorage {
         s
     }
 
+    fn from_state(state: SimState) -> SimStorage {
+        SimStorage { state: Arc::new(Mutex::new(state)), flights: Arc::default() }
+    }
+
     fn lock(&self) -> MutexGuard<'_, SimState> {
         // The state is consistent between statements; a panic elsewhere must not hide it.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn flights(&self) -> MutexGuard<'_, flights::Flights> {
+        self.flights.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How asynchronous batches complete: at each poll every operation whose turn has come runs
+    /// with `percent` chance (100: all at the first poll), in an order drawn from `seed`. The
+    /// default is 50 % with a fixed seed.
+    pub fn set_async_completions(&self, seed: u64, percent: u32) {
+        self.flights().set_completions(seed, percent);
+    }
+
+    /// Asynchronous batches run whole, in order, at submission, as a backend without
+    /// asynchronous I/O runs them (until [`SimStorage::set_async_completions`]).
+    pub fn set_async_at_once(&self) {
+        self.flights().set_at_once();
+    }
+
+    /// Operations of asynchronous batches that have not run yet (in flight).
+    pub fn ops_in_flight(&self) -> usize {
+        self.flights().not_run()
     }
 
     /// State-changing operations so far (the `k` of "crash after I/O number k").
@@ -455,6 +488,12 @@ impl SimStorage {
     /// changes nothing: the moment of the power cut. `None` lifts it.
     pub fn halt_after(&self, k: Option<u64>) {
         self.lock().halt_after = k;
+    }
+
+    /// True when the next state-changing operation would be refused ([`SimStorage::halt_after`]).
+    fn power_cut(&self) -> bool {
+        let s = self.lock();
+        s.halt_after.is_some_and(|k| s.counters.ops >= k)
     }
 
     /// True once an operation has been refused because of [`SimStorage::halt_after`].
@@ -480,6 +519,7 @@ impl SimStorage {
     /// The state a power cut now could leave: a new, independent storage (no faults, not halted,
     /// counters at zero) in which everything is durable.
     pub fn crash_with(&self, rng: &mut SimRng, cfg: &CrashConfig) -> SimStorage {
+        let in_flight = self.flights().writes_not_run();
         let s = self.lock();
         let mut out = SimState { direct_alignment: s.direct_alignment, now_ms: s.now_ms, ..SimState::default() };
         let mut inode_map: HashMap<usize, usize> = HashMap::new();
@@ -505,7 +545,8 @@ impl SimStorage {
                         let new = match inode_map.get(&ino) {
                             Some(&n) => n,
                             None => {
-                                let content = crash_content(&s.inodes[ino], rng, cfg);
+                                let flying = in_flight.iter().filter(|w| w.ino == ino);
+                                let content = crash_content(&s.inodes[ino], flying, rng, cfg);
                                 out.inodes.push(Inode {
                                     volatile: content.clone(),
                                     durable: content,
@@ -522,7 +563,7 @@ impl SimStorage {
             }
             out.dirs.insert(dir, DirState { volatile: kept.clone(), durable: kept, pending: Vec::new() });
         }
-        SimStorage { state: Arc::new(Mutex::new(out)) }
+        SimStorage::from_state(out)
     }
 
     // ---- Test setup and inspection: these bypass counters, faults and durability tracking. ----
@@ -651,40 +692,62 @@ impl SimStorage {
     }
 }
 
-/// The content one file is left with by a crash.
-fn crash_content(i: &Inode, rng: &mut SimRng, cfg: &CrashConfig) -> Content {
+/// Lands some sectors of a write of `bytes` at `pos` in `c` (512- or 4096-byte sectors; a
+/// prefix of them or a random subset).
+fn land_torn(c: &mut Content, pos: u64, bytes: &[u8], rng: &mut SimRng) {
+    let sector: u64 = if rng.below(2) == 0 { 512 } else { 4096 };
+    // Sectors of the write, split at file offsets that are multiples of `sector`.
+    let end = pos + bytes.len() as u64;
+    let mut cuts = vec![pos];
+    let mut at = (pos / sector + 1) * sector;
+    while at < end {
+        cuts.push(at);
+        at += sector;
+    }
+    cuts.push(end);
+    let sectors = cuts.len() - 1;
+    if sectors >= 2 {
+        let subset = rng.below(2) == 0;
+        let prefix = 1 + rng.below(sectors as u64 - 1) as usize;
+        for k in 0..sectors {
+            let lands = if subset { rng.below(2) == 0 } else { k < prefix };
+            if lands {
+                let (a, b) = (cuts[k], cuts[k + 1]);
+                c.write(a, &bytes[(a - pos) as usize..(b - pos) as usize]);
+            }
+        }
+    }
+}
+
+/// The content one file is left with by a crash: its durable content, a prefix of its unsynced
+/// operations (the first one left out possibly torn), then each of its writes still in flight
+/// whole, torn or not at all (the device may finish them in any order).
+fn crash_content<'a>(
+    i: &Inode,
+    in_flight: impl Iterator<Item = &'a flights::WriteInFlight>,
+    rng: &mut SimRng,
+    cfg: &CrashConfig,
+) -> Content {
     let mut c = i.durable.clone();
-    if !cfg.unsynced_data || i.pending.is_empty() {
+    if !cfg.unsynced_data {
         return c;
     }
-    let n = rng.prefix_len(i.pending.len());
-    for op in &i.pending[..n] {
-        op.apply(&mut c);
+    if !i.pending.is_empty() {
+        let n = rng.prefix_len(i.pending.len());
+        for op in &i.pending[..n] {
+            op.apply(&mut c);
+        }
+        if let Some(DataOp::Write { pos, bytes }) = i.pending.get(n) {
+            if rng.percent(cfg.torn_write_percent) {
+                land_torn(&mut c, *pos, bytes, rng);
+            }
+        }
     }
-    if let Some(DataOp::Write { pos, bytes }) = i.pending.get(n) {
-        if rng.percent(cfg.torn_write_percent) {
-            let sector: u64 = if rng.below(2) == 0 { 512 } else { 4096 };
-            // Sectors of the write, split at file offsets that are multiples of `sector`.
-            let end = pos + bytes.len() as u64;
-            let mut cuts = vec![*pos];
-            let mut at = (pos / sector + 1) * sector;
-            while at < end {
-                cuts.push(at);
-                at += sector;
-            }
-            cuts.push(end);
-            let sectors = cuts.len() - 1;
-            if sectors >= 2 {
-                let subset = rng.below(2) == 0;
-                let prefix = 1 + rng.below(sectors as u64 - 1) as usize;
-                for k in 0..sectors {
-                    let lands = if subset { rng.below(2) == 0 } else { k < prefix };
-                    if lands {
-                        let (a, b) = (cuts[k], cuts[k + 1]);
-                        c.write(a, &bytes[(a - pos) as usize..(b - pos) as usize]);
-                    }
-                }
-            }
+    for w in in_flight {
+        match rng.below(3) {
+            0 => {}
+            1 => c.write(w.pos, &w.bytes),
+            _ => land_torn(&mut c, w.pos, &w.bytes, rng),
         }
     }
     if c.len > i.durable.len && rng.percent(cfg.zero_tail_percent) {
@@ -808,6 +871,31 @@ impl Storage for SimStorage {
     }
     fn mode(&self) -> IoMode {
         IoMode::Sync
+    }
+    /// Nothing runs at submission: each operation runs later, at a poll or when its batch is claimed (module docs).
+    fn submit_async(&self, batches: Vec<Vec<IoOp>>) -> Vec<AsyncIo> {
+        let inos: Vec<Vec<Option<usize>>> = {
+            let s = self.lock();
+            let ino = |op: &IoOp| match (&op.kind, s.entry(&norm(op.file.path()))) {
+                (IoOpKind::Write { .. }, Some(Entry::File(ino))) => Some(ino),
+                _ => None,
+            };
+            batches.iter().map(|ops| ops.iter().map(ino).collect()).collect()
+        };
+        let mut f = self.flights();
+        batches.into_iter().zip(inos).map(|(ops, inos)| f.submit(ops, inos)).collect()
+    }
+    fn claim_async(&self, io: AsyncIo, wait: bool) -> std::result::Result<AsyncOutcome, AsyncIo> {
+        match io {
+            AsyncIo::Queued(id) => self.flights().claim(id, wait, &|| self.power_cut()),
+            other => Ok(crate::io::claim_ready(other)),
+        }
+    }
+    fn poll_async(&self) {
+        self.flights().step(&|| self.power_cut());
+    }
+    fn completions_waiting(&self) -> bool {
+        self.flights().any()
     }
     fn lock(&self, path: &Path, kind: crate::io::lock::LockKind) -> Result<Option<crate::io::lock::LockGuard>> {
         use crate::io::lock::{LockGuard, LockKind, LOCK_FILE};
@@ -933,134 +1021,6 @@ impl Storage for SimStorage {
     }
 }
 
+mod flights;
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(s: &str) -> PathBuf {
-        PathBuf::from(s)
-    }
-
-    fn read_all(st: &SimStorage, path: &str) -> Option<Vec<u8>> {
-        st.file(path)
-    }
-
-    #[test]
-    fn unsynced_data_and_entries_vanish_with_durable_only() {
-        let st = SimStorage::new();
-        st.create_dir_all(&p("/d")).unwrap();
-        st.sync_dir(&p("/")).unwrap();
-        let f = st.open(&p("/d/a"), OpenMode::CreateNew).unwrap();
-        f.write_all_at(b"hello", 0).unwrap();
-        f.sync_data().unwrap();
-        // The entry is not durable yet: the file disappears.
-        let c = st.crash_with(&mut SimRng::new(1), &CrashConfig::DURABLE_ONLY);
-        assert!(c.exists(&p("/d")));
-        assert!(!c.exists(&p("/d/a")));
-        st.sync_dir(&p("/d")).unwrap();
-        f.write_all_at(b" world", 5).unwrap();
-        let c = st.crash_with(&mut SimRng::new(1), &CrashConfig::DURABLE_ONLY);
-        assert_eq!(read_all(&c, "/d/a").unwrap(), b"hello");
-        assert_eq!(read_all(&st, "/d/a").unwrap(), b"hello world");
-    }
-
-    #[test]
-    fn renames_revert_unless_the_directory_is_synced() {
-        let st = SimStorage::new();
-        st.put_file("/d/a", b"old");
-        let f = st.open(&p("/d/a.tmp"), OpenMode::CreateTruncate).unwrap();
-        f.write_all_at(b"new", 0).unwrap();
-        f.sync_data().unwrap();
-        st.rename(&p("/d/a.tmp"), &p("/d/a")).unwrap();
-        assert_eq!(st.file("/d/a").unwrap(), b"new");
-        let c = st.crash_with(&mut SimRng::new(1), &CrashConfig::DURABLE_ONLY);
-        assert_eq!(c.file("/d/a").unwrap(), b"old");
-        assert!(!c.exists(&p("/d/a.tmp")));
-        st.sync_dir(&p("/d")).unwrap();
-        let c = st.crash_with(&mut SimRng::new(1), &CrashConfig::DURABLE_ONLY);
-        assert_eq!(c.file("/d/a").unwrap(), b"new");
-    }
-
-    #[test]
-    fn deleted_then_recreated_can_come_back_as_the_old_file() {
-        let st = SimStorage::new();
-        st.put_file("/d/x", b"old");
-        st.remove_file(&p("/d/x")).unwrap();
-        let f = st.open(&p("/d/x"), OpenMode::CreateNew).unwrap();
-        f.write_all_at(b"new!", 0).unwrap();
-        f.sync_data().unwrap();
-        let c = st.crash_with(&mut SimRng::new(3), &CrashConfig::DURABLE_ONLY);
-        assert_eq!(c.file("/d/x").unwrap(), b"old");
-    }
-
-    #[test]
-    fn crash_outcomes_are_prefixes_torn_or_zeroed() {
-        let st = SimStorage::new();
-        st.put_file("/f", b"");
-        let f = st.open(&p("/f"), OpenMode::ReadWrite).unwrap();
-        f.write_all_at(&[1u8; 600], 0).unwrap();
-        f.sync_data().unwrap();
-        f.write_all_at(&[2u8; 5000], 600).unwrap();
-        f.write_all_at(&[3u8; 100], 5600).unwrap();
-        let mut rng = SimRng::new(7);
-        let mut seen = std::collections::BTreeSet::new();
-        for _ in 0..400 {
-            let c = st.crash(&mut rng).file("/f").unwrap();
-            assert!(c.len() >= 600 && c[..600].iter().all(|&b| b == 1), "durable prefix kept");
-            assert!((600..=5700).contains(&c.len()), "length {}", c.len());
-            // Only whole sectors of the torn write land; the rest is zeros.
-            for (i, &b) in c.iter().enumerate().skip(600) {
-                assert!(b == 0 || b == if i < 5600 { 2 } else { 3 });
-            }
-            let twos = c.iter().filter(|&&b| b == 2).count();
-            let zeros = c.iter().filter(|&&b| b == 0).count();
-            seen.insert((c.len(), twos == 5000, zeros > 0));
-        }
-        assert!(seen.len() >= 4, "{seen:?}");
-    }
-
-    #[test]
-    fn halt_and_faults_change_nothing() {
-        let st = SimStorage::new();
-        st.put_file("/f", b"abc");
-        let f = st.open(&p("/f"), OpenMode::ReadWrite).unwrap();
-        st.halt_after(Some(1));
-        f.write_all_at(b"x", 0).unwrap();
-        assert!(f.write_all_at(b"y", 1).is_err());
-        assert!(f.sync_data().is_err());
-        assert_eq!(st.io_count(), 1);
-        assert!(st.halted());
-        assert_eq!(st.file("/f").unwrap(), b"xbc");
-
-        let st = SimStorage::new();
-        st.put_file("/f", b"abc");
-        st.inject(Fault::Sync(2));
-        let f = st.open(&p("/f"), OpenMode::ReadWrite).unwrap();
-        f.write_all_at(b"x", 0).unwrap();
-        f.sync_data().unwrap();
-        f.write_all_at(b"y", 1).unwrap();
-        assert!(f.sync_data().is_err());
-        let c = st.crash_with(&mut SimRng::new(1), &CrashConfig::DURABLE_ONLY);
-        assert_eq!(c.file("/f").unwrap(), b"xbc");
-    }
-
-    #[test]
-    fn direct_files_refuse_unaligned_writes_and_sparse_files_are_cheap() {
-        let st = SimStorage::with_direct_alignment(512);
-        st.put_dir("/d");
-        let f = st.open_log(&p("/d/l"), OpenMode::CreateNew).unwrap();
-        assert!(f.write_all_at(&[1u8; 100], 0).is_err());
-        let buf = crate::io::AlignedBuf::new(512, 4096);
-        let mut buf = buf;
-        buf.set_len(512);
-        f.write_all_at(&buf, 512).unwrap();
-        assert_eq!(f.len().unwrap(), 1024);
-        st.put_sparse_file("/d/huge", b"xy", 1 << 40);
-        assert_eq!(st.file_len("/d/huge"), Some(1 << 40));
-        let h = st.open(&p("/d/huge"), OpenMode::Read).unwrap();
-        let mut b = [9u8; 4];
-        assert_eq!(h.read_at(&mut b, 0).unwrap(), 4);
-        assert_eq!(b, [b'x', b'y', 0, 0]);
-        assert!(h.write_all_at(b"z", 0).is_err(), "read-only handle");
-    }
-}
+mod tests;
