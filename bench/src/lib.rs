@@ -17,3 +17,23 @@ pub mod refs;
 pub mod rusage;
 pub mod svg;
 pub mod workload;
+
+/// Environment variable: `0` (or `false`, `no`, `off`) keeps the engine's write-buffer pool
+/// unregistered (plain WRITE instead of WRITE_FIXED), for comparing the two
+/// ([`seglog::io::pool::set_buffer_registration`]).
+pub const FIXED_BUFFERS_ENV: &str = "SEGLOG_FIXED_BUFFERS";
+/// Environment variable: the bytes recovery reads per I/O
+/// ([`seglog::segment::set_recovery_read_bytes`]), for benchmarks of the window size.
+pub const RECOVERY_READ_BYTES_ENV: &str = "SEGLOG_RECOVERY_READ_BYTES";
+
+/// Applies the benchmark knobs set in the environment ([`FIXED_BUFFERS_ENV`],
+/// [`RECOVERY_READ_BYTES_ENV`]) to the engine. The engine reads no environment itself: its
+/// callers decide.
+pub fn apply_env_knobs() {
+    if std::env::var(FIXED_BUFFERS_ENV).is_ok_and(|v| matches!(v.trim(), "0" | "false" | "no" | "off")) {
+        seglog::io::pool::set_buffer_registration(false);
+    }
+    if let Some(n) = std::env::var(RECOVERY_READ_BYTES_ENV).ok().and_then(|v| v.trim().parse::<usize>().ok()) {
+        seglog::segment::set_recovery_read_bytes(n);
+    }
+}

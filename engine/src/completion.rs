@@ -61,6 +61,8 @@ const CONTENDED_YIELD: Duration = Duration::from_micros(200);
 /// (typically) spins [`DEFAULT_SPIN`] only and sleeps.
 const MAX_ADAPTIVE_SPIN: Duration = Duration::from_micros(500);
 
+// Per thread by nature: it is the waiting thread's own history (any caller's thread, not a
+// shard's), and it holds no I/O state.
 thread_local! {
     /// How long this thread's recent [`Completion::wait`]s took (an exponential moving average of
     /// nanoseconds, each sample capped at twice [`MAX_ADAPTIVE_SPIN`]); 0 before the first.

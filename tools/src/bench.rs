@@ -6,6 +6,7 @@ use std::process::ExitCode;
 pub use seglog_bench::cli::Args;
 
 pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    seglog_bench::apply_env_knobs();
     seglog_bench::cli::run(args)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -91,6 +91,7 @@ fn parse_sync_method(s: &str) -> Result<SyncMethod, String> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    seglog_bench::apply_env_knobs();
     let a = Args::parse();
     if !a.skip_fio {
         fio::ensure_fio()?;

@@ -4,6 +4,7 @@
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
+    seglog_bench::apply_env_knobs();
     let cli = seglog_bench::cli::Cli::parse();
     match seglog_bench::cli::run(cli.args) {
         Ok(_) => std::process::ExitCode::SUCCESS,

@@ -138,6 +138,8 @@ pub struct IoStats {
     pub bounced_reads: u64,
 }
 
+// Per thread: each shard reports the I/O its own thread issued (its ring's work), as
+// getrusage(RUSAGE_THREAD) would; a backend on any thread counts without a lock.
 thread_local! {
     static STATS: Cell<IoStats> = const {
         Cell::new(IoStats { ops: 0, enters: 0, bytes_read: 0, bytes_written: 0, fsyncs: 0, writes: 0, bounced_reads: 0 })

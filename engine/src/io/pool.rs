@@ -17,7 +17,8 @@
 //! pinned. A write from pool memory goes out as WRITE_FIXED with its chunk's index when the
 //! submitting ring has that chunk registered, and as a plain WRITE from the same memory
 //! otherwise: on another thread's ring, past the table, when the kernel or RLIMIT_MEMLOCK refused
-//! the registration, or with `SEGLOG_FIXED_BUFFERS=0`. Sync mode never registers anything.
+//! the registration, or after [`set_buffer_registration`]`(false)`. Sync mode never registers
+//! anything.
 //! [`thread_pool_stats`] says which happened on this thread.
 //!
 //! The segment tail ([`crate::segment::TailFile`]) keeps the active segment's last bytes in a
@@ -29,7 +30,7 @@ use std::alloc::Layout;
 use std::cell::{Cell, RefCell};
 use std::ops::Deref;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::AlignedBuf;
@@ -46,9 +47,15 @@ pub const CHUNKS_PER_SLAB: usize = SLAB_BYTES / CHUNK_BYTES;
 /// can be registered; chunks numbered past it are written from unregistered.
 pub const MAX_REGISTERED_CHUNKS: u32 = 8192;
 
-/// Environment variable: `0` (or `false`, `no`, `off`) keeps pool memory unregistered (plain
-/// WRITE instead of WRITE_FIXED), for comparing the two.
-pub const FIXED_BUFFERS_ENV: &str = "SEGLOG_FIXED_BUFFERS";
+/// Whether rings register pool memory (see [`set_buffer_registration`]).
+static REGISTRATION_ON: AtomicBool = AtomicBool::new(true);
+
+/// Whether rings made from now on register pool memory (on by default): `false` keeps it
+/// unregistered, its writes plain WRITEs instead of WRITE_FIXED, for comparing the two (the
+/// bench's `SEGLOG_FIXED_BUFFERS=0`). Process-wide; rings that registered already keep it.
+pub fn set_buffer_registration(on: bool) {
+    REGISTRATION_ON.store(on, Ordering::Relaxed);
+}
 
 static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -383,6 +390,8 @@ impl std::fmt::Debug for WriteBuf {
 // The thread's pool and its statistics
 // ---------------------------------------------------------------------------------------------
 
+// Per thread, because the pool is registered on the thread's ring (io/uring/ring.rs says why that
+// is per thread): a write from it goes out as WRITE_FIXED only on the ring that registered it.
 thread_local! {
     static THREAD_POOL: RefCell<Option<Pool>> = const { RefCell::new(None) };
     static COUNTERS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
@@ -429,16 +438,12 @@ pub(crate) fn count_pool_writes(fixed: u64, plain: u64) {
     });
 }
 
-/// Whether registration is switched off (environment, or a test on this thread).
+/// Whether registration is switched off ([`set_buffer_registration`], or a test on this thread).
 pub(crate) fn registration_disabled() -> Option<String> {
     if REFUSE_FOR_TEST.try_with(|c| c.get()).unwrap_or(false) {
         return Some("refused on purpose (test)".to_string());
     }
-    static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let off = *ENV.get_or_init(|| {
-        std::env::var(FIXED_BUFFERS_ENV).is_ok_and(|v| matches!(v.trim(), "0" | "false" | "no" | "off"))
-    });
-    off.then(|| format!("switched off ({FIXED_BUFFERS_ENV}=0)"))
+    (!REGISTRATION_ON.load(Ordering::Relaxed)).then(|| "switched off (set_buffer_registration(false))".to_string())
 }
 
 /// Makes registration on this thread's next new ring fail as a refusing kernel would (tests).

@@ -67,6 +67,8 @@ pub struct ReadAheadStats {
     pub used: u64,
 }
 
+// Per thread, as the thread's main ring is (io/uring/ring.rs says why): read-aheads are started
+// and collected by the fetches of one thread.
 thread_local! {
     static STATS: Cell<ReadAheadStats> = const { Cell::new(ReadAheadStats { started: 0, used: 0 }) };
     /// This thread's read-ahead ring: `None` until first use, and after a failure (off for good:

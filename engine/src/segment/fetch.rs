@@ -171,6 +171,8 @@ impl<const N: usize> PartialEq<[u8; N]> for FetchBytes {
     }
 }
 
+// Per thread: a cache of free read buffers, as an allocator keeps one per thread. It holds no
+// I/O state, and a fetch on any thread (a shard, or an embedder's own) finds one without a lock.
 thread_local! {
     /// This thread's reusable read buffers. A buffer is free when the pool holds its only
     /// reference (every view of it was dropped).

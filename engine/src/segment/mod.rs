@@ -30,8 +30,8 @@ pub use resident::{
     EnterGuard, IndexCache, IndexCacheStats, IndexPair, IndexRef, ResourceConfig, ResourceReport, SegmentResources,
 };
 pub use scan::{
-    recovery_read_bytes, BatchScanner, ScannedBatch, SequentialBatchReader, RECOVERY_READ_BYTES,
-    RECOVERY_READ_BYTES_ENV, SCAN_WINDOW_BYTES,
+    recovery_read_bytes, set_recovery_read_bytes, BatchScanner, ScannedBatch, SequentialBatchReader,
+    RECOVERY_READ_BYTES, SCAN_WINDOW_BYTES,
 };
 pub use tail::{TailFile, TailStats};
 pub use zero_fill::ZeroFillStats;

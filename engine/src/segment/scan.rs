@@ -26,26 +26,29 @@ pub const FIRST_READ_BYTES: usize = 512;
 
 /// Bytes [`SequentialBatchReader`] reads per I/O (recovery): large enough that a device read at
 /// queue depth 1 runs near the disk's sequential speed (fio's `bs=1m`); 4 MiB measured no faster
-/// (docs/benchmarks.md, "Recovery and open"). [`RECOVERY_READ_BYTES_ENV`] overrides it.
+/// (docs/benchmarks.md, "Recovery and open"). [`set_recovery_read_bytes`] changes it.
 pub const RECOVERY_READ_BYTES: usize = 1 << 20;
-/// Environment variable overriding [`RECOVERY_READ_BYTES`] (bytes, rounded up to 4 KiB, at most
-/// 1 GiB), read once per process: for benchmarks of the window size.
-pub const RECOVERY_READ_BYTES_ENV: &str = "SEGLOG_RECOVERY_READ_BYTES";
 /// Window starts and lengths of [`SequentialBatchReader`] and of the one-read fetch are
 /// multiples of this (or of the file's O_DIRECT alignment if larger), and their buffers are
 /// aligned to it, so a direct read goes straight into the buffer, no bounce.
 pub(super) const READ_ALIGN: usize = 4096;
 
-/// The window [`SequentialBatchReader::new`] uses: [`RECOVERY_READ_BYTES`] unless the
-/// environment says otherwise.
+/// The window of [`SequentialBatchReader::new`], when set ([`set_recovery_read_bytes`]).
+static RECOVERY_READ_SET: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets the window recovery reads in, process-wide (bytes, at least 4 KiB, at most 1 GiB):
+/// for benchmarks of the window size (the bench's `SEGLOG_RECOVERY_READ_BYTES`).
+pub fn set_recovery_read_bytes(bytes: usize) {
+    RECOVERY_READ_SET.store(bytes.clamp(READ_ALIGN, 1 << 30), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The window [`SequentialBatchReader::new`] uses: [`RECOVERY_READ_BYTES`] unless
+/// [`set_recovery_read_bytes`] changed it.
 pub fn recovery_read_bytes() -> usize {
-    static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *BYTES.get_or_init(|| {
-        std::env::var(RECOVERY_READ_BYTES_ENV)
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .map_or(RECOVERY_READ_BYTES, |n| n.clamp(READ_ALIGN, 1 << 30))
-    })
+    match RECOVERY_READ_SET.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => RECOVERY_READ_BYTES,
+        n => n,
+    }
 }
 
 /// Where the framing rules get their bytes from: a source of file ranges.
@@ -163,6 +166,7 @@ pub struct BatchScanner {
     pub hops: u64,
 }
 
+// Per thread: a cache of free buffers (see the read-buffer pool in fetch.rs), no I/O state.
 thread_local! {
     /// Window buffers of finished walks, reused by the next walk on this thread: a lookup then
     /// costs no allocation and no zero fill (most walks need one 512-byte window).

@@ -586,6 +586,13 @@ impl Drop for Ring {
     }
 }
 
+// Why the ring is per thread and not a value the shard holds and passes: files are shared
+// handles (`Arc<dyn IoFile>`, `Sync`) whose reads and writes run on whichever thread calls them
+// (a shard, an embedder's thread using a `Log`, a test), and a ring has one issuer
+// (IORING_SETUP_SINGLE_ISSUER). A ring per thread gives every caller a ring of its own without a
+// lock, and a shard thread's ring is the shard's. What needed the ring as a value (claiming,
+// polling and counting asynchronous batches) is on `Storage` (`claim_async`, `poll_async`,
+// `completions_waiting`), so a backend without a ring (the simulator) implements it too.
 thread_local! {
     pub(super) static THREAD_RING: RefCell<Option<Ring>> = const { RefCell::new(None) };
 }
