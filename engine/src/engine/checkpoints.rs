@@ -16,6 +16,21 @@ pub(super) struct Startup {
     pub(super) log_starts: BTreeMap<(String, i32), i64>,
 }
 
+impl Startup {
+    /// Reads the clean-shutdown marker and the recovery-point and log-start-offset checkpoints of
+    /// the data directory `dir`.
+    pub(super) fn read(storage: &dyn Storage, dir: &Path) -> Result<Startup> {
+        use crate::format::checkpoint::{
+            CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_OFFSET_CHECKPOINT_FILE,
+        };
+        Ok(Startup {
+            clean: storage.exists(&dir.join(CLEAN_SHUTDOWN_FILE)),
+            recovery_points: read_offsets(storage, &dir.join(RECOVERY_POINT_OFFSET_CHECKPOINT_FILE))?,
+            log_starts: read_offsets(storage, &dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))?,
+        })
+    }
+}
+
 /// Writes the recovery-point and log-start-offset checkpoints of the data directory.
 pub(super) fn write_checkpoints(
     storage: &dyn Storage,
@@ -37,7 +52,7 @@ pub(super) fn write_checkpoints(
 
 /// Reads an offset checkpoint of the data directory; a missing or empty file is empty, a damaged
 /// one is an error naming it.
-pub(super) fn read_offsets(storage: &dyn Storage, path: &Path) -> Result<BTreeMap<(String, i32), i64>> {
+fn read_offsets(storage: &dyn Storage, path: &Path) -> Result<BTreeMap<(String, i32), i64>> {
     if !storage.exists(path) {
         return Ok(Default::default());
     }

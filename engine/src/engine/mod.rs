@@ -29,7 +29,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::bounded;
 
-use checkpoints::{read_offsets, write_checkpoints, Startup};
+use checkpoints::{write_checkpoints, Startup};
 use request::{Inner, ShardLink};
 
 use crate::completion::{pair, Completion};
@@ -102,9 +102,6 @@ impl Engine {
     /// `recovery-point-offset-checkpoint`) is revalidated. The marker is removed once every
     /// partition is open, so a crash during startup is not mistaken for a clean shutdown.
     pub fn open(config: EngineConfig) -> Result<Engine> {
-        use crate::format::checkpoint::{
-            CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_OFFSET_CHECKPOINT_FILE,
-        };
         config.validate()?;
         let selected = crate::io::select::open_storage_with_permissions(
             config.io_mode,
@@ -121,47 +118,14 @@ impl Engine {
             .lock(&config.data_dir, crate::io::lock::LockKind::LogDir)?
             .map(Arc::new)
             .expect("an exclusive lock always yields a guard");
-        let marker = config.data_dir.join(CLEAN_SHUTDOWN_FILE);
-        let startup = Startup {
-            clean: storage.exists(&marker),
-            recovery_points: read_offsets(&*storage, &config.data_dir.join(RECOVERY_POINT_OFFSET_CHECKPOINT_FILE))?,
-            log_starts: read_offsets(&*storage, &config.data_dir.join(LOG_START_OFFSET_CHECKPOINT_FILE))?,
-        };
+        let startup = Startup::read(&*storage, &config.data_dir)?;
         let cores = match &config.cores {
             Some(c) if !c.is_empty() => c.clone(),
             _ => allowed_cores(),
         };
         let n = config.shards.unwrap_or(cores.len()).max(1);
-        let resources = crate::segment::SegmentResources::for_shards(
-            crate::segment::ResourceConfig {
-                arena: crate::io::ArenaConfig {
-                    huge_pages: config.huge_pages,
-                    lock_memory: config.lock_index_memory,
-                    ..Default::default()
-                },
-                index_memory_budget_bytes: config.index_memory_budget_bytes,
-                max_open_files: config.max_open_files,
-            },
-            n,
-        );
-        let mut links = Vec::with_capacity(n);
-        let mut threads = Vec::with_capacity(n);
-        for (id, res) in resources.iter().cloned().enumerate() {
-            let (tx, rx) = bounded(config.queue_capacity.max(1));
-            let bell = Arc::new(Doorbell { fd: EventFd::new()?, sleeping: AtomicBool::new(false) });
-            let core = if config.pin_threads { cores.get(id % cores.len().max(1)).copied() } else { None };
-            let shard = shard::Shard::new(id, core, rx, bell.clone(), storage.clone(), dir_lock.clone(), &config);
-            let thread = std::thread::Builder::new()
-                .name(format!("seglog-shard-{id}"))
-                .spawn(move || {
-                    // The shard's segments share its index arena, index budget and file limit.
-                    let _entered = res.enter();
-                    shard.run()
-                })
-                .map_err(|e| Error::io("spawn", format!("shard {id}"), e))?;
-            links.push(ShardLink { tx, bell });
-            threads.push(thread);
-        }
+        let resources = shard_resources(&config, n);
+        let (links, threads) = spawn_shards(&config, &storage, &dir_lock, &resources, &cores)?;
         let inner =
             Arc::new(Inner { shards: links, backpressure: config.backpressure, queue_capacity: config.queue_capacity });
         let mut engine = Engine {
@@ -183,6 +147,7 @@ impl Engine {
             engine.abandon();
             return Err(e);
         }
+        let marker = engine.config.data_dir.join(crate::format::checkpoint::CLEAN_SHUTDOWN_FILE);
         if engine.storage.exists(&marker) {
             engine.storage.remove_file(&marker)?;
             engine.storage.sync_dir(&engine.config.data_dir)?;
@@ -448,6 +413,54 @@ impl Engine {
         let text = crate::format::checkpoint::CleanShutdown { broker_epoch: Some(-1) }.serialize();
         self.storage.write_file_atomic(&marker, text.as_bytes())
     }
+}
+
+/// Each shard's index memory and descriptors: its share of the index budget and of the open
+/// files, and its own index arena.
+fn shard_resources(config: &EngineConfig, shards: usize) -> Vec<crate::segment::SegmentResources> {
+    crate::segment::SegmentResources::for_shards(
+        crate::segment::ResourceConfig {
+            arena: crate::io::ArenaConfig {
+                huge_pages: config.huge_pages,
+                lock_memory: config.lock_index_memory,
+                ..Default::default()
+            },
+            index_memory_budget_bytes: config.index_memory_budget_bytes,
+            max_open_files: config.max_open_files,
+        },
+        shards,
+    )
+}
+
+/// Starts one shard thread per entry of `resources`, shard i on `cores[i % cores.len()]` when
+/// threads are pinned, each with its queue and doorbell; returns the links to them and their
+/// threads.
+fn spawn_shards(
+    config: &EngineConfig,
+    storage: &Arc<dyn Storage>,
+    dir_lock: &Arc<crate::io::lock::LockGuard>,
+    resources: &[crate::segment::SegmentResources],
+    cores: &[usize],
+) -> Result<(Vec<ShardLink>, Vec<JoinHandle<()>>)> {
+    let mut links = Vec::with_capacity(resources.len());
+    let mut threads = Vec::with_capacity(resources.len());
+    for (id, res) in resources.iter().cloned().enumerate() {
+        let (tx, rx) = bounded(config.queue_capacity.max(1));
+        let bell = Arc::new(Doorbell { fd: EventFd::new()?, sleeping: AtomicBool::new(false) });
+        let core = if config.pin_threads { cores.get(id % cores.len().max(1)).copied() } else { None };
+        let shard = shard::Shard::new(id, core, rx, bell.clone(), storage.clone(), dir_lock.clone(), config);
+        let thread = std::thread::Builder::new()
+            .name(format!("seglog-shard-{id}"))
+            .spawn(move || {
+                // The shard's segments share its index arena, index budget and file limit.
+                let _entered = res.enter();
+                shard.run()
+            })
+            .map_err(|e| Error::io("spawn", format!("shard {id}"), e))?;
+        links.push(ShardLink { tx, bell });
+        threads.push(thread);
+    }
+    Ok((links, threads))
 }
 
 impl Drop for Engine {
