@@ -20,7 +20,6 @@ pub mod index;
 pub mod io;
 pub mod log;
 pub mod segment;
-pub mod types;
 
 pub use completion::Completion;
 pub use config::{LogConfig, TimestampType};
@@ -28,4 +27,3 @@ pub use engine::{Backpressure, Durability, Engine, EngineConfig, SyncMethod, Top
 pub use error::{Error, Result};
 pub use histogram::LatencyHistogram;
 pub use io::IoMode;
-pub use types::{FilePos, Offset, RelOffset, TimestampMs};

@@ -137,8 +137,49 @@ pub fn compute(a: &Args, limits: (Option<u64>, Option<u64>, Option<u64>)) -> Res
         return Err("--segment-bytes must hold at least one batch".into());
     }
     let p = a.partitions;
-    let b = a.avg_batch_bytes;
     let rate_pp = a.produce_bytes_per_sec.map(|r| r as f64 / p as f64);
+    let (retained, rule) = retained_per_partition(a, rate_pp)?;
+    let FullSegment { batches: n, batches_per_entry: k, offset_entries, time_entries, index_fills_first } =
+        full_segment(a);
+    let segment_data = n * a.avg_batch_bytes;
+    let segs_pp = retained.div_ceil(segment_data).max(1);
+    let segments = segs_pp * p;
+    let per_segment = offset_entries * 8 + time_entries * 12;
+    let (max_map_count, nofile_soft, nofile_hard) = limits;
+    let shards = a.shards.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u64));
+    let checks = checks(a, segments, shards, max_map_count, nofile_soft);
+    Ok(Worksheet {
+        partitions: p,
+        retained_bytes_per_partition: retained,
+        retained_rule: rule,
+        retention_covered_ms: match (a.data_bytes, rate_pp) {
+            (Some(_), Some(r)) if r > 0.0 => Some((retained as f64 / r * 1000.0) as i64),
+            _ => None,
+        },
+        batches_per_segment: n,
+        segment_data_bytes: segment_data,
+        segments_per_partition: segs_pp,
+        segments,
+        index_fills_first,
+        batches_per_index_entry: k,
+        offset_entries_per_segment: offset_entries,
+        time_entries_per_segment: time_entries,
+        index_bytes_per_segment: per_segment,
+        index_bytes_total: per_segment * segments,
+        active_preallocated_bytes: p * 2 * a.segment_index_bytes,
+        segment_rolls_per_hour: rate_pp.map(|r| r * 3600.0 / segment_data as f64 * p as f64),
+        max_map_count,
+        nofile_soft,
+        nofile_hard,
+        checks,
+    })
+}
+
+/// Bytes kept per partition, and the rule that gave them: `--data-bytes`, or the produce rate
+/// (`rate_pp`, per partition) times retention.ms; capped by retention.bytes (Kafka deletes whole
+/// segments, so one segment more than either).
+fn retained_per_partition(a: &Args, rate_pp: Option<f64>) -> Result<(u64, String), String> {
+    let p = a.partitions;
     let (mut retained, mut rule) = match (a.data_bytes, rate_pp) {
         (Some(d), _) => {
             if a.total {
@@ -165,6 +206,23 @@ pub fn compute(a: &Args, limits: (Option<u64>, Option<u64>, Option<u64>)) -> Res
             rule = "capped by retention.bytes + one segment (Kafka deletes whole segments)".into();
         }
     }
+    Ok((retained, rule))
+}
+
+/// A full segment of constant batches, as Kafka rolls and indexes it.
+struct FullSegment {
+    /// Batches in it: those that fit, fewer if an index fills first.
+    batches: u64,
+    /// One offset-index entry every this many batches.
+    batches_per_entry: u64,
+    offset_entries: u64,
+    time_entries: u64,
+    /// An index fills before the `.log`, and rolls the segment.
+    index_fills_first: bool,
+}
+
+fn full_segment(a: &Args) -> FullSegment {
+    let b = a.avg_batch_bytes;
     // A full segment: the batches that fit, fewer if an index fills first.
     let k = a.index_interval_bytes / b + 1;
     let mut n = a.segment_bytes / b;
@@ -179,13 +237,13 @@ pub fn compute(a: &Args, limits: (Option<u64>, Option<u64>, Option<u64>)) -> Res
     let offset_entries = entries(n);
     let last_indexed = n > k && (n - 1).is_multiple_of(k);
     let time_entries = offset_entries + u64::from(!last_indexed);
-    let segment_data = n * b;
-    let segs_pp = retained.div_ceil(segment_data).max(1);
-    let segments = segs_pp * p;
-    let per_segment = offset_entries * 8 + time_entries * 12;
-    let (max_map_count, nofile_soft, nofile_hard) = limits;
-    let shards = a.shards.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u64));
-    let checks = vec![
+    FullSegment { batches: n, batches_per_entry: k, offset_entries, time_entries, index_fills_first }
+}
+
+/// The maps and open files Kafka and seglog need for `segments` segments on `shards` shards,
+/// against this machine's limits.
+fn checks(a: &Args, segments: u64, shards: u64, max_map_count: Option<u64>, nofile_soft: Option<u64>) -> Vec<Check> {
+    vec![
         check(
             "memory maps, Kafka",
             2 * segments,
@@ -224,32 +282,7 @@ pub fn compute(a: &Args, limits: (Option<u64>, Option<u64>, Option<u64>)) -> Res
             "the engine keeps each segment's .log, .index and .timeindex open: 3 per segment".into(),
             nofile_soft,
         ),
-    ];
-    Ok(Worksheet {
-        partitions: p,
-        retained_bytes_per_partition: retained,
-        retained_rule: rule,
-        retention_covered_ms: match (a.data_bytes, rate_pp) {
-            (Some(_), Some(r)) if r > 0.0 => Some((retained as f64 / r * 1000.0) as i64),
-            _ => None,
-        },
-        batches_per_segment: n,
-        segment_data_bytes: segment_data,
-        segments_per_partition: segs_pp,
-        segments,
-        index_fills_first,
-        batches_per_index_entry: k,
-        offset_entries_per_segment: offset_entries,
-        time_entries_per_segment: time_entries,
-        index_bytes_per_segment: per_segment,
-        index_bytes_total: per_segment * segments,
-        active_preallocated_bytes: p * 2 * a.segment_index_bytes,
-        segment_rolls_per_hour: rate_pp.map(|r| r * 3600.0 / segment_data as f64 * p as f64),
-        max_map_count,
-        nofile_soft,
-        nofile_hard,
-        checks,
-    })
+    ]
 }
 
 fn verdict(c: &Check) -> String {

@@ -182,6 +182,31 @@ pub fn run_all(root: &Path, mode: IoMode, shards: Option<usize>) -> seglog::Resu
     Ok((results, info))
 }
 
+/// One line per topic: its interval, segments, entries per full segment, the walks and their
+/// bound.
+fn print_table(results: &[TopicResult]) {
+    println!(
+        "{:>22} {:>9} {:>14} {:>28} {:>16} {:>8}",
+        "index.interval.bytes", "segments", "entries/full", "bytes scanned min/med/max", "hops min/med/max", "bound"
+    );
+    for r in results {
+        let e = match (r.entries_per_full_segment.iter().min(), r.entries_per_full_segment.iter().max()) {
+            (Some(a), Some(b)) if a == b => format!("{a}"),
+            (Some(a), Some(b)) => format!("{a}-{b}"),
+            _ => "-".into(),
+        };
+        println!(
+            "{:>22} {:>9} {:>14} {:>28} {:>16} {:>8}",
+            r.index_interval_bytes,
+            r.segments,
+            e,
+            format!("{} / {} / {}", r.bytes_scanned.min, r.bytes_scanned.median, r.bytes_scanned.max),
+            format!("{} / {} / {}", r.header_hops.min, r.header_hops.median, r.header_hops.max),
+            r.bound_bytes
+        );
+    }
+}
+
 pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let (root, _tmp) = match &args.dir {
         Some(d) => (d.clone(), None),
@@ -214,31 +239,7 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             println!("shard {shard} {m}");
         }
         println!();
-        println!(
-            "{:>22} {:>9} {:>14} {:>28} {:>16} {:>8}",
-            "index.interval.bytes",
-            "segments",
-            "entries/full",
-            "bytes scanned min/med/max",
-            "hops min/med/max",
-            "bound"
-        );
-        for r in &results {
-            let e = match (r.entries_per_full_segment.iter().min(), r.entries_per_full_segment.iter().max()) {
-                (Some(a), Some(b)) if a == b => format!("{a}"),
-                (Some(a), Some(b)) => format!("{a}-{b}"),
-                _ => "-".into(),
-            };
-            println!(
-                "{:>22} {:>9} {:>14} {:>28} {:>16} {:>8}",
-                r.index_interval_bytes,
-                r.segments,
-                e,
-                format!("{} / {} / {}", r.bytes_scanned.min, r.bytes_scanned.median, r.bytes_scanned.max),
-                format!("{} / {} / {}", r.header_hops.min, r.header_hops.median, r.header_hops.max),
-                r.bound_bytes
-            );
-        }
+        print_table(&results);
         println!();
         println!(
             "index files at 1 and 4096 are {} (segment 316: entries at bytes {:?})",

@@ -575,7 +575,6 @@ fn dump_records(
     gaps: &mut Gaps,
 ) -> std::io::Result<Option<String>> {
     let h = &b.header;
-    let print_data = args.print_data_log;
     let mut scratch = Vec::new();
     let iter = match record::batch_records(bytes, &mut scratch) {
         Ok(i) => i,
@@ -596,60 +595,74 @@ fn dump_records(
         };
         let offset = r.offset(h.base_offset);
         gaps.see(offset, out)?;
-        let ts = r.timestamp(h.base_timestamp, h.max_timestamp, h.timestamp_type());
-        let key_size = r.key.map_or(-1, |k| k.len() as i64);
-        let value_size = r.value.map_or(-1, |v| v.len() as i64);
         if out.text {
-            let mut line = String::from("|");
-            let mut sep = " ";
-            if !args.skip_record_metadata {
-                let keys: Vec<String> = r.headers.iter().map(|hd| lossy(hd.key)).collect();
-                line.push_str(&format!(
-                    " offset: {offset} {}: {ts} keySize: {key_size} valueSize: {value_size} sequence: {} headerKeys: [{}]",
-                    h.timestamp_type().name(),
-                    record_sequence(h, &r),
-                    keys.join(",")
-                ));
-                if h.is_control() {
-                    line.push_str(&control_text(&r));
-                }
-            }
-            if print_data && !h.is_control() {
-                if let Some(k) = r.key {
-                    line.push_str(&format!("{sep}key: {}", lossy(k)));
-                    sep = " ";
-                }
-                if let Some(v) = r.value {
-                    line.push_str(&format!("{sep}payload: {}", lossy(v)));
-                }
-                if !r.headers.is_empty() {
-                    line.push_str(&format!(" headers: {}", headers_text(&r)));
-                }
-            }
-            out.line(line)?;
+            out.line(record_line(h, &r, offset, args))?;
         } else {
-            let mut v = json!({
-                "offset": offset,
-                "timestamp": ts,
-                "key_size": key_size,
-                "value_size": value_size,
-                "sequence": record_sequence(h, &r),
-                "header_count": r.headers.len(),
-                "header_keys": r.headers.iter().map(|hd| lossy(hd.key)).collect::<Vec<_>>(),
-            });
-            if print_data {
-                v["key"] = json!(r.key.map(lossy));
-                v["value"] = json!(r.value.map(lossy));
-                v["headers"] = json!(r
-                    .headers
-                    .iter()
-                    .map(|hd| json!({"key": lossy(hd.key), "value": hd.value.map(lossy)}))
-                    .collect::<Vec<_>>());
-            }
-            out.value(&v)?;
+            out.value(&record_json(h, &r, offset, args.print_data_log))?;
         }
     }
     Ok(None)
+}
+
+/// One record of a batch with header `h`, at `offset`, as a kafka-dump-log `| offset: …` line.
+fn record_line(h: &BatchHeader, r: &Record, offset: i64, args: &Args) -> String {
+    let ts = r.timestamp(h.base_timestamp, h.max_timestamp, h.timestamp_type());
+    let key_size = r.key.map_or(-1, |k| k.len() as i64);
+    let value_size = r.value.map_or(-1, |v| v.len() as i64);
+    let mut line = String::from("|");
+    let mut sep = " ";
+    if !args.skip_record_metadata {
+        let keys: Vec<String> = r.headers.iter().map(|hd| lossy(hd.key)).collect();
+        line.push_str(&format!(
+            " offset: {offset} {}: {ts} keySize: {key_size} valueSize: {value_size} sequence: {} headerKeys: [{}]",
+            h.timestamp_type().name(),
+            record_sequence(h, r),
+            keys.join(",")
+        ));
+        if h.is_control() {
+            line.push_str(&control_text(r));
+        }
+    }
+    if args.print_data_log && !h.is_control() {
+        if let Some(k) = r.key {
+            line.push_str(&format!("{sep}key: {}", lossy(k)));
+            sep = " ";
+        }
+        if let Some(v) = r.value {
+            line.push_str(&format!("{sep}payload: {}", lossy(v)));
+        }
+        if !r.headers.is_empty() {
+            line.push_str(&format!(" headers: {}", headers_text(r)));
+        }
+    }
+    line
+}
+
+/// One record of a batch with header `h`, at `offset`, as JSON; with its key, value and headers
+/// when `print_data`.
+fn record_json(h: &BatchHeader, r: &Record, offset: i64, print_data: bool) -> Value {
+    let ts = r.timestamp(h.base_timestamp, h.max_timestamp, h.timestamp_type());
+    let key_size = r.key.map_or(-1, |k| k.len() as i64);
+    let value_size = r.value.map_or(-1, |v| v.len() as i64);
+    let mut v = json!({
+        "offset": offset,
+        "timestamp": ts,
+        "key_size": key_size,
+        "value_size": value_size,
+        "sequence": record_sequence(h, r),
+        "header_count": r.headers.len(),
+        "header_keys": r.headers.iter().map(|hd| lossy(hd.key)).collect::<Vec<_>>(),
+    });
+    if print_data {
+        v["key"] = json!(r.key.map(lossy));
+        v["value"] = json!(r.value.map(lossy));
+        v["headers"] = json!(r
+            .headers
+            .iter()
+            .map(|hd| json!({"key": lossy(hd.key), "value": hd.value.map(lossy)}))
+            .collect::<Vec<_>>());
+    }
+    v
 }
 
 fn dump_log(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -> std::io::Result<()> {
@@ -680,26 +693,7 @@ fn dump_log(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -> std::io
             out.value(&batch_json(&b))?;
             continue;
         }
-        out.begin_object()?;
-        out.fields(&batch_json(&b))?;
-        out.key("records")?;
-        out.begin_array()?;
-        let err = match bytes {
-            Some(bytes) => dump_records(&b, bytes, args, out, &mut gaps)?,
-            None => {
-                // Not damage: the batch's CRC was checked (in chunks); only its records are not
-                // shown.
-                out.line(format!(
-                    "| records of the batch at byte {} not decoded: {} bytes, more than the tools hold in memory ({MAX_BATCH_IN_MEMORY})",
-                    b.position,
-                    b.size()
-                ))?;
-                None
-            }
-        };
-        out.end()?;
-        out.end()?;
-        if let Some(e) = err {
+        if let Some(e) = dump_batch_with_records(&b, bytes, args, out, &mut gaps)? {
             record_errors.push(e);
         }
     }
@@ -734,6 +728,37 @@ fn dump_log(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -> std::io
         }),
     )?;
     out.field("end", &end_json(&end))
+}
+
+/// Batch `b` with its records (`bytes`: the whole batch, `None` when it is too large to hold in
+/// memory). Returns the records' error, if one stopped them.
+fn dump_batch_with_records(
+    b: &BatchInfo,
+    bytes: Option<&[u8]>,
+    args: &Args,
+    out: &mut Out,
+    gaps: &mut Gaps,
+) -> std::io::Result<Option<String>> {
+    out.begin_object()?;
+    out.fields(&batch_json(b))?;
+    out.key("records")?;
+    out.begin_array()?;
+    let err = match bytes {
+        Some(bytes) => dump_records(b, bytes, args, out, gaps)?,
+        None => {
+            // Not damage: the batch's CRC was checked (in chunks); only its records are not
+            // shown.
+            out.line(format!(
+                "| records of the batch at byte {} not decoded: {} bytes, more than the tools hold in memory ({MAX_BATCH_IN_MEMORY})",
+                b.position,
+                b.size()
+            ))?;
+            None
+        }
+    };
+    out.end()?;
+    out.end()?;
+    Ok(err)
 }
 
 /// The sibling `.log` of an index file, walked, or why not.
@@ -908,47 +933,60 @@ fn dump_time_index(path: &Path, args: &Args, out: &mut Out, st: &mut Status) -> 
             out.field("errors", &Value::Null).map_err(io)?;
             None
         }
-        Some(log) => {
-            let log_path = log.path.clone();
-            let log_err = |e: std::io::Error| format!("{}: {e}", log_path.display());
-            // JSON: the entries' flavours and the errors are two arrays, so two passes.
-            if out.json() {
-                out.key("entry_flavours").map_err(io)?;
-                out.begin_array().map_err(io)?;
-                indexcheck::check_time_index(&mut idx, log, |ev| match ev {
-                    TimeCheckEvent::Entry(f) => out.value(&f),
-                    TimeCheckEvent::Error(_) => Ok(()),
-                })
-                .map_err(log_err)?;
-                out.end().map_err(io)?;
-                out.key("errors").map_err(io)?;
-                out.begin_array().map_err(io)?;
-            }
-            let check = indexcheck::check_time_index(&mut idx, log, |ev| match ev {
-                TimeCheckEvent::Entry(..) => Ok(()),
-                TimeCheckEvent::Error(e) => {
-                    out.line(format!("{}: {}", path.display(), e.describe()))?;
-                    out.value(&e)
-                }
-            })
-            .map_err(log_err)?;
-            out.end().map_err(io)?;
-            if check.errors > 0 {
-                st.damage = true;
-            }
-            out.line(format!(
-                "{}: time index: {} entries checked against the log, flavour: {}, {} errors",
-                path.display(),
-                padding.entries,
-                check.flavour.describe(),
-                check.errors
-            ))
-            .map_err(io)?;
-            Some(check.flavour)
-        }
+        Some(log) => Some(check_time_entries(path, &mut idx, log, padding.entries, out, st)?),
     };
     out.field("entries_checked", &padding.entries).map_err(io)?;
     out.field("padding", &padding).map_err(io)?;
     out.field("sanity_check", &sanity_json(&idx.sanity().map_err(io)?)).map_err(io)?;
     out.field("flavour", &flavour).map_err(io)
+}
+
+/// Checks every entry of the time index `idx` (at `path`, `entries` of them) against its
+/// segment's walked `log`, printing the errors (and in JSON each entry's flavour); returns the
+/// file's flavour.
+fn check_time_entries(
+    path: &Path,
+    idx: &mut TimeIndexStream,
+    log: &mut LogSummary,
+    entries: usize,
+    out: &mut Out,
+    st: &mut Status,
+) -> Result<indexcheck::FileFlavour, String> {
+    let io = |e: std::io::Error| format!("{}: {e}", path.display());
+    let log_path = log.path.clone();
+    let log_err = |e: std::io::Error| format!("{}: {e}", log_path.display());
+    // JSON: the entries' flavours and the errors are two arrays, so two passes.
+    if out.json() {
+        out.key("entry_flavours").map_err(io)?;
+        out.begin_array().map_err(io)?;
+        indexcheck::check_time_index(idx, log, |ev| match ev {
+            TimeCheckEvent::Entry(f) => out.value(&f),
+            TimeCheckEvent::Error(_) => Ok(()),
+        })
+        .map_err(log_err)?;
+        out.end().map_err(io)?;
+        out.key("errors").map_err(io)?;
+        out.begin_array().map_err(io)?;
+    }
+    let check = indexcheck::check_time_index(idx, log, |ev| match ev {
+        TimeCheckEvent::Entry(..) => Ok(()),
+        TimeCheckEvent::Error(e) => {
+            out.line(format!("{}: {}", path.display(), e.describe()))?;
+            out.value(&e)
+        }
+    })
+    .map_err(log_err)?;
+    out.end().map_err(io)?;
+    if check.errors > 0 {
+        st.damage = true;
+    }
+    out.line(format!(
+        "{}: time index: {} entries checked against the log, flavour: {}, {} errors",
+        path.display(),
+        entries,
+        check.flavour.describe(),
+        check.errors
+    ))
+    .map_err(io)?;
+    Ok(check.flavour)
 }

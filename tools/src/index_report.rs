@@ -221,6 +221,57 @@ struct IndexCursors {
     entries: usize,
 }
 
+/// The models one segment's walk feeds, batch by batch: the inference of the interval that
+/// wrote the existing index, whether it is on the plateau, the walk it leaves, and one
+/// simulation per `--interval` (with whether it writes the existing entries).
+struct SegModels {
+    inferrer: Inferrer,
+    plateau: bool,
+    model: WalkMax,
+    sims: Vec<Simulator>,
+    same: Vec<bool>,
+    batches: u64,
+}
+
+impl SegModels {
+    fn new(base: i64, what_if: &[WhatIfAcc]) -> SegModels {
+        let sims: Vec<Simulator> = what_if.iter().map(|w| Simulator::new(w.interval, base)).collect();
+        SegModels {
+            inferrer: Inferrer::new(),
+            plateau: true,
+            model: WalkMax::new(base),
+            same: vec![true; sims.len()],
+            sims,
+            batches: 0,
+        }
+    }
+
+    /// Feeds batch `b` to every model, and to those that compare with the existing index its
+    /// `cursors` (none when the segment has no `.index`).
+    fn push(&mut self, b: &SimBatch, cursors: Option<&mut IndexCursors>) -> Result<(), String> {
+        if let Some(c) = cursors {
+            if self.inferrer.push(b, c.infer.peek()?) {
+                c.infer.take();
+            }
+            if self.plateau && self.batches > 0 {
+                self.plateau = c.plateau.take_if_names(b)?;
+            }
+            self.model.push(b, c.model.take_if_names(b)?);
+            for ((sim, same), cur) in self.sims.iter_mut().zip(&mut self.same).zip(&mut c.what_if) {
+                if sim.push(b) && *same {
+                    *same = cur.take_if_names(b)?;
+                }
+            }
+        } else {
+            for sim in &mut self.sims {
+                sim.push(b);
+            }
+        }
+        self.batches += 1;
+        Ok(())
+    }
+}
+
 /// One `--interval` over the partition so far.
 struct WhatIfAcc {
     interval: u64,
@@ -294,45 +345,16 @@ impl Partition {
         let base = s.base_offset;
         let mut seg_notes = Vec::new();
         // The existing index: its shape first, then one cursor per model that reads it.
-        let mut index_ok = true;
-        let mut cursors = match &s.index {
-            None => None,
+        let (mut cursors, index_ok) = match &s.index {
+            None => (None, true),
             Some(path) => {
-                let mut st = OffsetIndexStream::open(path, base).map_err(|e| format!("{}: {e}", path.display()))?;
-                let pad = st.padding().map_err(|e| format!("{}: {e}", path.display()))?;
-                if pad.slots > pad.entries {
-                    self.any_padded = true;
-                    seg_notes.push(format!(
-                        "{}: {} slots after the {} entries (zero padding, not trimmed): Kafka and the engine search them as entries until the index is trimmed or rebuilt",
-                        path.display(),
-                        pad.slots - pad.entries,
-                        pad.entries
-                    ));
-                }
-                if st.file_len > max_index_bytes {
-                    index_ok = false;
-                    seg_notes.push(format!(
-                        "{}: {} bytes, more than --segment-index-bytes ({max_index_bytes}): not loaded, so this segment's lookups are not replayed",
-                        path.display(),
-                        st.file_len
-                    ));
-                }
-                Some(IndexCursors {
-                    infer: EntryCursor::open(path, base)?,
-                    plateau: EntryCursor::open(path, base)?,
-                    model: EntryCursor::open(path, base)?,
-                    what_if: self.what_if.iter().map(|_| EntryCursor::open(path, base)).collect::<Result<_, _>>()?,
-                    entries: pad.entries,
-                })
+                let (c, ok) = self.open_index(path, base, max_index_bytes, &mut seg_notes)?;
+                (Some(c), ok)
             }
         };
         let mut walker = LogWalker::open(log, None).map_err(|e| format!("{}: {e}", log.display()))?;
-        let mut inferrer = Inferrer::new();
-        let mut plateau = true;
-        let mut model = WalkMax::new(base);
-        let mut sims: Vec<Simulator> = self.what_if.iter().map(|w| Simulator::new(w.interval, base)).collect();
-        let mut same: Vec<bool> = vec![true; sims.len()];
-        let (mut batches, mut largest, mut next_offset) = (0u64, 0u64, base);
+        let mut models = SegModels::new(base, &self.what_if);
+        let (mut largest, mut next_offset) = (0u64, base);
         let mut prev_size: Option<u64> = None;
         while let Some((position, h)) = walker.next_header().map_err(|e| format!("{}: {e}", log.display()))? {
             let b = SimBatch {
@@ -349,25 +371,7 @@ impl Partition {
             prev_size = Some(b.size);
             largest = largest.max(b.size);
             next_offset = b.last_offset.saturating_add(1);
-            if let Some(c) = &mut cursors {
-                if inferrer.push(&b, c.infer.peek()?) {
-                    c.infer.take();
-                }
-                if plateau && batches > 0 {
-                    plateau = c.plateau.take_if_names(&b)?;
-                }
-                model.push(&b, c.model.take_if_names(&b)?);
-                for ((sim, same), cur) in sims.iter_mut().zip(&mut same).zip(&mut c.what_if) {
-                    if sim.push(&b) && *same {
-                        *same = cur.take_if_names(&b)?;
-                    }
-                }
-            } else {
-                for sim in &mut sims {
-                    sim.push(&b);
-                }
-            }
-            batches += 1;
+            models.push(&b, cursors.as_mut())?;
         }
         let end = walker.end_state();
         if let Some(pos) = end.problem_position() {
@@ -384,21 +388,75 @@ impl Partition {
             self.notes.push(n);
         }
         let facts = SegFacts { base, size: walker.position(), largest_batch: largest, next_offset, replay: index_ok };
-        match &mut cursors {
+        self.fold_models(cursors, models, &facts)?;
+        self.segs.push(facts);
+        Ok(())
+    }
+
+    /// Opens the cursors over a segment's existing `.index` and notes its shape in `seg_notes`:
+    /// zero padding, and a file longer than `max_index_bytes` (then the second value is false:
+    /// the engine would not load it, so the segment's lookups are not replayed).
+    fn open_index(
+        &mut self,
+        path: &Path,
+        base: i64,
+        max_index_bytes: u64,
+        seg_notes: &mut Vec<String>,
+    ) -> Result<(IndexCursors, bool), String> {
+        let mut index_ok = true;
+        let mut st = OffsetIndexStream::open(path, base).map_err(|e| format!("{}: {e}", path.display()))?;
+        let pad = st.padding().map_err(|e| format!("{}: {e}", path.display()))?;
+        if pad.slots > pad.entries {
+            self.any_padded = true;
+            seg_notes.push(format!(
+                "{}: {} slots after the {} entries (zero padding, not trimmed): Kafka and the engine search them as entries until the index is trimmed or rebuilt",
+                path.display(),
+                pad.slots - pad.entries,
+                pad.entries
+            ));
+        }
+        if st.file_len > max_index_bytes {
+            index_ok = false;
+            seg_notes.push(format!(
+                "{}: {} bytes, more than --segment-index-bytes ({max_index_bytes}): not loaded, so this segment's lookups are not replayed",
+                path.display(),
+                st.file_len
+            ));
+        }
+        let cursors = IndexCursors {
+            infer: EntryCursor::open(path, base)?,
+            plateau: EntryCursor::open(path, base)?,
+            model: EntryCursor::open(path, base)?,
+            what_if: self.what_if.iter().map(|_| EntryCursor::open(path, base)).collect::<Result<_, _>>()?,
+            entries: pad.entries,
+        };
+        Ok((cursors, index_ok))
+    }
+
+    /// Folds what one segment's models found (beside its index's `cursors`, if it has one) into
+    /// the partition's figures.
+    fn fold_models(
+        &mut self,
+        cursors: Option<IndexCursors>,
+        models: SegModels,
+        facts: &SegFacts,
+    ) -> Result<(), String> {
+        let SegModels { inferrer, plateau, model, sims, same, .. } = models;
+        match cursors {
             None => {
                 self.segments_without_index += 1;
                 for w in &mut self.what_if {
                     w.same = None;
                 }
             }
-            Some(c) => {
+            Some(mut c) => {
                 self.with_index += 1;
                 self.offset_entries += c.entries;
                 fold_range(&mut self.per_segment_entries, c.entries);
                 let i = inferrer.finish(c.infer.peek()?);
                 self.inferred = self.inferred.intersect(&i);
                 if self.per_segment.len() < MAX_LISTED {
-                    self.per_segment.push((base, i));
+                    self.per_segment.push((facts.base, i));
                 }
                 self.existing_plateau &= plateau && c.plateau.peek()?.is_none();
                 if c.model.peek()?.is_none() {
@@ -420,7 +478,6 @@ impl Partition {
             w.bound = w.bound.max(facts.bound(w.interval));
             w.plateau &= r.on_plateau;
         }
-        self.segs.push(facts);
         Ok(())
     }
 
@@ -632,7 +689,23 @@ fn print(r: &Report) {
         r.offsets,
         human_bytes(r.log_bytes)
     );
-    let e = &r.existing;
+    print_existing(&r.existing);
+    print_replay(&r.replay, &r.existing);
+    let b = &r.batch_sizes;
+    println!("  batch sizes ({} batches): min {}, {}, max {}", b.count, b.min, mid(b), b.max);
+    if let Some(p) = r.plateau_below {
+        println!("  the plateau: any interval below {p} indexes every batch after the first of each segment");
+    }
+    if !r.what_if.is_empty() {
+        print_what_if(&r.what_if);
+    }
+    for n in &r.notes {
+        println!("  note: {n}");
+    }
+}
+
+/// The existing index: its entries and the interval inferred from them.
+fn print_existing(e: &Existing) {
     let missing = if e.segments_without_index > 0 {
         format!(", {} segments without .index", e.segments_without_index)
     } else {
@@ -653,7 +726,10 @@ fn print(r: &Report) {
     if e.on_plateau {
         println!("  on the plateau: every batch after the first of each segment is indexed (a lower interval changes nothing)");
     }
-    let rp = &r.replay;
+}
+
+/// The replayed lookups: bytes scanned and header hops beside the bound of the existing index `e`.
+fn print_replay(rp: &Replay, e: &Existing) {
     let how = if rp.every == 1 { "every offset".to_owned() } else { format!("every {}th offset", rp.every) };
     println!("  lookups replayed: {} ({how}, through Segment::translate_offset_with_cost)", rp.lookups);
     let s = &rp.bytes_scanned;
@@ -676,45 +752,39 @@ fn print(r: &Report) {
             rp.segments_not_replayed
         );
     }
-    let b = &r.batch_sizes;
-    println!("  batch sizes ({} batches): min {}, {}, max {}", b.count, b.min, mid(b), b.max);
-    if let Some(p) = r.plateau_below {
-        println!("  the plateau: any interval below {p} indexes every batch after the first of each segment");
-    }
-    if !r.what_if.is_empty() {
-        println!("  what if (Kafka's per-batch rule simulated on the batch list; nothing written):");
+}
+
+/// The `--interval` table.
+fn print_what_if(what_if: &[WhatIf]) {
+    println!("  what if (Kafka's per-batch rule simulated on the batch list; nothing written):");
+    println!(
+        "    {:>10} {:>14} {:>12} {:>12} {:>12} {:>17} {:>10} {:>11}  lower interval",
+        "interval",
+        "offset entries",
+        "per segment",
+        "time entries",
+        "index bytes",
+        "max bytes scanned",
+        "bound",
+        "same as now"
+    );
+    for w in what_if {
         println!(
-            "    {:>10} {:>14} {:>12} {:>12} {:>12} {:>17} {:>10} {:>11}  lower interval",
-            "interval",
-            "offset entries",
-            "per segment",
-            "time entries",
-            "index bytes",
-            "max bytes scanned",
-            "bound",
-            "same as now"
+            "    {:>10} {:>14} {:>12} {:>12} {:>12} {:>17} {:>10} {:>11}  {}",
+            w.interval,
+            w.offset_entries,
+            range(w.entries_per_segment_min, w.entries_per_segment_max),
+            w.time_entries,
+            w.index_bytes,
+            w.max_bytes_scanned,
+            w.bound,
+            match w.same_as_existing {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "-",
+            },
+            if w.on_plateau { "on the plateau: changes nothing" } else { "would add entries" }
         );
-        for w in &r.what_if {
-            println!(
-                "    {:>10} {:>14} {:>12} {:>12} {:>12} {:>17} {:>10} {:>11}  {}",
-                w.interval,
-                w.offset_entries,
-                range(w.entries_per_segment_min, w.entries_per_segment_max),
-                w.time_entries,
-                w.index_bytes,
-                w.max_bytes_scanned,
-                w.bound,
-                match w.same_as_existing {
-                    Some(true) => "yes",
-                    Some(false) => "no",
-                    None => "-",
-                },
-                if w.on_plateau { "on the plateau: changes nothing" } else { "would add entries" }
-            );
-        }
-    }
-    for n in &r.notes {
-        println!("  note: {n}");
     }
 }
 

@@ -279,10 +279,10 @@ fn refused(log: PathBuf, base_offset: i64, why: String) -> SegmentResult {
     }
 }
 
-fn rebuild_segment(p: &PartitionDir, s: &SegmentFiles, args: &Args) -> Result<SegmentResult, String> {
-    let log_path = s.log.clone().expect("log segments");
-    let max_index_bytes = args.segment_index_bytes as usize;
-    let settings = SegmentSettings {
+/// The settings the engine rebuilds a segment with: the interval asked for, and room for more
+/// than --segment-index-bytes in each index.
+fn rebuild_settings(args: &Args) -> SegmentSettings {
+    SegmentSettings {
         index_interval_bytes: args.index_interval_bytes,
         // Room for more than --segment-index-bytes in each index (24 bytes: two time entries,
         // three offset entries), so a rebuild that needs more is seen as such rather than cut
@@ -292,17 +292,17 @@ fn rebuild_segment(p: &PartitionDir, s: &SegmentFiles, args: &Args) -> Result<Se
         tail_cache_bytes: 0,
         zero_fill_bytes: 0,
         segment_bytes: i32::MAX as u32,
-    };
-    let io = |e: std::io::Error| format!("{}: {e}", log_path.display());
-    // The engine opens the files itself: refuse a FIFO or a link before it gets the paths.
-    s.check_regular()?;
-    let mut disk_idx: Option<OffsetIndexStream> = open_opt(&s.index, s.base_offset)?;
-    let mut disk_tidx: Option<TimeIndexStream> = open_opt(&s.time_index, s.base_offset)?;
-    // What the engine's recovery will hold, as it will count it (it stops at the first invalid
-    // batch, so it may count less): leader-epoch changes, and the largest batch (read whole).
+    }
+}
+
+/// Walks the `.log` at `log_path` (headers only) for its summary and for what the engine's
+/// recovery will hold, as it will count it (it stops at the first invalid batch, so it may count
+/// less): leader-epoch changes, and the largest batch (read whole). The second value is why the
+/// segment is not rebuilt when either is past its cap.
+fn walk_before_rebuild(log_path: &Path) -> Result<(LogSummary, Option<String>), String> {
     let (mut epoch_changes, mut last_epoch) = (0u64, None::<i32>);
     let mut largest: Option<(u64, u64)> = None;
-    let mut summary = logscan::summarize_log(&log_path, |b, _| {
+    let summary = logscan::summarize_log(log_path, |b, _| {
         let epoch = b.header.partition_leader_epoch;
         if epoch >= 0 && last_epoch.is_none_or(|l| epoch > l) {
             epoch_changes += 1;
@@ -312,22 +312,47 @@ fn rebuild_segment(p: &PartitionDir, s: &SegmentFiles, args: &Args) -> Result<Se
             largest = Some((b.size(), b.position));
         }
     })
-    .map_err(io)?;
+    .map_err(|e| format!("{}: {e}", log_path.display()))?;
     if let Some((size, pos)) = largest.filter(|&(size, _)| size > MAX_BATCH_IN_MEMORY) {
         let why = format!(
             "the batch at byte {pos} is {size} bytes, more than the {MAX_BATCH_IN_MEMORY} a rebuild reads whole (the engine's recovery reads each batch whole to check its CRC: run verify)"
         );
-        return Ok(refused(log_path, s.base_offset, why));
+        return Ok((summary, Some(why)));
     }
     if epoch_changes > MAX_EPOCH_CHANGES {
         let why = format!(
             "its batches name {epoch_changes} leader epochs, more than the {MAX_EPOCH_CHANGES} a rebuild holds in memory (the epoch is not covered by the CRC: run verify)"
         );
+        return Ok((summary, Some(why)));
+    }
+    Ok((summary, None))
+}
+
+/// Why a rebuilt index (`.index` or `.timeindex`, entries of `size` bytes) is not kept: it is
+/// longer than `max_index_bytes`, --segment-index-bytes.
+fn index_too_long(what: &str, bytes: &[u8], size: usize, max_index_bytes: usize) -> Option<String> {
+    (bytes.len() > max_index_bytes).then(|| {
+        format!(
+            "the rebuilt {what} needs more than {} entries ({size} bytes each), more than --segment-index-bytes ({max_index_bytes}) holds (Kafka cannot append past segment.index.bytes either; raise --segment-index-bytes to rebuild it: the memory a rebuild takes grows with it)",
+            max_index_bytes / size
+        )
+    })
+}
+
+fn rebuild_segment(p: &PartitionDir, s: &SegmentFiles, args: &Args) -> Result<SegmentResult, String> {
+    let log_path = s.log.clone().expect("log segments");
+    let max_index_bytes = args.segment_index_bytes as usize;
+    // The engine opens the files itself: refuse a FIFO or a link before it gets the paths.
+    s.check_regular()?;
+    let mut disk_idx: Option<OffsetIndexStream> = open_opt(&s.index, s.base_offset)?;
+    let mut disk_tidx: Option<TimeIndexStream> = open_opt(&s.time_index, s.base_offset)?;
+    let (mut summary, too_much) = walk_before_rebuild(&log_path)?;
+    if let Some(why) = too_much {
         return Ok(refused(log_path, s.base_offset, why));
     }
     // A fresh overlay per segment: nothing is held from one segment to the next.
     let storage = OverlayStorage::rebuilding();
-    let (mut seg, _) = Segment::open_existing(&storage, &p.path, s.base_offset, settings)
+    let (mut seg, _) = Segment::open_existing(&storage, &p.path, s.base_offset, rebuild_settings(args))
         .map_err(|e| format!("opening segment {}: {e}", log_path.display()))?;
     let rec = seg.recover().map_err(|e| format!("rebuilding {}: {e}", log_path.display()))?;
     let loading = |e: seglog::Error| format!("rebuilding {}: {e}", log_path.display());
@@ -335,11 +360,7 @@ fn rebuild_segment(p: &PartitionDir, s: &SegmentFiles, args: &Args) -> Result<Se
     let time_ref = seg.try_time_index().map_err(loading)?;
     let (rebuilt_idx, rebuilt_tidx) = (offset_ref.as_bytes(), time_ref.as_bytes());
     for (what, bytes, size) in [(".index", rebuilt_idx, 8), (".timeindex", rebuilt_tidx, 12)] {
-        if bytes.len() > max_index_bytes {
-            let why = format!(
-                "the rebuilt {what} needs more than {} entries ({size} bytes each), more than --segment-index-bytes ({max_index_bytes}) holds (Kafka cannot append past segment.index.bytes either; raise --segment-index-bytes to rebuild it: the memory a rebuild takes grows with it)",
-                max_index_bytes / size
-            );
+        if let Some(why) = index_too_long(what, bytes, size, max_index_bytes) {
             return Ok(refused(log_path, s.base_offset, why));
         }
     }
@@ -361,17 +382,16 @@ fn rebuild_segment(p: &PartitionDir, s: &SegmentFiles, args: &Args) -> Result<Se
         log_damage.is_some() || offset_index.counts(args.strict_flavour) || time_index.counts(args.strict_flavour);
     let mut written = Vec::new();
     if args.write && log_damage.is_none() {
-        let dir = &p.path;
         let stem = seglog::format::filename::segment_stem(s.base_offset);
-        if offset_index.counts(args.strict_flavour) {
-            let path = dir.join(format!("{stem}.index"));
-            replace_file(&path, rebuilt_idx).map_err(|e| format!("{}: {e}", path.display()))?;
-            written.push(path);
-        }
-        if time_index.counts(args.strict_flavour) {
-            let path = dir.join(format!("{stem}.timeindex"));
-            replace_file(&path, rebuilt_tidx).map_err(|e| format!("{}: {e}", path.display()))?;
-            written.push(path);
+        for (differs, ext, bytes) in [
+            (offset_index.counts(args.strict_flavour), "index", rebuilt_idx),
+            (time_index.counts(args.strict_flavour), "timeindex", rebuilt_tidx),
+        ] {
+            if differs {
+                let path = p.path.join(format!("{stem}.{ext}"));
+                replace_file(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+                written.push(path);
+            }
         }
     }
     Ok(SegmentResult {
@@ -393,24 +413,12 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     }
     // --write owns each partition it may change for the whole run, as a log would: refused
     // while an engine, a Log, another command or a Kafka broker holds it or its log directory.
-    let mut _locks = Vec::new();
-    if args.write {
-        // Partitions of the log directory given are owned through its `.lock`, as an engine
-        // owns them (one descriptor in all); any other (DIR itself, or a tree of log
-        // directories) through its own lock, as a lone log.
-        let storage = seglog::io::std_backend::StdStorage::default();
-        let dir_lock = if d.partitions.iter().any(|p| seglog::io::lock::log_dir_of(&p.path) == args.dir) {
-            seglog::io::Storage::lock(&storage, &args.dir, seglog::io::lock::LockKind::LogDir)?.map(std::sync::Arc::new)
-        } else {
-            None
-        };
-        for p in &d.partitions {
-            let held = dir_lock.clone().filter(|l| l.path() == seglog::io::lock::log_dir_of(&p.path));
-            _locks.push(seglog::io::lock::lock_partition(&storage, &p.path, held, false)?);
-        }
+    let _locks = if args.write {
+        lock_partitions(&args.dir, &d.partitions)?
     } else {
         crate::live::warn_if_live(d.partitions.iter().map(|p| p.path.as_path()));
-    }
+        Vec::new()
+    };
     let total: u64 = d.partitions.iter().map(|p| p.log_segments().count() as u64).sum();
     let progress = Progress::new(total, "rebuilding", false);
     let mut results: Vec<(PathBuf, Vec<SegmentResult>)> = Vec::new();
@@ -423,68 +431,115 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         results.push((p.path.clone(), v));
     }
     progress.finish();
-    let all: Vec<&SegmentResult> = results.iter().flat_map(|(_, v)| v).collect();
-    let differ = all.iter().filter(|r| r.differs).count();
-    let damaged = all.iter().filter(|r| r.log_damage.is_some()).count();
-    let not_rebuilt = all.iter().filter(|r| r.refused.is_some()).count();
-    let flavour_only = all.iter().filter(|r| r.time_index == Comparison::FlavourOnly).count();
-    let written: usize = all.iter().map(|r| r.written.len()).sum();
+    let t = Tally::of(results.iter().flat_map(|(_, v)| v));
     if args.json {
         let mut doc = serde_json::json!({
             "dir": args.dir,
             "index_interval_bytes": args.index_interval_bytes,
             "dry_run": !args.write,
-            "segments": all.len(),
-            "differ": differ,
-            "damaged_logs": damaged,
-            "time_index_flavour_only": flavour_only,
-            "files_written": written,
+            "segments": t.segments,
+            "differ": t.differ,
+            "damaged_logs": t.damaged,
+            "time_index_flavour_only": t.flavour_only,
+            "files_written": t.written,
             "partitions": results.iter().map(|(p, v)| serde_json::json!({"dir": p, "segments": v})).collect::<Vec<_>>(),
         });
-        if not_rebuilt > 0 {
-            doc["not_rebuilt"] = not_rebuilt.into();
+        if t.not_rebuilt > 0 {
+            doc["not_rebuilt"] = t.not_rebuilt.into();
         }
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        println!(
-            "rebuild-index {} (index.interval.bytes {}, {})",
-            args.dir.display(),
-            args.index_interval_bytes,
-            if args.write { "--write: differing files are replaced" } else { "dry run: nothing written" }
-        );
-        for (dir, v) in &results {
-            println!("{}", dir.display());
-            for r in v {
-                let name = r.log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                let verdict = if r.differs { "DIFFERS" } else { "same" };
-                let mut parts = match &r.refused {
-                    Some(why) => vec![format!("not rebuilt: {why}; not written")],
-                    None => vec![r.offset_index.describe(".index"), r.time_index.describe(".timeindex")],
-                };
-                if let Some(dmg) = &r.log_damage {
-                    parts.push(format!("log damaged: {dmg}; not written, run verify"));
-                }
-                for w in &r.written {
-                    parts.push(format!("wrote {}", w.display()));
-                }
-                println!("  {name}: {verdict}: {}", parts.join("; "));
-            }
-        }
-        println!(
-            "Summary: {} segments, {} differ, {} same{}{}{}; {}",
-            all.len(),
-            differ,
-            all.len() - differ,
-            if damaged > 0 { format!(", {damaged} with damaged logs") } else { String::new() },
-            if not_rebuilt > 0 { format!(", {not_rebuilt} not rebuilt") } else { String::new() },
-            if flavour_only > 0 && !args.strict_flavour {
-                format!(" ({flavour_only} time indexes differ only in flavour, not counted)")
-            } else {
-                String::new()
-            },
-            if args.write { format!("{written} files written") } else { "dry run: nothing written".into() }
-        );
+        print_text(&args, &results, &t);
     }
-    let failed = if args.write { damaged > 0 || not_rebuilt > 0 } else { differ > 0 };
+    let failed = if args.write { t.damaged > 0 || t.not_rebuilt > 0 } else { t.differ > 0 };
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Takes every partition's lock for `--write`. Partitions of the log directory given (`dir`)
+/// are owned through its `.lock`, as an engine owns them (one descriptor in all); any other
+/// (DIR itself, or a tree of log directories) through its own lock, as a lone log.
+fn lock_partitions(
+    dir: &Path,
+    partitions: &[PartitionDir],
+) -> Result<Vec<seglog::io::lock::PartitionLocks>, Box<dyn std::error::Error>> {
+    let storage = seglog::io::std_backend::StdStorage::default();
+    let dir_lock = if partitions.iter().any(|p| seglog::io::lock::log_dir_of(&p.path) == dir) {
+        seglog::io::Storage::lock(&storage, dir, seglog::io::lock::LockKind::LogDir)?.map(std::sync::Arc::new)
+    } else {
+        None
+    };
+    let mut locks = Vec::new();
+    for p in partitions {
+        let held = dir_lock.clone().filter(|l| l.path() == seglog::io::lock::log_dir_of(&p.path));
+        locks.push(seglog::io::lock::lock_partition(&storage, &p.path, held, false)?);
+    }
+    Ok(locks)
+}
+
+/// The counts of a run's results.
+struct Tally {
+    segments: usize,
+    differ: usize,
+    damaged: usize,
+    not_rebuilt: usize,
+    flavour_only: usize,
+    /// Files written.
+    written: usize,
+}
+
+impl Tally {
+    fn of<'a>(results: impl Iterator<Item = &'a SegmentResult>) -> Tally {
+        let all: Vec<&SegmentResult> = results.collect();
+        Tally {
+            segments: all.len(),
+            differ: all.iter().filter(|r| r.differs).count(),
+            damaged: all.iter().filter(|r| r.log_damage.is_some()).count(),
+            not_rebuilt: all.iter().filter(|r| r.refused.is_some()).count(),
+            flavour_only: all.iter().filter(|r| r.time_index == Comparison::FlavourOnly).count(),
+            written: all.iter().map(|r| r.written.len()).sum(),
+        }
+    }
+}
+
+/// The text report: one line per segment, then the summary.
+fn print_text(args: &Args, results: &[(PathBuf, Vec<SegmentResult>)], t: &Tally) {
+    println!(
+        "rebuild-index {} (index.interval.bytes {}, {})",
+        args.dir.display(),
+        args.index_interval_bytes,
+        if args.write { "--write: differing files are replaced" } else { "dry run: nothing written" }
+    );
+    for (dir, v) in results {
+        println!("{}", dir.display());
+        for r in v {
+            let name = r.log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let verdict = if r.differs { "DIFFERS" } else { "same" };
+            let mut parts = match &r.refused {
+                Some(why) => vec![format!("not rebuilt: {why}; not written")],
+                None => vec![r.offset_index.describe(".index"), r.time_index.describe(".timeindex")],
+            };
+            if let Some(dmg) = &r.log_damage {
+                parts.push(format!("log damaged: {dmg}; not written, run verify"));
+            }
+            for w in &r.written {
+                parts.push(format!("wrote {}", w.display()));
+            }
+            println!("  {name}: {verdict}: {}", parts.join("; "));
+        }
+    }
+    let (damaged, not_rebuilt, flavour_only, written) = (t.damaged, t.not_rebuilt, t.flavour_only, t.written);
+    println!(
+        "Summary: {} segments, {} differ, {} same{}{}{}; {}",
+        t.segments,
+        t.differ,
+        t.segments - t.differ,
+        if damaged > 0 { format!(", {damaged} with damaged logs") } else { String::new() },
+        if not_rebuilt > 0 { format!(", {not_rebuilt} not rebuilt") } else { String::new() },
+        if flavour_only > 0 && !args.strict_flavour {
+            format!(" ({flavour_only} time indexes differ only in flavour, not counted)")
+        } else {
+            String::new()
+        },
+        if args.write { format!("{written} files written") } else { "dry run: nothing written".into() }
+    );
 }

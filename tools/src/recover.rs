@@ -73,22 +73,7 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let is_partition = seglog::format::filename::parse_partition_dir(&name).is_some()
         && std::fs::read_dir(&args.dir)?.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".log"));
     if is_partition {
-        let options = LogOptions {
-            storage: seglog::io::storage_for_mode(args.io_mode).storage,
-            recovery: Recovery::FromRecoveryPoint(0),
-            recovery_threads: args.threads.max(1),
-            ..LogOptions::default()
-        };
-        let (log, r) = Log::open_with_report(&args.dir, options)?;
-        let end = log.log_end_offset();
-        log.close()?;
-        if args.json {
-            println!("{}", serde_json::json!({ "partitions": [report_json(&name, &r)], "log_end_offsets": [end] }));
-        } else {
-            print_report(&name, &r);
-            println!("log end offset {end}; closed cleanly");
-        }
-        return Ok(ExitCode::SUCCESS);
+        return recover_partition(&args, &name);
     }
     // A directory holding no partition is not a log directory: recovering it would only add
     // checkpoints, a lock and a clean-shutdown marker to it. Leave it as it is.
@@ -104,6 +89,32 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         )
         .into());
     }
+    recover_log_dir(&args)
+}
+
+/// Recovers the partition directory `args.dir` (named `name`) from offset 0 as a lone `Log`,
+/// and closes it cleanly.
+fn recover_partition(args: &Args, name: &str) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let options = LogOptions {
+        storage: seglog::io::storage_for_mode(args.io_mode).storage,
+        recovery: Recovery::FromRecoveryPoint(0),
+        recovery_threads: args.threads.max(1),
+        ..LogOptions::default()
+    };
+    let (log, r) = Log::open_with_report(&args.dir, options)?;
+    let end = log.log_end_offset();
+    log.close()?;
+    if args.json {
+        println!("{}", serde_json::json!({ "partitions": [report_json(name, &r)], "log_end_offsets": [end] }));
+    } else {
+        print_report(name, &r);
+        println!("log end offset {end}; closed cleanly");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Recovers the log directory `args.dir` by opening an engine on it, and shuts it down cleanly.
+fn recover_log_dir(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let mut cfg = EngineConfig::new(&args.dir);
     cfg.io_mode = args.io_mode;
     cfg.recovery_threads_per_partition = args.threads.max(1);

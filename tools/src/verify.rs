@@ -27,7 +27,7 @@ use serde::Serialize;
 use crate::files::{self, thousands};
 use crate::indexcheck::{self, FileFlavour, OffsetIndexStream, TimeCheckEvent, TimeIndexStream};
 use crate::layout::{self, PartitionDir};
-use crate::logscan::{self, LogSummary, MAX_BATCH_IN_MEMORY};
+use crate::logscan::{self, BatchInfo, LogSummary, MAX_BATCH_IN_MEMORY};
 use crate::progress::Progress;
 use crate::sidecar;
 use crate::units::human_bytes;
@@ -196,109 +196,11 @@ fn check_log(
 ) -> std::io::Result<LogSummary> {
     let summary = logscan::summarize_log(log_path, |b, bytes| {
         let h = &b.header;
-        let at = Some(b.position);
-        let range = format!("offsets {}..={}", h.base_offset, b.last_offset());
         if deep && b.crc_ok() {
-            match bytes {
-                None => r.notes.push(format!(
-                    "{}: the batch at byte {} ({range}) is {} bytes, more than the tools decode ({MAX_BATCH_IN_MEMORY}): its records were not checked",
-                    log_path.display(),
-                    b.position,
-                    b.size()
-                )),
-                Some(bytes) => {
-                    let mut scratch = Vec::new();
-                    let res = record::batch_records(bytes, &mut scratch).and_then(|it| {
-                        for rec in it {
-                            rec?;
-                        }
-                        Ok(())
-                    });
-                    if let Err(e) = res {
-                        r.add(problem(
-                            log_path,
-                            at,
-                            "records",
-                            format!(
-                                "records of the batch at byte {} ({range}) cannot be decoded: {e}",
-                                b.position
-                            ),
-                        ));
-                    }
-                }
-            }
+            check_records(log_path, b, bytes, r);
         }
-        if !b.crc_ok() {
-            r.add(problem(
-                log_path,
-                at,
-                "crc",
-                format!(
-                    "CRC-32C mismatch in the batch at byte {} ({range}): stored {:#010x}, computed {:#010x}",
-                    b.position, h.crc, b.computed_crc
-                ),
-            ));
-        }
-        if h.last_offset_delta < 0 || h.records_count < 0 {
-            r.add(problem(
-                log_path,
-                at,
-                "batch",
-                format!(
-                    "batch at byte {} has lastOffsetDelta {} and recordsCount {}",
-                    b.position, h.last_offset_delta, h.records_count
-                ),
-            ));
-        }
-        if let Err(e) = h.compression() {
-            r.add(problem(log_path, at, "batch", format!("batch at byte {}: {e}", b.position)));
-        }
-        if h.base_offset < base {
-            r.add(problem(
-                log_path,
-                at,
-                "offsets",
-                format!("batch at byte {} ({range}) starts below the segment's base offset {base}", b.position),
-            ));
-        } else if b.last_offset().saturating_sub(base) > i32::MAX as i64 {
-            r.add(problem(
-                log_path,
-                at,
-                "offsets",
-                format!(
-                    "batch at byte {} ({range}) is more than 2^31-1 offsets past the segment's base {base}",
-                    b.position
-                ),
-            ));
-        }
-        match prev.as_mut() {
-            Some(p) => {
-                if h.base_offset <= p.last_offset {
-                    let where_prev = if p.file == log_path {
-                        format!("the batch at byte {}", p.position)
-                    } else {
-                        format!("the batch at byte {} of {}", p.position, p.file.display())
-                    };
-                    r.add(problem(
-                        log_path,
-                        at,
-                        "offsets",
-                        format!(
-                            "batch at byte {} ({range}) does not follow {where_prev}, which ends at offset {}",
-                            b.position, p.last_offset
-                        ),
-                    ));
-                }
-                if p.file != log_path {
-                    p.file = log_path.to_path_buf();
-                }
-                p.last_offset = b.last_offset();
-                p.position = b.position;
-            }
-            None => {
-                *prev = Some(Prev { last_offset: b.last_offset(), file: log_path.to_path_buf(), position: b.position })
-            }
-        }
+        check_batch(log_path, base, b, r);
+        check_follows(log_path, b, prev, r);
         r.batches += 1;
         r.records += h.records_count.max(0) as u64;
         r.first_offset.get_or_insert(h.base_offset);
@@ -309,6 +211,127 @@ fn check_log(
         r.add(problem(log_path, Some(pos), kind, summary.end.describe()));
     }
     Ok(summary)
+}
+
+/// `offsets A..=B` of batch `b`, for messages.
+fn offset_range(b: &BatchInfo) -> String {
+    format!("offsets {}..={}", b.header.base_offset, b.last_offset())
+}
+
+/// `--deep`: decodes every record of batch `b` (its `bytes`, `None` when it is too large to
+/// hold in memory, which is noted).
+fn check_records(log_path: &Path, b: &BatchInfo, bytes: Option<&[u8]>, r: &mut PartitionReport) {
+    let range = offset_range(b);
+    match bytes {
+        None => r.notes.push(format!(
+            "{}: the batch at byte {} ({range}) is {} bytes, more than the tools decode ({MAX_BATCH_IN_MEMORY}): its records were not checked",
+            log_path.display(),
+            b.position,
+            b.size()
+        )),
+        Some(bytes) => {
+            let mut scratch = Vec::new();
+            let res = record::batch_records(bytes, &mut scratch).and_then(|it| {
+                for rec in it {
+                    rec?;
+                }
+                Ok(())
+            });
+            if let Err(e) = res {
+                r.add(problem(
+                    log_path,
+                    Some(b.position),
+                    "records",
+                    format!("records of the batch at byte {} ({range}) cannot be decoded: {e}", b.position),
+                ));
+            }
+        }
+    }
+}
+
+/// Batch `b` on its own: its CRC, its counts, its codec, and its offsets against the segment's
+/// `base`.
+fn check_batch(log_path: &Path, base: i64, b: &BatchInfo, r: &mut PartitionReport) {
+    let h = &b.header;
+    let at = Some(b.position);
+    let range = offset_range(b);
+    if !b.crc_ok() {
+        r.add(problem(
+            log_path,
+            at,
+            "crc",
+            format!(
+                "CRC-32C mismatch in the batch at byte {} ({range}): stored {:#010x}, computed {:#010x}",
+                b.position, h.crc, b.computed_crc
+            ),
+        ));
+    }
+    if h.last_offset_delta < 0 || h.records_count < 0 {
+        r.add(problem(
+            log_path,
+            at,
+            "batch",
+            format!(
+                "batch at byte {} has lastOffsetDelta {} and recordsCount {}",
+                b.position, h.last_offset_delta, h.records_count
+            ),
+        ));
+    }
+    if let Err(e) = h.compression() {
+        r.add(problem(log_path, at, "batch", format!("batch at byte {}: {e}", b.position)));
+    }
+    if h.base_offset < base {
+        r.add(problem(
+            log_path,
+            at,
+            "offsets",
+            format!("batch at byte {} ({range}) starts below the segment's base offset {base}", b.position),
+        ));
+    } else if b.last_offset().saturating_sub(base) > i32::MAX as i64 {
+        r.add(problem(
+            log_path,
+            at,
+            "offsets",
+            format!(
+                "batch at byte {} ({range}) is more than 2^31-1 offsets past the segment's base {base}",
+                b.position
+            ),
+        ));
+    }
+}
+
+/// Batch `b` must start after the batch before it, `prev` (in this segment or the one before);
+/// then it becomes `prev`.
+fn check_follows(log_path: &Path, b: &BatchInfo, prev: &mut Option<Prev>, r: &mut PartitionReport) {
+    let h = &b.header;
+    match prev.as_mut() {
+        Some(p) => {
+            if h.base_offset <= p.last_offset {
+                let where_prev = if p.file == log_path {
+                    format!("the batch at byte {}", p.position)
+                } else {
+                    format!("the batch at byte {} of {}", p.position, p.file.display())
+                };
+                r.add(problem(
+                    log_path,
+                    Some(b.position),
+                    "offsets",
+                    format!(
+                        "batch at byte {} ({}) does not follow {where_prev}, which ends at offset {}",
+                        b.position,
+                        offset_range(b),
+                        p.last_offset
+                    ),
+                ));
+            }
+            if p.file != log_path {
+                p.file = log_path.to_path_buf();
+            }
+            p.last_offset = b.last_offset();
+            p.position = b.position;
+        }
+        None => *prev = Some(Prev { last_offset: b.last_offset(), file: log_path.to_path_buf(), position: b.position }),
+    }
 }
 
 /// A file that is not a regular file, as damage; any other error as the command's error.
@@ -357,73 +380,19 @@ fn check_indexes(
 ) -> Result<(), String> {
     let base = seg.base_offset;
     let log_path = seg.log.as_ref().expect("segments with a log");
-    let log_err = |e: std::io::Error| format!("{}: {e}", log_path.display());
     match &seg.index {
         None => r.notes.push(format!(
             "{}: no .index beside it (not damage: Kafka rebuilds a missing offset index at load)",
             log_path.display()
         )),
-        Some(path) => match OffsetIndexStream::open(path, base) {
-            Err(e) => not_regular_or(path, e, r)?,
-            Ok(mut idx) => {
-                let io = |e: std::io::Error| format!("{}: {e}", path.display());
-                let pad = idx.padding().map_err(io)?;
-                r.offset_index_entries += pad.entries as u64;
-                if let Err(e) = idx.sanity().map_err(io)? {
-                    r.add(problem(path, None, "index-sanity", format!("fails Kafka's sanity check: {e}")));
-                }
-                padding_notes(path, &pad, 8, last, r);
-                indexcheck::check_offset_index(&mut idx, log, |m| {
-                    r.add(problem(path, Some(m.slot as u64 * 8), "index", m.detail));
-                    Ok(())
-                })
-                .map_err(log_err)?;
-            }
-        },
+        Some(path) => check_offset_index(path, base, log_path, log, last, r)?,
     }
     match &seg.time_index {
         None => r.notes.push(format!(
             "{}: no .timeindex beside it (not damage: Kafka creates an empty one at load)",
             log_path.display()
         )),
-        Some(path) => match TimeIndexStream::open(path, base) {
-            Err(e) => not_regular_or(path, e, r)?,
-            Ok(mut idx) => {
-                let io = |e: std::io::Error| format!("{}: {e}", path.display());
-                let pad = idx.padding().map_err(io)?;
-                r.time_index_entries += pad.entries as u64;
-                if let Err(e) = idx.sanity().map_err(io)? {
-                    r.add(problem(path, None, "timeindex-sanity", format!("fails Kafka's sanity check: {e}")));
-                }
-                padding_notes(path, &pad, 12, last, r);
-                let check = indexcheck::check_time_index(&mut idx, log, |ev| {
-                    let TimeCheckEvent::Error(e) = ev else {
-                        return Ok(());
-                    };
-                    let slot = match &e {
-                        // The batch's CRC failure is reported against the log.
-                        indexcheck::TimeIndexError::CorruptBatch { .. } => return Ok(()),
-                        indexcheck::TimeIndexError::ShallowOffsetNotFound { slot, .. }
-                        | indexcheck::TimeIndexError::Mismatch { slot, .. }
-                        | indexcheck::TimeIndexError::OutOfOrder { slot, .. }
-                        | indexcheck::TimeIndexError::Records { slot, .. } => *slot,
-                    };
-                    r.add(problem(path, Some(slot as u64 * 12), "timeindex", e.describe()));
-                    Ok(())
-                })
-                .map_err(log_err)?;
-                if pad.entries > 0 {
-                    let key = match check.flavour {
-                        FileFlavour::BatchLastOffset => "batch-last-offset",
-                        FileFlavour::ExactRecordOffset => "exact-record-offset",
-                        FileFlavour::Indistinguishable => "indistinguishable",
-                        FileFlavour::Mixed => "mixed",
-                        FileFlavour::Unknown => "unknown",
-                    };
-                    *r.time_index_flavours.entry(key.into()).or_default() += 1;
-                }
-            }
-        },
+        Some(path) => check_time_index(path, base, log_path, log, last, r)?,
     }
     if let Some(path) = &seg.txn_index {
         match sidecar::TxnIndex::open(path) {
@@ -434,6 +403,85 @@ fn check_indexes(
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// The `.index` at `path` (of the segment at `base`, whose `.log` at `log_path` was walked into
+/// `log`): Kafka's sanity check, its padding, and every entry against the batches.
+fn check_offset_index(
+    path: &Path,
+    base: i64,
+    log_path: &Path,
+    log: &mut LogSummary,
+    last: bool,
+    r: &mut PartitionReport,
+) -> Result<(), String> {
+    let mut idx = match OffsetIndexStream::open(path, base) {
+        Err(e) => return not_regular_or(path, e, r),
+        Ok(idx) => idx,
+    };
+    let io = |e: std::io::Error| format!("{}: {e}", path.display());
+    let pad = idx.padding().map_err(io)?;
+    r.offset_index_entries += pad.entries as u64;
+    if let Err(e) = idx.sanity().map_err(io)? {
+        r.add(problem(path, None, "index-sanity", format!("fails Kafka's sanity check: {e}")));
+    }
+    padding_notes(path, &pad, 8, last, r);
+    indexcheck::check_offset_index(&mut idx, log, |m| {
+        r.add(problem(path, Some(m.slot as u64 * 8), "index", m.detail));
+        Ok(())
+    })
+    .map_err(|e| format!("{}: {e}", log_path.display()))?;
+    Ok(())
+}
+
+/// The `.timeindex` at `path`, as [`check_offset_index`] does the `.index`; also counts which
+/// flavour of time index it is.
+fn check_time_index(
+    path: &Path,
+    base: i64,
+    log_path: &Path,
+    log: &mut LogSummary,
+    last: bool,
+    r: &mut PartitionReport,
+) -> Result<(), String> {
+    let mut idx = match TimeIndexStream::open(path, base) {
+        Err(e) => return not_regular_or(path, e, r),
+        Ok(idx) => idx,
+    };
+    let io = |e: std::io::Error| format!("{}: {e}", path.display());
+    let pad = idx.padding().map_err(io)?;
+    r.time_index_entries += pad.entries as u64;
+    if let Err(e) = idx.sanity().map_err(io)? {
+        r.add(problem(path, None, "timeindex-sanity", format!("fails Kafka's sanity check: {e}")));
+    }
+    padding_notes(path, &pad, 12, last, r);
+    let check = indexcheck::check_time_index(&mut idx, log, |ev| {
+        let TimeCheckEvent::Error(e) = ev else {
+            return Ok(());
+        };
+        let slot = match &e {
+            // The batch's CRC failure is reported against the log.
+            indexcheck::TimeIndexError::CorruptBatch { .. } => return Ok(()),
+            indexcheck::TimeIndexError::ShallowOffsetNotFound { slot, .. }
+            | indexcheck::TimeIndexError::Mismatch { slot, .. }
+            | indexcheck::TimeIndexError::OutOfOrder { slot, .. }
+            | indexcheck::TimeIndexError::Records { slot, .. } => *slot,
+        };
+        r.add(problem(path, Some(slot as u64 * 12), "timeindex", e.describe()));
+        Ok(())
+    })
+    .map_err(|e| format!("{}: {e}", log_path.display()))?;
+    if pad.entries > 0 {
+        let key = match check.flavour {
+            FileFlavour::BatchLastOffset => "batch-last-offset",
+            FileFlavour::ExactRecordOffset => "exact-record-offset",
+            FileFlavour::Indistinguishable => "indistinguishable",
+            FileFlavour::Mixed => "mixed",
+            FileFlavour::Unknown => "unknown",
+        };
+        *r.time_index_flavours.entry(key.into()).or_default() += 1;
     }
     Ok(())
 }
@@ -581,17 +629,7 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     check_checkpoints(&d.checkpoints, &mut root_problems)?;
     progress.finish();
 
-    let mut t = Totals { partitions: reports.len(), ..Default::default() };
-    for r in &reports {
-        t.segments += r.segments;
-        t.batches += r.batches;
-        t.records += r.records;
-        t.bytes += r.bytes;
-        t.problems += r.problems.len();
-        t.notes += r.notes.len();
-    }
-    t.problems += root_problems.len();
-    t.notes += d.notes.len();
+    let t = totals(&reports, &root_problems, &d.notes);
     if d.partitions.is_empty() {
         return Err(format!(
             "{}: no partition directories (<topic>-<partition> with .log files) found",
@@ -614,29 +652,7 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         println!("seglog verify {}", args.dir.display());
         for r in &reports {
             if !args.quiet {
-                let flav = if r.time_index_flavours.is_empty() {
-                    String::new()
-                } else {
-                    let v: Vec<String> = r.time_index_flavours.iter().map(|(k, n)| format!("{n} {k}")).collect();
-                    format!("; time indexes: {}", v.join(", "))
-                };
-                let offsets = match (r.first_offset, r.next_offset) {
-                    (Some(a), Some(b)) => format!(", offsets {a}..{b}"),
-                    _ => String::new(),
-                };
-                println!(
-                    "{}: {} segments, {} batches, {} records, {}{offsets}, {} index entries checked{flav}: {}",
-                    r.path.display(),
-                    r.segments,
-                    r.batches,
-                    r.records,
-                    human_bytes(r.bytes),
-                    r.offset_index_entries + r.time_index_entries,
-                    if r.problems.is_empty() { "OK".to_owned() } else { format!("{} PROBLEMS", r.problems.len()) }
-                );
-                for n in &r.notes {
-                    println!("  note: {n}");
-                }
+                print_partition(r);
             }
             print_problems(&r.problems, args.all);
         }
@@ -659,4 +675,47 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         );
     }
     Ok(if t.problems > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// The totals over every partition's report, the log directory's own problems and its notes.
+fn totals(reports: &[PartitionReport], root_problems: &ProblemList, root_notes: &[String]) -> Totals {
+    let mut t = Totals { partitions: reports.len(), ..Default::default() };
+    for r in reports {
+        t.segments += r.segments;
+        t.batches += r.batches;
+        t.records += r.records;
+        t.bytes += r.bytes;
+        t.problems += r.problems.len();
+        t.notes += r.notes.len();
+    }
+    t.problems += root_problems.len();
+    t.notes += root_notes.len();
+    t
+}
+
+/// One partition's line of the text report, and its notes.
+fn print_partition(r: &PartitionReport) {
+    let flav = if r.time_index_flavours.is_empty() {
+        String::new()
+    } else {
+        let v: Vec<String> = r.time_index_flavours.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        format!("; time indexes: {}", v.join(", "))
+    };
+    let offsets = match (r.first_offset, r.next_offset) {
+        (Some(a), Some(b)) => format!(", offsets {a}..{b}"),
+        _ => String::new(),
+    };
+    println!(
+        "{}: {} segments, {} batches, {} records, {}{offsets}, {} index entries checked{flav}: {}",
+        r.path.display(),
+        r.segments,
+        r.batches,
+        r.records,
+        human_bytes(r.bytes),
+        r.offset_index_entries + r.time_index_entries,
+        if r.problems.is_empty() { "OK".to_owned() } else { format!("{} PROBLEMS", r.problems.len()) }
+    );
+    for n in &r.notes {
+        println!("  note: {n}");
+    }
 }

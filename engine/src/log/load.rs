@@ -3,13 +3,17 @@
 //! and, unless the last shutdown was clean, every segment from the recovery point on is
 //! revalidated batch by batch; the first invalid byte ends the log and later segments go.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
+use super::epoch::LeaderEpochCache;
 use super::{Log, LogOptions};
+use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::format::filename::{FileKind, FileSuffix, SegmentFileName};
-use crate::segment::{ActiveSegment, Segment};
+use crate::io::Storage;
+use crate::segment::{ActiveSegment, Segment, SegmentSettings};
 
 /// What the caller knows about the previous shutdown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,226 +48,16 @@ pub struct LoadReport {
     pub epoch_cache_rebuilt: Option<String>,
 }
 
-pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)> {
+/// Opens the partition directory `dir` (docs/architecture.md, "Opening a directory"): takes its
+/// locks, loads what is on disk ([`load`]) and makes a `Log` of it.
+pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadReport)> {
     options.config.validate()?;
-    let LogOptions {
-        config,
-        storage,
-        clock,
-        recovery,
-        log_start_offset,
-        tail_cache_bytes,
-        write_through,
-        recovery_threads,
-        progress,
-        zero_fill_bytes,
-        log_dir_lock,
-    } = options;
-    let mut report = LoadReport::default();
-    let mut recovered_epochs: Vec<(i32, i64)> = Vec::new();
     // One owner, before anything in the directory is read or changed (or it is created).
-    let locks = crate::io::lock::lock_partition(&*storage, dir, log_dir_lock, true)?;
-    let mut names = storage.list_dir(dir)?;
-    names.sort();
-    if names.iter().any(|n| {
-        n.ends_with(crate::format::filename::SWAP_FILE_SUFFIX)
-            || n.ends_with(crate::format::filename::CLEANED_FILE_SUFFIX)
-    }) {
-        resolve_cleaner_leftovers(&*storage, dir, &names, &mut report)?;
-        names = storage.list_dir(dir)?;
-        names.sort();
-    }
-
-    // Pass 1: leftovers and the inventory.
-    let mut logs: BTreeMap<i64, ()> = BTreeMap::new();
-    let mut indexes: Vec<(SegmentFileName, String)> = Vec::new();
-    for name in &names {
-        let parsed = match SegmentFileName::parse(name) {
-            Ok(Some(p)) => p,
-            Ok(None) => continue,
-            Err(e) => {
-                return Err(Error::Corrupt { path: dir.join(name), pos: 0, source: e });
-            }
-        };
-        match parsed.suffix {
-            FileSuffix::Deleted | FileSuffix::Cleaned => {
-                storage.remove_file(&dir.join(name))?;
-                report.files_removed.push(name.clone());
-            }
-            FileSuffix::Swap => {
-                // resolve_cleaner_leftovers renamed or removed every swap file.
-                return Err(Error::CorruptIndex {
-                    path: dir.join(name),
-                    detail: "a .swap file survived swap resolution".into(),
-                });
-            }
-            FileSuffix::None => match parsed.kind {
-                FileKind::Log => {
-                    logs.insert(parsed.base_offset, ());
-                }
-                FileKind::Index | FileKind::TimeIndex | FileKind::TxnIndex => indexes.push((parsed, name.clone())),
-                FileKind::Snapshot => {}
-            },
-        }
-    }
-    for (parsed, name) in indexes {
-        if !logs.contains_key(&parsed.base_offset) {
-            storage.remove_file(&dir.join(&name))?;
-            report.files_removed.push(name);
-        }
-    }
-    if report.files_removed.iter().any(|_| true) {
-        storage.sync_dir(dir)?;
-    }
-
-    let settings = crate::segment::SegmentSettings {
-        index_interval_bytes: config.index_interval_bytes,
-        segment_index_bytes: config.segment_index_bytes,
-        preallocate_bytes: if config.preallocate { config.segment_bytes } else { 0 },
-        tail_cache_bytes,
-        zero_fill_bytes,
-        segment_bytes: config.segment_bytes,
-    };
-
-    // Each segment's offsets must stay below the next segment's base offset.
-    let next_base = |base: i64| {
-        use std::ops::Bound::{Excluded, Unbounded};
-        logs.range((Excluded(base), Unbounded)).next().map(|(&b, _)| b)
-    };
-
-    // Pass 2: open every segment; rebuild missing indexes.
-    let mut segments: BTreeMap<i64, Segment> = BTreeMap::new();
-    for &base in logs.keys() {
-        let (mut seg, missing_index) = Segment::open_lazy(storage.clone(), dir, base, settings)?;
-        if missing_index {
-            let r = seg.recover_bounded(next_base(base))?;
-            report.indexes_rebuilt += 1;
-            note_truncation(&mut report, &seg, &r);
-        }
-        segments.insert(base, seg);
-    }
-    report.segments = segments.len();
-
-    // Pass 3: recovery.
-    match recovery {
-        Recovery::Clean => {
-            for seg in segments.values_mut() {
-                let next = next_base(seg.base_offset());
-                if seg.sanity_check_bounded(next).is_err() {
-                    let r = seg.recover_bounded(next)?;
-                    report.indexes_rebuilt += 1;
-                    note_truncation(&mut report, seg, &r);
-                }
-            }
-        }
-        Recovery::FromRecoveryPoint(rp) => {
-            // Segments holding offsets >= rp: the floor segment of rp and everything after.
-            let start = segments.range(..=rp).next_back().map(|(b, _)| *b).unwrap_or(i64::MIN);
-            // Below the recovery point the data was flushed; still, indexes that fail the sanity
-            // check are rebuilt rather than trusted (Kafka checks nothing there), and a last batch
-            // reaching the next segment's base is cut (that segment only: later ones were flushed).
-            for seg in segments.range_mut(..start).map(|(_, s)| s) {
-                let next = next_base(seg.base_offset());
-                if seg.sanity_check_bounded(next).is_err() {
-                    let r = seg.recover_bounded(next)?;
-                    report.indexes_rebuilt += 1;
-                    note_truncation(&mut report, seg, &r);
-                }
-            }
-            let bases: Vec<i64> = segments.range(start..).map(|(b, _)| *b).collect();
-            let mut todo: Vec<Segment> = bases.iter().map(|b| segments.remove(b).expect("listed")).collect();
-            let bounds: Vec<Option<i64>> = bases.iter().map(|&b| next_base(b)).collect();
-            let results = recover_segments(&mut todo, &bounds, recovery_threads, progress.as_ref().map(|p| &*p.0));
-            let mut truncated_at: Option<usize> = None;
-            for (i, (seg, r)) in todo.iter().zip(results).enumerate() {
-                let r = r?;
-                report.segments_recovered += 1;
-                report.indexes_rebuilt += 1;
-                recovered_epochs.extend(r.epoch_starts.iter().copied());
-                if r.truncated_bytes > 0 {
-                    note_truncation(&mut report, seg, &r);
-                    truncated_at = Some(i);
-                    break;
-                }
-            }
-            let keep = truncated_at.map(|i| i + 1).unwrap_or(todo.len());
-            let doomed = todo.split_off(keep);
-            for seg in todo {
-                segments.insert(seg.base_offset(), seg);
-            }
-            if !doomed.is_empty() {
-                for seg in doomed {
-                    delete_segment_files(&*storage, &seg)?;
-                    report.segments_removed.push(seg.base_offset());
-                }
-                storage.sync_dir(dir)?;
-            }
-        }
-    }
-
-    // The active segment is the last one; an empty log gets one at the log start offset.
-    let now = clock.now_ms();
-    let start = log_start_offset.unwrap_or(0).max(0);
-    let active = match segments.pop_last() {
-        Some((_, mut seg)) => {
-            seg.reload_max_timestamp()?;
-            seg.into_active(storage.clone(), settings, now, 0)?
-        }
-        None => {
-            let seg = ActiveSegment::create(storage.clone(), dir, start, settings, now, 0)?;
-            storage.sync_dir(dir)?;
-            seg
-        }
-    };
-    let mut active = active;
-    let mut log_end_offset = active.read_next_offset()?;
-    // Kafka's LogLoader: a log start offset (from the checkpoint) beyond the log end means every
-    // segment is gone logically; delete them all and start an empty log there.
-    if let Some(s) = log_start_offset.filter(|&s| s > log_end_offset) {
-        for seg in segments.values() {
-            delete_segment_files(&*storage, seg)?;
-            report.segments_removed.push(seg.base_offset());
-        }
-        segments.clear();
-        let old = active.into_segment()?;
-        delete_segment_files(&*storage, &old)?;
-        report.segments_removed.push(old.base_offset());
-        drop(old);
-        active = ActiveSegment::create(storage.clone(), dir, s, settings, now, 0)?;
-        storage.sync_dir(dir)?;
-        log_end_offset = s;
-    }
-    let first_base = segments.keys().next().copied().unwrap_or(active.base_offset());
-    let log_start_offset = match log_start_offset {
-        Some(s) => s.max(first_base).min(log_end_offset),
-        None => first_base,
-    };
-    let recovery_point = match recovery {
-        Recovery::Clean => log_end_offset,
-        Recovery::FromRecoveryPoint(rp) => rp.min(log_end_offset),
-    };
-    // The leader-epoch cache: the checkpoint, plus epochs seen in recovered segments, cut to the
-    // log's offsets (Kafka truncates it at the log end and the log start after loading).
-    let (mut epochs, problem) = super::epoch::LeaderEpochCache::load(storage.clone(), dir)?;
-    if let Some(e) = problem {
-        // Rebuild from the batches themselves: every batch header carries its leader epoch.
-        report.epoch_cache_rebuilt = Some(e.to_string());
-        recovered_epochs.clear();
-        let all = segments.values().chain(std::iter::once(&*active));
-        for seg in all {
-            let mut scan = seg.scanner(0);
-            while let Some(b) = scan.next_batch()? {
-                recovered_epochs.push((b.header.partition_leader_epoch, b.header.base_offset));
-            }
-        }
-        epochs.flush()?;
-    }
-    for (e, o) in recovered_epochs {
-        epochs.assign(e, o)?;
-    }
-    epochs.truncate_from_end(log_end_offset)?;
-    epochs.truncate_from_start(log_start_offset)?;
-    let sealed = segments.into_iter().map(|(b, s)| (b, s.into_sealed())).collect();
+    let locks = crate::io::lock::lock_partition(&*options.storage, dir, options.log_dir_lock.take(), true)?;
+    let (loaded, report) = load(dir, &options)?;
+    let Loaded { sealed, active, log_start_offset, log_end_offset, recovery_point, epochs, now } = loaded;
+    let LogOptions { config, storage, clock, tail_cache_bytes, zero_fill_bytes, write_through, .. } = options;
+    let sealed = sealed.into_iter().map(|(b, s)| (b, s.into_sealed())).collect();
     let seed = now as u64 ^ (dir.as_os_str().len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut log = Log {
         dir: dir.to_path_buf(),
@@ -297,6 +91,327 @@ pub(super) fn open(dir: &Path, options: LogOptions) -> Result<(Log, LoadReport)>
     let active = active.into_segment()?.into_active(log.storage.clone(), settings, now, jitter)?;
     log.active = Some(active);
     Ok((log, report))
+}
+
+/// What [`load`] found: the segments, the offsets and the leader-epoch cache of the log.
+struct Loaded {
+    sealed: BTreeMap<i64, Segment>,
+    active: ActiveSegment,
+    log_start_offset: i64,
+    log_end_offset: i64,
+    recovery_point: i64,
+    epochs: LeaderEpochCache,
+    /// The clock when the active segment was made active.
+    now: i64,
+}
+
+/// Loads the locked directory `dir`: finds its segments, opens them, recovers what the last
+/// shutdown may have left torn, makes the last segment active, works out the log's offsets and
+/// loads the leader-epoch cache.
+fn load(dir: &Path, options: &LogOptions) -> Result<(Loaded, LoadReport)> {
+    let LogOptions {
+        ref config,
+        ref storage,
+        ref clock,
+        recovery,
+        log_start_offset,
+        tail_cache_bytes,
+        recovery_threads,
+        ref progress,
+        zero_fill_bytes,
+        ..
+    } = *options;
+    let mut report = LoadReport::default();
+    let bases = find_segments(&**storage, dir, &mut report)?;
+    let settings = segment_settings(config, tail_cache_bytes, zero_fill_bytes);
+    let mut segments = open_segments(storage, dir, &bases, settings, &mut report)?;
+
+    // Pass 3: recovery.
+    let recovered_epochs = match recovery {
+        Recovery::Clean => {
+            check_or_recover(segments.values_mut(), &bases, &mut report)?;
+            Vec::new()
+        }
+        Recovery::FromRecoveryPoint(rp) => {
+            let progress = progress.as_ref().map(|p| &*p.0);
+            let recovered = recover_from(rp, &mut segments, &bases, recovery_threads, progress, &mut report)?;
+            // The log ends in the first segment that lost bytes: every later segment goes.
+            if !recovered.doomed.is_empty() {
+                delete_segments(&**storage, &recovered.doomed, &mut report)?;
+                storage.sync_dir(dir)?;
+            }
+            recovered.epoch_starts
+        }
+    };
+
+    let now = clock.now_ms();
+    let mut active = activate_last(storage, dir, &mut segments, settings, now, log_start_offset)?;
+    let mut log_end_offset = active.read_next_offset()?;
+    // Kafka's LogLoader: a log start offset (from the checkpoint) beyond the log end means every
+    // segment is gone logically; delete them all and start an empty log there.
+    if let Some(s) = log_start_offset.filter(|&s| s > log_end_offset) {
+        delete_all(&**storage, std::mem::take(&mut segments), active, &mut report)?;
+        active = new_active(storage, dir, s, settings, now)?;
+        log_end_offset = s;
+    }
+    let first_base = segments.keys().next().copied().unwrap_or(active.base_offset());
+    let log_start_offset = match log_start_offset {
+        Some(s) => s.max(first_base).min(log_end_offset),
+        None => first_base,
+    };
+    let recovery_point = match recovery {
+        Recovery::Clean => log_end_offset,
+        Recovery::FromRecoveryPoint(rp) => rp.min(log_end_offset),
+    };
+    // The leader-epoch cache: the checkpoint, plus epochs seen in recovered segments, cut to the
+    // log's offsets (Kafka truncates it at the log end and the log start after loading).
+    let all = segments.values().chain(std::iter::once(&*active));
+    let mut epochs = load_epochs(storage.clone(), dir, all, recovered_epochs, &mut report)?;
+    epochs.truncate_from_end(log_end_offset)?;
+    epochs.truncate_from_start(log_start_offset)?;
+    let loaded = Loaded { sealed: segments, active, log_start_offset, log_end_offset, recovery_point, epochs, now };
+    Ok((loaded, report))
+}
+
+/// Pass 1, leftovers and the inventory: resolves a log cleaner's leftovers, removes `.deleted`
+/// and `.cleaned` files and index files without a `.log` (fsyncing the directory if anything
+/// went), and returns the base offsets of the `.log` files.
+fn find_segments(storage: &dyn Storage, dir: &Path, report: &mut LoadReport) -> Result<BTreeSet<i64>> {
+    let mut names = storage.list_dir(dir)?;
+    names.sort();
+    if names.iter().any(|n| {
+        n.ends_with(crate::format::filename::SWAP_FILE_SUFFIX)
+            || n.ends_with(crate::format::filename::CLEANED_FILE_SUFFIX)
+    }) {
+        resolve_cleaner_leftovers(storage, dir, &names, report)?;
+        names = storage.list_dir(dir)?;
+        names.sort();
+    }
+
+    let mut logs: BTreeSet<i64> = BTreeSet::new();
+    let mut indexes: Vec<(SegmentFileName, String)> = Vec::new();
+    for name in &names {
+        let parsed = match SegmentFileName::parse(name) {
+            Ok(Some(p)) => p,
+            Ok(None) => continue,
+            Err(e) => {
+                return Err(Error::Corrupt { path: dir.join(name), pos: 0, source: e });
+            }
+        };
+        match parsed.suffix {
+            FileSuffix::Deleted | FileSuffix::Cleaned => {
+                storage.remove_file(&dir.join(name))?;
+                report.files_removed.push(name.clone());
+            }
+            FileSuffix::Swap => {
+                // resolve_cleaner_leftovers renamed or removed every swap file.
+                return Err(Error::CorruptIndex {
+                    path: dir.join(name),
+                    detail: "a .swap file survived swap resolution".into(),
+                });
+            }
+            FileSuffix::None => match parsed.kind {
+                FileKind::Log => {
+                    logs.insert(parsed.base_offset);
+                }
+                FileKind::Index | FileKind::TimeIndex | FileKind::TxnIndex => indexes.push((parsed, name.clone())),
+                FileKind::Snapshot => {}
+            },
+        }
+    }
+    for (parsed, name) in indexes {
+        if !logs.contains(&parsed.base_offset) {
+            storage.remove_file(&dir.join(&name))?;
+            report.files_removed.push(name);
+        }
+    }
+    if !report.files_removed.is_empty() {
+        storage.sync_dir(dir)?;
+    }
+    Ok(logs)
+}
+
+/// What a segment needs from the log's configuration (as `Log::settings` computes it for a
+/// log already open).
+fn segment_settings(config: &LogConfig, tail_cache_bytes: u64, zero_fill_bytes: u32) -> SegmentSettings {
+    SegmentSettings {
+        index_interval_bytes: config.index_interval_bytes,
+        segment_index_bytes: config.segment_index_bytes,
+        preallocate_bytes: if config.preallocate { config.segment_bytes } else { 0 },
+        tail_cache_bytes,
+        zero_fill_bytes,
+        segment_bytes: config.segment_bytes,
+    }
+}
+
+/// The base offset of the segment after `base` in `bases`: `base`'s offsets must stay below it.
+fn next_base(bases: &BTreeSet<i64>, base: i64) -> Option<i64> {
+    use std::ops::Bound::{Excluded, Unbounded};
+    bases.range((Excluded(base), Unbounded)).next().copied()
+}
+
+/// Pass 2, open: opens the segment at each of `bases` without reading its indexes; one whose
+/// `.index` is missing is recovered at once, which rebuilds both indexes.
+fn open_segments(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    bases: &BTreeSet<i64>,
+    settings: SegmentSettings,
+    report: &mut LoadReport,
+) -> Result<BTreeMap<i64, Segment>> {
+    let mut segments: BTreeMap<i64, Segment> = BTreeMap::new();
+    for &base in bases {
+        let (mut seg, missing_index) = Segment::open_lazy(storage.clone(), dir, base, settings)?;
+        if missing_index {
+            let r = seg.recover_bounded(next_base(bases, base))?;
+            report.indexes_rebuilt += 1;
+            note_truncation(report, &seg, &r);
+        }
+        segments.insert(base, seg);
+    }
+    report.segments = segments.len();
+    Ok(segments)
+}
+
+/// Sanity-checks each of `segs` and recovers one that fails: every segment after a clean
+/// shutdown, the segments below the recovery point after a crash.
+fn check_or_recover<'a>(
+    segs: impl Iterator<Item = &'a mut Segment>,
+    bases: &BTreeSet<i64>,
+    report: &mut LoadReport,
+) -> Result<()> {
+    for seg in segs {
+        let next = next_base(bases, seg.base_offset());
+        if seg.sanity_check_bounded(next).is_err() {
+            let r = seg.recover_bounded(next)?;
+            report.indexes_rebuilt += 1;
+            note_truncation(report, seg, &r);
+        }
+    }
+    Ok(())
+}
+
+/// What [`recover_from`] leaves for the rest of the open.
+struct Recovered {
+    /// `(epoch, start offset)` of each leader epoch the recovered batches start.
+    epoch_starts: Vec<(i32, i64)>,
+    /// The segments after the first one that lost bytes, taken out of the log, to be deleted.
+    doomed: Vec<Segment>,
+}
+
+/// Pass 3 after a crash: recovers every segment holding offsets at or above the recovery point
+/// `rp` (up to `threads` at a time) and stops at the first that loses bytes.
+fn recover_from(
+    rp: i64,
+    segments: &mut BTreeMap<i64, Segment>,
+    bases: &BTreeSet<i64>,
+    threads: usize,
+    progress: Option<&(dyn Fn(RecoveryProgress) + Send + Sync)>,
+    report: &mut LoadReport,
+) -> Result<Recovered> {
+    // Segments holding offsets >= rp: the floor segment of rp and everything after.
+    let start = segments.range(..=rp).next_back().map(|(b, _)| *b).unwrap_or(i64::MIN);
+    // Below the recovery point the data was flushed; still, indexes that fail the sanity
+    // check are rebuilt rather than trusted (Kafka checks nothing there), and a last batch
+    // reaching the next segment's base is cut (that segment only: later ones were flushed).
+    check_or_recover(segments.range_mut(..start).map(|(_, s)| s), bases, report)?;
+    let todo_bases: Vec<i64> = segments.range(start..).map(|(b, _)| *b).collect();
+    let mut todo: Vec<Segment> = todo_bases.iter().map(|b| segments.remove(b).expect("listed")).collect();
+    let bounds: Vec<Option<i64>> = todo_bases.iter().map(|&b| next_base(bases, b)).collect();
+    let results = recover_segments(&mut todo, &bounds, threads, progress);
+    let mut epoch_starts = Vec::new();
+    let mut truncated_at: Option<usize> = None;
+    for (i, (seg, r)) in todo.iter().zip(results).enumerate() {
+        let r = r?;
+        report.segments_recovered += 1;
+        report.indexes_rebuilt += 1;
+        epoch_starts.extend(r.epoch_starts.iter().copied());
+        if r.truncated_bytes > 0 {
+            note_truncation(report, seg, &r);
+            truncated_at = Some(i);
+            break;
+        }
+    }
+    let keep = truncated_at.map(|i| i + 1).unwrap_or(todo.len());
+    let doomed = todo.split_off(keep);
+    for seg in todo {
+        segments.insert(seg.base_offset(), seg);
+    }
+    Ok(Recovered { epoch_starts, doomed })
+}
+
+/// The last segment becomes the active one, its max timestamp reloaded; an empty log gets a new
+/// one at the log start offset (or 0).
+fn activate_last(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    segments: &mut BTreeMap<i64, Segment>,
+    settings: SegmentSettings,
+    now: i64,
+    log_start_offset: Option<i64>,
+) -> Result<ActiveSegment> {
+    let start = log_start_offset.unwrap_or(0).max(0);
+    match segments.pop_last() {
+        Some((_, mut seg)) => {
+            seg.reload_max_timestamp()?;
+            seg.into_active(storage.clone(), settings, now, 0)
+        }
+        None => new_active(storage, dir, start, settings, now),
+    }
+}
+
+/// A new, empty active segment at `base`, its directory entry made durable.
+fn new_active(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    base: i64,
+    settings: SegmentSettings,
+    now: i64,
+) -> Result<ActiveSegment> {
+    let seg = ActiveSegment::create(storage.clone(), dir, base, settings, now, 0)?;
+    storage.sync_dir(dir)?;
+    Ok(seg)
+}
+
+/// Deletes the files of every segment, sealed ones first, then the active one's.
+fn delete_all(
+    storage: &dyn Storage,
+    segments: BTreeMap<i64, Segment>,
+    active: ActiveSegment,
+    report: &mut LoadReport,
+) -> Result<()> {
+    delete_segments(storage, segments.values(), report)?;
+    drop(segments);
+    let old = active.into_segment()?;
+    delete_segments(storage, [&old], report)
+}
+
+/// The leader-epoch cache from `leader-epoch-checkpoint`, with the epoch starts `recovered` saw
+/// assigned. A damaged checkpoint is rebuilt from the batches of `segs` instead: every batch
+/// header carries its leader epoch.
+fn load_epochs<'a>(
+    storage: Arc<dyn Storage>,
+    dir: &Path,
+    segs: impl Iterator<Item = &'a Segment>,
+    mut recovered: Vec<(i32, i64)>,
+    report: &mut LoadReport,
+) -> Result<LeaderEpochCache> {
+    let (mut epochs, problem) = LeaderEpochCache::load(storage, dir)?;
+    if let Some(e) = problem {
+        report.epoch_cache_rebuilt = Some(e.to_string());
+        recovered.clear();
+        for seg in segs {
+            let mut scan = seg.scanner(0);
+            while let Some(b) = scan.next_batch()? {
+                recovered.push((b.header.partition_leader_epoch, b.header.base_offset));
+            }
+        }
+        epochs.flush()?;
+    }
+    for (e, o) in recovered {
+        epochs.assign(e, o)?;
+    }
+    Ok(epochs)
 }
 
 /// Recovery progress, reported after each segment.
@@ -370,7 +485,7 @@ fn recover_segments(
 /// about to replace the segments they cover: those segments are removed and the swap files
 /// renamed into place.
 fn resolve_cleaner_leftovers(
-    storage: &dyn crate::io::Storage,
+    storage: &dyn Storage,
     dir: &Path,
     names: &[String],
     report: &mut LoadReport,
@@ -444,7 +559,21 @@ fn note_truncation(report: &mut LoadReport, seg: &Segment, r: &crate::segment::R
     }
 }
 
-fn delete_segment_files(storage: &dyn crate::io::Storage, seg: &Segment) -> Result<()> {
+/// Deletes the files of each of `segs` (`.log`, `.index`, `.timeindex`, `.txnindex`) and
+/// reports them removed.
+fn delete_segments<'a>(
+    storage: &dyn Storage,
+    segs: impl IntoIterator<Item = &'a Segment>,
+    report: &mut LoadReport,
+) -> Result<()> {
+    for seg in segs {
+        delete_segment_files(storage, seg)?;
+        report.segments_removed.push(seg.base_offset());
+    }
+    Ok(())
+}
+
+fn delete_segment_files(storage: &dyn Storage, seg: &Segment) -> Result<()> {
     for p in [seg.log_path(), seg.index_path(), seg.time_index_path()] {
         if storage.exists(&p) {
             storage.remove_file(&p)?;
