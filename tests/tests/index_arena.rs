@@ -44,7 +44,6 @@ fn warm_section_lookups_never_page_fault() {
     }
     for setting in settings {
         let res = resources(setting);
-        let _entered = res.enter();
         let dir = tempfile::tempdir().unwrap();
         // An index entry per batch: each 1 MiB segment gets ~4,000 entries (32 KiB of offset
         // index), four times the warm section.
@@ -54,7 +53,12 @@ fn warm_section_lookups_never_page_fault() {
             segment_index_bytes: 1 << 20,
             ..LogConfig::default()
         };
-        let options = LogOptions { config, storage: Arc::new(StdStorage::default()), ..seglog_tests::log_options() };
+        let options = LogOptions {
+            config,
+            storage: Arc::new(StdStorage::default()),
+            resources: res.clone(),
+            ..seglog_tests::log_options()
+        };
         let mut log = Log::open(dir.path().join("t-0"), options).unwrap();
         let mut i = 0;
         while log.segments().count() < 4 || log.active_segment().index_entries().0 < 2000 {
@@ -142,7 +146,6 @@ fn ten_thousand_partitions_need_few_maps_and_descriptors() {
         tempfile::tempdir().unwrap()
     };
     let res = SegmentResources::new(ResourceConfig { max_open_files: MAX_OPEN_FILES, ..ResourceConfig::default() });
-    let _entered = res.enter();
     let storage: Arc<dyn Storage> = Arc::new(StdStorage::default());
     let one = batch(0, 1, 10);
     // One batch per segment: every append after the first rolls. segment.index.bytes stays at
@@ -161,6 +164,7 @@ fn ten_thousand_partitions_need_few_maps_and_descriptors() {
             storage: storage.clone(),
             tail_cache_bytes: 0,
             log_dir_lock: dir_lock.clone(),
+            resources: res.clone(),
             ..seglog_tests::log_options()
         };
         let mut log = Log::open(tmp.path().join(format!("topic-{p}")), options).unwrap();
@@ -206,11 +210,15 @@ fn ten_thousand_partitions_need_few_maps_and_descriptors() {
 #[test]
 fn descriptor_limit_is_a_typed_error() {
     let res = SegmentResources::new(ResourceConfig { max_open_files: 6, ..ResourceConfig::default() });
-    let _entered = res.enter();
     let dir = tempfile::tempdir().unwrap();
     let one = batch(0, 1, 10);
     let config = LogConfig { segment_bytes: one.len() as u32, segment_index_bytes: 4096, ..LogConfig::default() };
-    let options = LogOptions { config, storage: Arc::new(StdStorage::default()), ..seglog_tests::log_options() };
+    let options = LogOptions {
+        config,
+        storage: Arc::new(StdStorage::default()),
+        resources: res.clone(),
+        ..seglog_tests::log_options()
+    };
     let mut log = Log::open(dir.path().join("t-0"), options).unwrap();
     for i in 0..10 {
         log.append_as_leader(&mut batch(i, 1, 10), 0).unwrap();

@@ -32,8 +32,14 @@ fn config() -> LogConfig {
     }
 }
 
-fn options(recovery: Recovery) -> LogOptions {
-    LogOptions { config: config(), storage: Arc::new(StdStorage::default()), recovery, ..seglog_tests::log_options() }
+fn options(recovery: Recovery, resources: &SegmentResources) -> LogOptions {
+    LogOptions {
+        config: config(),
+        storage: Arc::new(StdStorage::default()),
+        recovery,
+        resources: resources.clone(),
+        ..seglog_tests::log_options()
+    }
 }
 
 fn budget_resources(budget: u64) -> SegmentResources {
@@ -98,8 +104,7 @@ fn cold_indexes_are_evicted_and_reloaded_correctly() {
     // Build the log under a roomy budget and measure one segment's index pair.
     let pair_bytes = {
         let res = budget_resources(1 << 30);
-        let _entered = res.enter();
-        let mut log = Log::open(&dir, options(Recovery::default())).unwrap();
+        let mut log = Log::open(&dir, options(Recovery::default(), &res)).unwrap();
         let mut i = 0;
         while log.segments().count() <= SEGMENTS {
             log.append_as_leader(&mut batch(i), 0).unwrap();
@@ -133,8 +138,7 @@ fn cold_indexes_are_evicted_and_reloaded_correctly() {
     // Reopen with room for four and a half pairs.
     let budget = pair_bytes * 9 / 2;
     let res = budget_resources(budget);
-    let _entered = res.enter();
-    let log = Log::open(&dir, options(Recovery::Clean)).unwrap();
+    let log = Log::open(&dir, options(Recovery::Clean, &res)).unwrap();
     let after_open = res.indexes.stats();
     println!("pair {pair_bytes} B, budget {budget} B; after a clean open: {after_open:?}");
     assert!(after_open.peak_resident_bytes <= budget, "{after_open:?}");
@@ -182,8 +186,7 @@ fn cold_indexes_are_evicted_and_reloaded_correctly() {
     // the budget one by one.
     drop(log);
     let res2 = budget_resources(budget);
-    let _entered2 = res2.enter();
-    let log = Log::open(&dir, options(Recovery::default())).unwrap();
+    let log = Log::open(&dir, options(Recovery::default(), &res2)).unwrap();
     let s = res2.indexes.stats();
     println!("after a full recovery: {s:?}");
     assert!(s.peak_resident_bytes <= budget, "{s:?}");
@@ -197,8 +200,7 @@ fn cold_indexes_are_evicted_and_reloaded_correctly() {
 fn a_held_index_survives_eviction() {
     let tmp = tempfile::tempdir().unwrap();
     let res = budget_resources(1);
-    let _entered = res.enter();
-    let mut log = Log::open(tmp.path().join("t-0"), options(Recovery::default())).unwrap();
+    let mut log = Log::open(tmp.path().join("t-0"), options(Recovery::default(), &res)).unwrap();
     let mut i = 0;
     while log.segments().count() < 4 {
         log.append_as_leader(&mut batch(i), 0).unwrap();

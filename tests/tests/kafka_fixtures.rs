@@ -17,7 +17,9 @@ use seglog::format::record;
 use seglog::format::Compression;
 use seglog::io::OpenMode;
 use seglog::log::{ListOffset, Log, LogOptions, Recovery};
-use seglog::segment::{BatchScanner, LogOffsetPosition, Segment, SegmentSettings, TimestampAndOffset};
+use seglog::segment::{
+    BatchScanner, LogOffsetPosition, Segment, SegmentResources, SegmentSettings, TimestampAndOffset,
+};
 use seglog_tests::{
     copy_dir_to_temp, copy_segment_files, fixture, list_partition_dirs, read_file, segment_base_offsets,
     KAFKA_PINTEREST, KAFKA_PINTEREST_PARTITIONS,
@@ -315,8 +317,9 @@ fn rebuild(p: &Partition, seg: &Seg) -> Rebuilt {
     let tmp = tempfile::tempdir().expect("tempdir");
     let copied = copy_segment_files(&p.dir, seg.base, tmp.path());
     assert_eq!(copied.len(), 3, "{} {}: {copied:?}", p.name, seg.base);
-    let (mut s, missing_index) = Segment::open_existing(&*storage, tmp.path(), seg.base, settings())
-        .unwrap_or_else(|e| panic!("{} {}: open: {e}", p.name, seg.base));
+    let (mut s, missing_index) =
+        Segment::open_existing(&*storage, tmp.path(), seg.base, settings(), &SegmentResources::process_default())
+            .unwrap_or_else(|e| panic!("{} {}: open: {e}", p.name, seg.base));
     assert!(!missing_index);
     let r = s.recover().unwrap_or_else(|e| panic!("{} {}: recover: {e}", p.name, seg.base));
     assert_eq!(r.truncated_bytes, 0, "{} {}: recovery cut bytes: {:?}", p.name, seg.base, r.first_error);
@@ -517,8 +520,14 @@ fn rebuilt_time_index_matches_broker() {
             }
 
             // seglog's lookups through the broker's own files (nothing rebuilt).
-            let (s, _) = Segment::open_existing(&*storage, tmp.path(), seg.base, settings())
-                .unwrap_or_else(|e| panic!("{at}: {e}"));
+            let (s, _) = Segment::open_existing(
+                &*storage,
+                tmp.path(),
+                seg.base,
+                settings(),
+                &SegmentResources::process_default(),
+            )
+            .unwrap_or_else(|e| panic!("{at}: {e}"));
             s.sanity_check().unwrap_or_else(|e| panic!("{at}: {e}"));
             let offsets = decode_offset_index(seg.base, &read_file(&p.dir.join(filename::index_file_name(seg.base))));
             for &(ts, _) in &broker {
@@ -559,8 +568,14 @@ fn offset_lookup_through_broker_index_matches_scan() {
         let tmp = copy_dir_to_temp(&p.dir);
         for seg in &p.segs {
             let at = format!("{} {}", p.name, seg.base);
-            let (s, missing_index) = Segment::open_existing(&*storage, tmp.path(), seg.base, settings())
-                .unwrap_or_else(|e| panic!("{at}: {e}"));
+            let (s, missing_index) = Segment::open_existing(
+                &*storage,
+                tmp.path(),
+                seg.base,
+                settings(),
+                &SegmentResources::process_default(),
+            )
+            .unwrap_or_else(|e| panic!("{at}: {e}"));
             assert!(!missing_index);
             let mut bi = 0usize;
             for offset in seg.base..=seg.last_offset() {

@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use seglog::segment::{Segment, SegmentSettings};
+use seglog::segment::{Segment, SegmentResources, SegmentSettings};
 use serde::Serialize;
 
 use crate::indexcheck::OffsetIndexStream;
@@ -575,8 +575,9 @@ fn replay(
         }
         // A fresh overlay per segment: nothing is held from one segment to the next.
         let storage = OverlayStorage::for_lookups(u64::from(args.segment_index_bytes));
-        let (seg, _) = Segment::open_existing(&storage, &p.path, s.base, settings)
-            .map_err(|e| format!("opening segment {} in {}: {e}", s.base, p.path.display()))?;
+        let (seg, _) =
+            Segment::open_existing(&storage, &p.path, s.base, settings, &SegmentResources::process_default())
+                .map_err(|e| format!("opening segment {} in {}: {e}", s.base, p.path.display()))?;
         let mut n = 0u64;
         for offset in lookup_offsets(s, every) {
             let (hit, cost) =

@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use seglog::segment::{Segment, SegmentSettings};
+use seglog::segment::{Segment, SegmentResources, SegmentSettings};
 use serde::Serialize;
 
 use crate::indexcheck::{IndexEntry, IndexStream, OffsetIndexStream, TimeIndexStream};
@@ -352,8 +352,14 @@ fn rebuild_segment(p: &PartitionDir, s: &SegmentFiles, args: &Args) -> Result<Se
     }
     // A fresh overlay per segment: nothing is held from one segment to the next.
     let storage = OverlayStorage::rebuilding();
-    let (mut seg, _) = Segment::open_existing(&storage, &p.path, s.base_offset, rebuild_settings(args))
-        .map_err(|e| format!("opening segment {}: {e}", log_path.display()))?;
+    let (mut seg, _) = Segment::open_existing(
+        &storage,
+        &p.path,
+        s.base_offset,
+        rebuild_settings(args),
+        &SegmentResources::process_default(),
+    )
+    .map_err(|e| format!("opening segment {}: {e}", log_path.display()))?;
     let rec = seg.recover().map_err(|e| format!("rebuilding {}: {e}", log_path.display()))?;
     let loading = |e: seglog::Error| format!("rebuilding {}: {e}", log_path.display());
     let offset_ref = seg.try_offset_index().map_err(loading)?;

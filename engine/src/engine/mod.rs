@@ -448,14 +448,12 @@ fn spawn_shards(
         let (tx, rx) = bounded(config.queue_capacity.max(1));
         let bell = Arc::new(Doorbell { fd: EventFd::new()?, sleeping: AtomicBool::new(false) });
         let core = if config.pin_threads { cores.get(id % cores.len().max(1)).copied() } else { None };
-        let shard = shard::Shard::new(id, core, rx, bell.clone(), storage.clone(), dir_lock.clone(), config);
+        // The shard's segments share its index arena, index budget and file limit.
+        let io = shard::ShardIo { storage: storage.clone(), resources: res, dir_lock: dir_lock.clone() };
+        let shard = shard::Shard::new(id, core, rx, bell.clone(), io, config);
         let thread = std::thread::Builder::new()
             .name(format!("seglog-shard-{id}"))
-            .spawn(move || {
-                // The shard's segments share its index arena, index budget and file limit.
-                let _entered = res.enter();
-                shard.run()
-            })
+            .spawn(move || shard.run())
             .map_err(|e| Error::io("spawn", format!("shard {id}"), e))?;
         links.push(ShardLink { tx, bell });
         threads.push(thread);

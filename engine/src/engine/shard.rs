@@ -63,6 +63,8 @@ pub(crate) struct Shard {
     storage: Arc<dyn Storage>,
     /// The engine's lock of the data directory, handed to every log opened here.
     dir_lock: Arc<crate::io::lock::LockGuard>,
+    /// The index arena, index budget and file limit its logs share.
+    resources: crate::segment::SegmentResources,
     data_dir: std::path::PathBuf,
     default_config: LogConfig,
     durability: Durability,
@@ -100,6 +102,15 @@ struct Closed {
     clean: bool,
 }
 
+/// What a shard's logs do their I/O through and hold their segments under: the storage (with
+/// the shard thread's ring behind it in the io_uring modes), the index arena, index budget and
+/// file limit its logs share, and the data directory's lock they open under.
+pub(crate) struct ShardIo {
+    pub storage: Arc<dyn Storage>,
+    pub resources: crate::segment::SegmentResources,
+    pub dir_lock: Arc<crate::io::lock::LockGuard>,
+}
+
 /// An append to acknowledge once the write (and, when durable, the fdatasync) covering it is done.
 type Ack = (crate::completion::Completer<AppendInfo>, AppendInfo);
 
@@ -109,11 +120,12 @@ impl Shard {
         core: Option<usize>,
         rx: Receiver<Request>,
         bell: Arc<Doorbell>,
-        storage: Arc<dyn Storage>,
-        dir_lock: Arc<crate::io::lock::LockGuard>,
+        io: ShardIo,
         config: &EngineConfig,
     ) -> Shard {
+        let ShardIo { storage, resources, dir_lock } = io;
         Shard {
+            resources,
             core,
             rx,
             bell,
@@ -573,6 +585,7 @@ impl Shard {
             log_start_offset,
             recovery_threads: self.recovery_threads,
             log_dir_lock: Some(self.dir_lock.clone()),
+            resources: self.resources.clone(),
             ..LogOptions::default()
         };
         match Log::open_with_report(self.data_dir.join(tp.dir_name()), options) {

@@ -13,7 +13,7 @@ use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::format::filename::{FileKind, FileSuffix, SegmentFileName};
 use crate::io::Storage;
-use crate::segment::{ActiveSegment, Segment, SegmentSettings};
+use crate::segment::{ActiveSegment, Segment, SegmentResources, SegmentSettings};
 
 /// What the caller knows about the previous shutdown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +56,8 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
     let locks = crate::io::lock::lock_partition(&*options.storage, dir, options.log_dir_lock.take(), true)?;
     let (loaded, report) = load(dir, &options)?;
     let Loaded { sealed, active, log_start_offset, log_end_offset, recovery_point, epochs, now } = loaded;
-    let LogOptions { config, storage, clock, tail_cache_bytes, zero_fill_bytes, write_through, .. } = options;
+    let LogOptions { config, storage, clock, tail_cache_bytes, zero_fill_bytes, write_through, resources, .. } =
+        options;
     let sealed = sealed.into_iter().map(|(b, s)| (b, s.into_sealed())).collect();
     let seed = now as u64 ^ (dir.as_os_str().len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut log = Log {
@@ -83,6 +84,7 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
         epochs,
         pending_deletes: Vec::new(),
         first_unflushed_ms: None,
+        resources,
         _locks: locks,
     };
     let jitter = log.next_jitter();
@@ -119,12 +121,13 @@ fn load(dir: &Path, options: &LogOptions) -> Result<(Loaded, LoadReport)> {
         recovery_threads,
         ref progress,
         zero_fill_bytes,
+        ref resources,
         ..
     } = *options;
     let mut report = LoadReport::default();
     let bases = find_segments(&**storage, dir, &mut report)?;
     let settings = segment_settings(config, tail_cache_bytes, zero_fill_bytes);
-    let mut segments = open_segments(storage, dir, &bases, settings, &mut report)?;
+    let mut segments = open_segments(storage, dir, &bases, settings, resources, &mut report)?;
 
     // Pass 3: recovery.
     let recovered_epochs = match recovery {
@@ -145,13 +148,13 @@ fn load(dir: &Path, options: &LogOptions) -> Result<(Loaded, LoadReport)> {
     };
 
     let now = clock.now_ms();
-    let mut active = activate_last(storage, dir, &mut segments, settings, now, log_start_offset)?;
+    let mut active = activate_last(storage, dir, &mut segments, settings, resources, now, log_start_offset)?;
     let mut log_end_offset = active.read_next_offset()?;
     // Kafka's LogLoader: a log start offset (from the checkpoint) beyond the log end means every
     // segment is gone logically; delete them all and start an empty log there.
     if let Some(s) = log_start_offset.filter(|&s| s > log_end_offset) {
         delete_all(&**storage, std::mem::take(&mut segments), active, &mut report)?;
-        active = new_active(storage, dir, s, settings, now)?;
+        active = new_active(storage, dir, s, settings, resources, now)?;
         log_end_offset = s;
     }
     let first_base = segments.keys().next().copied().unwrap_or(active.base_offset());
@@ -257,11 +260,12 @@ fn open_segments(
     dir: &Path,
     bases: &BTreeSet<i64>,
     settings: SegmentSettings,
+    resources: &SegmentResources,
     report: &mut LoadReport,
 ) -> Result<BTreeMap<i64, Segment>> {
     let mut segments: BTreeMap<i64, Segment> = BTreeMap::new();
     for &base in bases {
-        let (mut seg, missing_index) = Segment::open_lazy(storage.clone(), dir, base, settings)?;
+        let (mut seg, missing_index) = Segment::open_lazy(storage.clone(), dir, base, settings, resources)?;
         if missing_index {
             let r = seg.recover_bounded(next_base(bases, base))?;
             report.indexes_rebuilt += 1;
@@ -347,6 +351,7 @@ fn activate_last(
     dir: &Path,
     segments: &mut BTreeMap<i64, Segment>,
     settings: SegmentSettings,
+    resources: &SegmentResources,
     now: i64,
     log_start_offset: Option<i64>,
 ) -> Result<ActiveSegment> {
@@ -356,7 +361,7 @@ fn activate_last(
             seg.reload_max_timestamp()?;
             seg.into_active(storage.clone(), settings, now, 0)
         }
-        None => new_active(storage, dir, start, settings, now),
+        None => new_active(storage, dir, start, settings, resources, now),
     }
 }
 
@@ -366,9 +371,10 @@ fn new_active(
     dir: &Path,
     base: i64,
     settings: SegmentSettings,
+    resources: &SegmentResources,
     now: i64,
 ) -> Result<ActiveSegment> {
-    let seg = ActiveSegment::create(storage.clone(), dir, base, settings, now, 0)?;
+    let seg = ActiveSegment::create(storage.clone(), dir, base, settings, resources, now, 0)?;
     storage.sync_dir(dir)?;
     Ok(seg)
 }

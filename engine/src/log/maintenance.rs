@@ -71,7 +71,9 @@ impl Log {
                 Ok(a) => drop(self.active.replace(a)),
                 Err(e) => {
                     // The floor's files are as they were: load it again, as at open.
-                    if let Ok((seg, _)) = Segment::open_lazy(self.storage.clone(), &self.dir, floor_base, settings) {
+                    if let Ok((seg, _)) =
+                        Segment::open_lazy(self.storage.clone(), &self.dir, floor_base, settings, &self.resources)
+                    {
                         self.sealed.insert(floor_base, seg.into_sealed());
                     }
                     self.failed.get_or_insert_with(|| e.to_string());
@@ -115,7 +117,7 @@ impl Log {
         self.schedule_delete_files(old_base, now)?;
         let settings = self.settings();
         let jitter = self.next_jitter();
-        let r = ActiveSegment::create(self.storage.clone(), &self.dir, offset, settings, now, jitter);
+        let r = ActiveSegment::create(self.storage.clone(), &self.dir, offset, settings, &self.resources, now, jitter);
         let new_active = self.guard(r)?;
         drop(self.active.replace(new_active));
         let r = self.storage.sync_dir(&self.dir);

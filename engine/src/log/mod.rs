@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::format::batch::{self, BatchHeader};
 use crate::format::filename;
 use crate::io::{InFlight, Storage};
-use crate::segment::{ActiveSegment, SealedSegment, Segment, SegmentSettings};
+use crate::segment::{ActiveSegment, SealedSegment, Segment, SegmentResources, SegmentSettings};
 
 /// How a log is opened.
 #[derive(Clone, Debug)]
@@ -57,6 +57,10 @@ pub struct LogOptions {
     /// if it has one, so it cannot open a partition an engine or a Kafka broker owns, and locks
     /// its own directory: a second `Log` on it is refused ([`crate::io::lock`]).
     pub log_dir_lock: Option<Arc<crate::io::lock::LockGuard>>,
+    /// The index arena, index memory budget and descriptor limit this log's segments share with
+    /// the other logs given the same (an engine shard gives each of its logs its own). The
+    /// default is the process-wide set ([`SegmentResources::process_default`]).
+    pub resources: SegmentResources,
 }
 
 /// A recovery progress callback.
@@ -83,6 +87,7 @@ impl Default for LogOptions {
             progress: None,
             zero_fill_bytes: 0,
             log_dir_lock: None,
+            resources: SegmentResources::process_default(),
         }
     }
 }
@@ -171,6 +176,8 @@ pub struct Log {
     pending_deletes: Vec<maintenance::PendingDelete>,
     /// When the oldest append not yet covered by an fsync was made.
     first_unflushed_ms: Option<i64>,
+    /// What its segments' indexes and files are held under ([`LogOptions::resources`]).
+    resources: SegmentResources,
     /// The locks that make this log the only owner of its directory: the partition directory's,
     /// and the log directory's (shared, or the engine's); released when the log is dropped.
     _locks: crate::io::lock::PartitionLocks,
@@ -544,9 +551,9 @@ impl Log {
             if active.size() == 0 {
                 // Replace the empty active segment in place; on an error it stays.
                 let mut active = active;
-                let r = active
-                    .write_out()
-                    .and_then(|()| ActiveSegment::create(storage.clone(), &self.dir, new_base, settings, now, jitter));
+                let r = active.write_out().and_then(|()| {
+                    ActiveSegment::create(storage.clone(), &self.dir, new_base, settings, &self.resources, now, jitter)
+                });
                 match r {
                     Ok(seg) => {
                         drop(active);
@@ -580,7 +587,9 @@ impl Log {
             .map(|n| self.dir.join(n))
             .filter(|p| storage.exists(p))
             .try_for_each(|p| storage.remove_file(&p))
-            .and_then(|()| ActiveSegment::create(storage.clone(), &self.dir, new_base, settings, now, jitter))
+            .and_then(|()| {
+                ActiveSegment::create(storage.clone(), &self.dir, new_base, settings, &self.resources, now, jitter)
+            })
         });
         let seg = match created {
             Ok(seg) => seg,

@@ -12,13 +12,14 @@ fn open_or_create(storage: &Arc<dyn Storage>, path: &Path, res: &SegmentResource
 impl ActiveSegment {
     /// Creates a new, empty segment's three files. Index files are preallocated to
     /// `segment.index.bytes` (rounded down to the entry size); in memory each index gets a growth
-    /// slot of that size in the current arena ([`SegmentResources::current`]). The `.log` stays
+    /// slot of that size in the arena of `res`. The `.log` stays
     /// open; the index files are lazily opened files under the descriptor limit.
     pub fn create(
         storage: Arc<dyn Storage>,
         dir: &Path,
         base_offset: i64,
         settings: SegmentSettings,
+        res: &SegmentResources,
         now_ms: i64,
         roll_jitter_ms: i64,
     ) -> Result<ActiveSegment> {
@@ -40,7 +41,7 @@ impl ActiveSegment {
         }
         let tail = Arc::new(TailFile::new(file.clone(), 0, settings.tail_cache_bytes)?);
         let log: Arc<dyn IoFile> = tail.clone();
-        let res = SegmentResources::current();
+        let res = res.clone();
         let idx = open_or_create(&storage, &dir.join(filename::index_file_name(base_offset)), &res)?;
         idx.set_len(0)?;
         let tidx = open_or_create(&storage, &dir.join(filename::time_index_file_name(base_offset)), &res)?;

@@ -27,7 +27,7 @@ mod zero_fill;
 pub use fetch::FetchBytes;
 
 pub use resident::{
-    EnterGuard, IndexCache, IndexCacheStats, IndexPair, IndexRef, ResourceConfig, ResourceReport, SegmentResources,
+    IndexCache, IndexCacheStats, IndexPair, IndexRef, ResourceConfig, ResourceReport, SegmentResources,
 };
 pub use scan::{
     recovery_read_bytes, set_recovery_read_bytes, BatchScanner, ScannedBatch, SequentialBatchReader,

@@ -39,8 +39,8 @@ impl Segment {
         Ok((log, len))
     }
 
-    /// Opens the files of an existing segment and reads both indexes into the current arena
-    /// ([`SegmentResources::current`]); the files stay open. A missing `.timeindex` is created
+    /// Opens the files of an existing segment and reads both indexes into the arena of `res`;
+    /// the files stay open. A missing `.timeindex` is created
     /// empty (as Kafka does); a missing `.index` is created empty and reported through the return
     /// flag so the caller rebuilds it (Kafka recovers such a segment). For tools and tests: a log
     /// opens its segments with [`Segment::open_lazy`].
@@ -49,8 +49,9 @@ impl Segment {
         dir: &Path,
         base_offset: i64,
         settings: SegmentSettings,
+        res: &SegmentResources,
     ) -> Result<(Segment, bool)> {
-        let res = SegmentResources::current();
+        let res = res.clone();
         let (log, len) = Segment::open_log_file(storage, dir, base_offset)?;
         let limit = index_file_limit(settings.segment_index_bytes);
         let idx_path = dir.join(filename::index_file_name(base_offset));
@@ -94,7 +95,7 @@ impl Segment {
     }
 
     /// Opens an existing segment without reading its indexes: they load on first use, under the
-    /// current resources' memory budget, and its files are [`LazyFile`]s under their descriptor
+    /// memory budget of `res`, and its files are [`LazyFile`]s under their descriptor
     /// limit. Only the time index's last entry is read (for the segment's max timestamp). Missing
     /// index files are handled as in [`Segment::open_existing`].
     pub fn open_lazy(
@@ -102,8 +103,9 @@ impl Segment {
         dir: &Path,
         base_offset: i64,
         settings: SegmentSettings,
+        res: &SegmentResources,
     ) -> Result<(Segment, bool)> {
-        let res = SegmentResources::current();
+        let res = res.clone();
         let (log, len) = Segment::open_log_file(&*storage, dir, base_offset)?;
         let lazy_log = LazyFile::adopt(storage.clone(), log, Reopen::Log, &res.files);
         let limit = index_file_limit(settings.segment_index_bytes);

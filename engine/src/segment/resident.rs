@@ -2,10 +2,10 @@
 //!
 //! [`SegmentResources`] bundles the index arena (io layer), the [`IndexCache`] (the budget for
 //! sealed segments' indexes) and the [`FileCache`] (the limit on lazily opened descriptors). A
-//! segment takes the resources current on its thread when it is created or opened
-//! ([`SegmentResources::current`]): each engine shard enters its own at start, so its segments
-//! share one arena and one budget; elsewhere the process-wide default applies, and a caller can
-//! [`SegmentResources::enter`] others (as tests do).
+//! segment is given its resources when it is created or opened, by its log
+//! ([`crate::log::LogOptions::resources`]): each engine shard gives its logs its own, so its
+//! segments share one arena and one budget; a log opened on its own gets the process-wide set
+//! unless its caller gives it others.
 //!
 //! A sealed segment's two indexes are one unit, an [`IndexPair`] in exact-size arena slots. They
 //! load on first use (a read of both files), stay resident while the budget allows, and are
@@ -14,7 +14,6 @@
 //! eviction never frees memory under it. Active segments' indexes are not counted: there is one
 //! per partition, in growth slots.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,24 +63,6 @@ pub struct ResourceReport {
     pub files: FileCacheStats,
 }
 
-thread_local! {
-    static CURRENT: RefCell<Option<SegmentResources>> = const { RefCell::new(None) };
-}
-
-/// Restores the previously current resources when dropped (see [`SegmentResources::enter`]).
-#[derive(Debug)]
-pub struct EnterGuard {
-    prev: Option<SegmentResources>,
-    _not_send: std::marker::PhantomData<*const ()>,
-}
-
-impl Drop for EnterGuard {
-    fn drop(&mut self) {
-        let prev = self.prev.take();
-        CURRENT.with(|c| *c.borrow_mut() = prev);
-    }
-}
-
 impl SegmentResources {
     pub fn new(config: ResourceConfig) -> SegmentResources {
         SegmentResources {
@@ -110,23 +91,11 @@ impl SegmentResources {
             .collect()
     }
 
-    /// The process-wide resources ([`ResourceConfig::default`]), used by segments made on a
-    /// thread that entered none.
+    /// The process-wide resources ([`ResourceConfig::default`]): what
+    /// [`crate::log::LogOptions::default`] gives a log, shared by every log given them.
     pub fn process_default() -> SegmentResources {
         static DEFAULT: OnceLock<SegmentResources> = OnceLock::new();
         DEFAULT.get_or_init(|| SegmentResources::new(ResourceConfig::default())).clone()
-    }
-
-    /// The resources entered on this thread, else the process default.
-    pub fn current() -> SegmentResources {
-        CURRENT.with(|c| c.borrow().clone()).unwrap_or_else(SegmentResources::process_default)
-    }
-
-    /// Makes these the current resources of this thread until the guard is dropped: segments
-    /// created or opened meanwhile (by `Log::open`, rolls, `Segment::open_existing`) use them.
-    pub fn enter(&self) -> EnterGuard {
-        let prev = CURRENT.with(|c| c.borrow_mut().replace(self.clone()));
-        EnterGuard { prev, _not_send: std::marker::PhantomData }
     }
 
     pub fn report(&self) -> ResourceReport {
