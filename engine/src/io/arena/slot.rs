@@ -124,7 +124,7 @@ impl Drop for ArenaInner {
     }
 }
 
-/// Exclusive use of one slot of an [`IndexArena`]: `capacity()` bytes, zero-filled when new.
+/// Exclusive use of one slot of an [`IndexArena`](super::IndexArena): `capacity()` bytes, zero-filled when new.
 /// Dropping it gives the slot back.
 pub struct ArenaSlice {
     ptr: NonNull<u8>,
