@@ -13,18 +13,18 @@
 //! `SEGLOG_INDEX_BENCH_DIR` to put the index file on another disk; the default is the system
 //! temporary directory).
 //!
-//! The mmap reference is built here with libc (bench code may use `unsafe`; each block says why
-//! it holds). Its cold case drops the file's pages from the page cache first
+//! The mmap reference is built here with memmap2 (bench code may use `unsafe`; each block says
+//! why it holds). Its cold case drops the file's pages from the page cache first
 //! (`POSIX_FADV_DONTNEED`), as happens to a cold segment under memory pressure: the lookups then
 //! fault the index in from disk, which is what a lagging consumer meets in Kafka.
 
 use std::hint::black_box;
-use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use criterion::Criterion;
+use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
 use seglog::index::{index_slot_range_for, OffsetIndex, OffsetPosition};
 use seglog::io::arena::{thread_page_faults, PageFaults};
 use seglog::io::std_backend::StdStorage;
@@ -76,34 +76,30 @@ fn vec_lookup(v: &[(u32, u32)], target: i64) -> OffsetPosition {
 /// Kafka's design: the `.index` file mapped read-only and searched in place with Kafka's
 /// two-zone search (the same search seglog runs, over the mapped bytes).
 struct MappedIndex {
-    ptr: *mut libc::c_void,
-    len: usize,
+    map: memmap2::Mmap,
     file: std::fs::File,
 }
 
 impl MappedIndex {
     fn open(path: &std::path::Path) -> MappedIndex {
         let file = std::fs::File::open(path).unwrap();
-        let len = file.metadata().unwrap().len() as usize;
         // SAFETY: a shared read-only map of a file we opened; the file is not truncated while
-        // mapped (the bench owns it), so every page of `len` stays valid to read.
-        let ptr =
-            unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0) };
-        assert_ne!(ptr, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
-        MappedIndex { ptr, len, file }
+        // mapped (the bench owns it), so every page stays valid to read.
+        let map = unsafe { memmap2::Mmap::map(&file) }.expect("mmap");
+        MappedIndex { map, file }
     }
 
     fn bytes(&self) -> &[u8] {
-        // SAFETY: the map is `len` bytes, readable, alive while `self` is, and never written.
-        unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>(), self.len) }
+        &self.map
     }
 
     /// Drops the map's pages and the file's page-cache pages: the next lookups read from disk.
     fn make_cold(&self) {
-        // SAFETY: advice on our own map; a shared file map re-reads the file after DONTNEED.
-        unsafe { libc::madvise(self.ptr, self.len, libc::MADV_DONTNEED) };
-        // SAFETY: advice on a descriptor we own; the file is clean (written and fsynced).
-        unsafe { libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        // SAFETY: advice on our own read-only map of a file: a shared file map re-reads the file
+        // after DONTNEED, so no content changes.
+        let _ = unsafe { self.map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+        // The file is clean (written and fsynced): its cached pages can all go.
+        let _ = posix_fadvise(&self.file, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
     }
 
     fn lookup(&self, target: i64) -> OffsetPosition {
@@ -117,13 +113,6 @@ impl MappedIndex {
             let i = r.lower as usize;
             OffsetPosition { offset: key(i), position: u32::from_be_bytes(b[i * 8 + 4..i * 8 + 8].try_into().unwrap()) }
         }
-    }
-}
-
-impl Drop for MappedIndex {
-    fn drop(&mut self) {
-        // SAFETY: unmapping the map made in `open`; no slice of it outlives `self`.
-        unsafe { libc::munmap(self.ptr, self.len) };
     }
 }
 

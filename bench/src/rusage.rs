@@ -13,18 +13,13 @@ pub struct Usage {
 impl Usage {
     /// The counters now.
     pub fn now() -> Usage {
-        // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
-        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: getrusage only writes into the struct we pass, which lives across the call.
-        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-        if rc != 0 {
-            return Usage::default();
-        }
-        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        use nix::sys::resource::{getrusage, UsageWho};
+        use nix::sys::time::TimeValLike;
+        let Ok(u) = getrusage(UsageWho::RUSAGE_SELF) else { return Usage::default() };
         Usage {
-            cpu_s: secs(u.ru_utime) + secs(u.ru_stime),
-            minor_faults: u.ru_minflt as u64,
-            major_faults: u.ru_majflt as u64,
+            cpu_s: (u.user_time().num_microseconds() + u.system_time().num_microseconds()) as f64 / 1e6,
+            minor_faults: u.minor_page_faults() as u64,
+            major_faults: u.major_page_faults() as u64,
         }
     }
 

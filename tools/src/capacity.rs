@@ -112,14 +112,10 @@ fn read_max_map_count() -> Option<u64> {
 }
 
 fn nofile_limits() -> (Option<u64>, Option<u64>) {
-    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit only writes the struct it is given, which lives across the call.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
-    if rc != 0 {
-        return (None, None);
-    }
-    let conv = |v: libc::rlim_t| (v != libc::RLIM_INFINITY).then_some(v);
-    (conv(r.rlim_cur), conv(r.rlim_max))
+    use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return (None, None) };
+    let conv = |v: u64| (v != RLIM_INFINITY).then_some(v);
+    (conv(soft), conv(hard))
 }
 
 fn check(what: &str, needed: u64, model: String, limit: Option<u64>) -> Check {

@@ -20,6 +20,7 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 
 /// A path that exists but is not a regular file: what it is instead.
@@ -78,11 +79,11 @@ pub fn open_regular(path: &Path) -> std::io::Result<File> {
     check_regular(path)?;
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .custom_flags((OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_NOCTTY).bits())
         .open(path)
-        .map_err(|e| match e.raw_os_error() {
+        .map_err(|e| match e.raw_os_error().map(Errno::from_raw) {
             // The path was swapped for a link (ELOOP) or a socket (ENXIO) after the first look.
-            Some(libc::ELOOP) | Some(libc::ENXIO) => match std::fs::symlink_metadata(path) {
+            Some(Errno::ELOOP | Errno::ENXIO) => match std::fs::symlink_metadata(path) {
                 Ok(m) if !m.file_type().is_file() => not_regular(path, m.file_type()),
                 _ => e,
             },

@@ -112,8 +112,8 @@ fn main() -> ExitCode {
 /// Restores the default SIGPIPE action, so `seglog dump ... | head` ends quietly as other Unix
 /// tools do instead of panicking on a closed pipe.
 fn reset_sigpipe() {
-    // SAFETY: signal(2) with SIG_DFL installs no handler code; it runs before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: SIG_DFL installs no handler code (nix marks every signal() unsafe because of
+    // handlers); it runs before any thread starts.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
 }

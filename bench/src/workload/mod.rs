@@ -418,12 +418,8 @@ pub fn drop_cache(dir: &Path) {
 
 /// Drops the clean page-cache pages of `f` (`posix_fadvise(DONTNEED)`; dirty pages stay).
 pub fn drop_clean_pages(f: &std::fs::File) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: posix_fadvise only reads its integer arguments; the descriptor is open for the
-    // whole call because `f` outlives it.
-    unsafe {
-        libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
-    }
+    use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
+    let _ = posix_fadvise(f, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
 }
 
 #[cfg(test)]

@@ -151,12 +151,8 @@ fn all_files(dir: &Path) -> Vec<std::path::PathBuf> {
 /// (an fsync per file would cost a journal commit each: seconds for 30,000 files), then each
 /// file's clean pages are dropped.
 pub fn drop_all_cache(dir: &Path) {
-    use std::os::fd::AsRawFd;
     if let Ok(d) = std::fs::File::open(dir) {
-        // SAFETY: syncfs takes a descriptor that `d` keeps open for the whole call.
-        unsafe {
-            libc::syncfs(d.as_raw_fd());
-        }
+        let _ = nix::unistd::syncfs(&d);
     }
     for p in all_files(dir) {
         if let Ok(f) = std::fs::File::open(&p) {

@@ -7,6 +7,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::unistd::Pid;
 use seglog::{Completion, Engine, TopicPartition};
 
 use super::{first_timestamp_ms, make_batch, stamp, Counters, RunReport, Setup, Timeline};
@@ -40,24 +42,22 @@ pub fn pin_off_shards(engine: &Engine) -> seglog::Result<Option<AffinityGuard>> 
 
 /// The calling thread's CPU affinity, put back on drop.
 pub struct AffinityGuard {
-    mask: libc::cpu_set_t,
+    /// `None` if it could not be read (nothing is put back then).
+    mask: Option<CpuSet>,
 }
 
 impl AffinityGuard {
     fn current() -> AffinityGuard {
-        // SAFETY: cpu_set_t is plain data (a bit array); zeroed is a valid empty set, and
-        // sched_getaffinity writes at most size_of::<cpu_set_t>() bytes into it.
-        let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: as above; pid 0 is the calling thread.
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut mask) };
-        AffinityGuard { mask }
+        // Pid 0 is the calling thread.
+        AffinityGuard { mask: sched_getaffinity(Pid::from_raw(0)).ok() }
     }
 }
 
 impl Drop for AffinityGuard {
     fn drop(&mut self) {
-        // SAFETY: `mask` is a valid cpu_set_t read by sched_getaffinity; pid 0 is this thread.
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.mask) };
+        if let Some(mask) = &self.mask {
+            let _ = sched_setaffinity(Pid::from_raw(0), mask);
+        }
     }
 }
 

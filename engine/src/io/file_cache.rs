@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
+use nix::errno::Errno;
+
 use super::{DirectAlignment, IoFile, OpenMode, Storage};
 use crate::error::{Error, Result};
 
@@ -278,7 +280,9 @@ impl LazyFile {
         };
         let f = match open() {
             Ok(f) => f,
-            Err(Error::Io { source, .. }) if matches!(source.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+            Err(Error::Io { source, .. })
+                if matches!(source.raw_os_error().map(Errno::from_raw), Some(Errno::EMFILE | Errno::ENFILE)) =>
+            {
                 // The process is out of descriptors: close idle files and try once more.
                 if self.cache.close_idle_files((self.cache.limit / 16).max(1)) == 0 {
                     self.cache.forget(self.id);

@@ -16,15 +16,15 @@
 //!
 //! Who holds a lock is read from `/proc/locks` (matched by device and inode), which never takes or
 //! disturbs a lock: read-only commands use [`lock_holder`] to say a directory is live.
-#![allow(unsafe_code)]
-
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::File;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, Flock, FlockArg, OFlag};
 
 use super::Storage;
 use crate::error::{Error, Result};
@@ -156,25 +156,33 @@ pub fn lock_partition(
 /// (`F_UNLCK`, `LOCK_UN`), not left to the close: a child process forked by another thread holds
 /// a copy of the descriptor until its exec closes it, and with it the lock.
 #[derive(Debug)]
-struct Held {
-    file: File,
-    flock: bool,
+enum Held {
+    /// A `.lock` file under an OFD record lock, released with `F_UNLCK` when dropped.
+    Ofd(File),
+    /// A partition directory under `flock`: nix's guard releases it with `LOCK_UN` when dropped
+    /// (nix panics if that fails, which `LOCK_UN` on a descriptor we own cannot: its errors are
+    /// a bad descriptor, a bad operation, or a signal while waiting for a lock).
+    Flock { _held: Flock<File> },
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let fd = self.file.as_raw_fd();
-        if self.flock {
-            // SAFETY: flock on a descriptor we own; no memory is passed.
-            unsafe { libc::flock(fd, libc::LOCK_UN) };
-        } else {
-            // SAFETY: an all-zero `struct flock` is a valid value; F_UNLCK over the whole file.
-            let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-            fl.l_type = libc::F_UNLCK as libc::c_short;
-            fl.l_whence = libc::SEEK_SET as libc::c_short;
-            // SAFETY: F_OFD_SETLK reads `fl`, which outlives the call; the descriptor is open.
-            unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &mut fl) };
+        if let Held::Ofd(file) = self {
+            let _ = fcntl(&*file, FcntlArg::F_OFD_SETLK(&whole_file(libc::F_UNLCK)));
         }
+    }
+}
+
+/// A record lock of `kind` (F_RDLCK, F_WRLCK, F_UNLCK) over the whole file whatever its length
+/// (l_start 0, l_len 0); l_pid must be 0 for OFD locks. nix's fcntl takes libc's struct as is
+/// (nix has no type of its own for it), hence libc here.
+fn whole_file(kind: libc::c_int) -> libc::flock {
+    libc::flock {
+        l_type: kind as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
     }
 }
 
@@ -192,7 +200,7 @@ pub fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<L
                 .create(true)
                 .truncate(false)
                 .mode(file_mode)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC).bits())
                 .open(&lock)
                 .map_err(|e| super::std_backend::open_error(&lock, e))?;
             ofd_lock(&f, &lock, libc::F_WRLCK)?;
@@ -201,29 +209,29 @@ pub fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<L
             let _ = f.set_len(0).and_then(|()| {
                 std::os::unix::fs::FileExt::write_all_at(&f, format!("{}\n", std::process::id()).as_bytes(), 0)
             });
-            Ok(Some(LockGuard::new(path, kind, Held { file: f, flock: false })))
+            Ok(Some(LockGuard::new(path, kind, Held::Ofd(f))))
         }
         LockKind::LogDirShared => {
             let lock = path.join(LOCK_FILE);
             let f = match std::fs::OpenOptions::new()
                 .read(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+                .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).bits())
                 .open(&lock)
             {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
                 // Not ours to judge (unreadable, not a file): no broker can hold it as a lock we
                 // could see, so there is nothing to exclude against.
-                Err(e) if e.raw_os_error() == Some(libc::EACCES) => return Ok(None),
+                Err(e) if e.raw_os_error() == Some(Errno::EACCES as i32) => return Ok(None),
                 Err(e) => return Err(super::std_backend::open_error(&lock, e)),
             };
             ofd_lock(&f, &lock, libc::F_RDLCK)?;
-            Ok(Some(LockGuard::new(path, kind, Held { file: f, flock: false })))
+            Ok(Some(LockGuard::new(path, kind, Held::Ofd(f))))
         }
         LockKind::Partition => {
             let f = std::fs::OpenOptions::new()
                 .read(true)
-                .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC).bits())
                 .open(path)
                 .map_err(|e| match std::fs::symlink_metadata(path) {
                     // O_DIRECTORY is checked before O_NOFOLLOW: a link to a directory gives ENOTDIR.
@@ -233,16 +241,12 @@ pub fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<L
                     Ok(m) if !m.is_dir() => Error::NotRegular { path: path.to_path_buf(), what: "not a directory" },
                     _ => super::std_backend::open_error(path, e),
                 })?;
-            // SAFETY: flock on a descriptor we own and keep open; no memory is passed.
-            let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-            if rc != 0 {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                    return Err(locked(path, &f));
-                }
-                return Err(Error::io("flock", path, e));
-            }
-            Ok(Some(LockGuard::new(path, kind, Held { file: f, flock: true })))
+            let f = match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+                Ok(held) => held,
+                Err((f, Errno::EWOULDBLOCK)) => return Err(locked(path, &f)),
+                Err((_, e)) => return Err(Error::io("flock", path, e.into())),
+            };
+            Ok(Some(LockGuard::new(path, kind, Held::Flock { _held: f })))
         }
     }
 }
@@ -256,20 +260,10 @@ pub fn lock_partition_dir(dir: &Path) -> Result<PartitionLocks> {
 
 /// `F_OFD_SETLK` of `kind` over the whole file, without waiting.
 fn ofd_lock(f: &File, path: &Path, kind: libc::c_int) -> Result<()> {
-    // SAFETY: an all-zero `struct flock` is a valid value (plain integers); l_pid must be 0 for
-    // OFD locks, l_start 0 and l_len 0 cover the whole file whatever its length.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = kind as libc::c_short;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
-    // SAFETY: F_OFD_SETLK reads `fl`, which outlives the call; the descriptor is open.
-    let rc = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let e = std::io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EAGAIN) | Some(libc::EACCES) => Err(locked(path, f)),
-        _ => Err(Error::io("fcntl F_OFD_SETLK", path, e)),
+    match fcntl(f, FcntlArg::F_OFD_SETLK(&whole_file(kind))) {
+        Ok(_) => Ok(()),
+        Err(Errno::EAGAIN | Errno::EACCES) => Err(locked(path, f)),
+        Err(e) => Err(Error::io("fcntl F_OFD_SETLK", path, e.into())),
     }
 }
 
@@ -304,8 +298,10 @@ pub fn live_owner(dir: &Path) -> Option<(PathBuf, u32)> {
     if let Some(mut pid) = lock_holder(&lock) {
         if pid == 0 {
             // An OFD lock (seglog's): the holder noted its id in the file.
-            let f =
-                std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&lock);
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
+                .open(&lock);
             pid = f.ok().and_then(|f| noted_pid(&f)).unwrap_or(0);
         }
         return Some((lock, pid));

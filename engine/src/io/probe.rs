@@ -7,6 +7,7 @@ use std::os::unix::io::RawFd;
 use std::path::Path;
 
 use io_uring::{opcode, IoUring};
+use nix::errno::Errno;
 
 use super::DirectAlignment;
 
@@ -23,15 +24,15 @@ pub fn uring_available() -> Result<(), String> {
         return Err("io_uring is disabled by the kernel.io_uring_disabled sysctl (2)".to_string());
     }
     let ring = IoUring::new(8).map_err(|e| {
-        let why = match e.raw_os_error() {
-            Some(libc::EPERM) if sysctl == Some("1") => {
+        let why = match e.raw_os_error().map(Errno::from_raw) {
+            Some(Errno::EPERM) if sysctl == Some("1") => {
                 "not permitted (EPERM): kernel.io_uring_disabled=1 allows it only to kernel.io_uring_group or \
                  CAP_SYS_ADMIN"
             }
-            Some(libc::EPERM) => "not permitted (EPERM), e.g. by a seccomp filter or a container runtime",
-            Some(libc::EACCES) => "access denied (EACCES), e.g. by an LSM policy",
-            Some(libc::ENOSYS) => "the kernel has no io_uring (ENOSYS)",
-            Some(libc::ENOMEM) => "no memory for the ring (ENOMEM; RLIMIT_MEMLOCK on old kernels)",
+            Some(Errno::EPERM) => "not permitted (EPERM), e.g. by a seccomp filter or a container runtime",
+            Some(Errno::EACCES) => "access denied (EACCES), e.g. by an LSM policy",
+            Some(Errno::ENOSYS) => "the kernel has no io_uring (ENOSYS)",
+            Some(Errno::ENOMEM) => "no memory for the ring (ENOMEM; RLIMIT_MEMLOCK on old kernels)",
             _ => "failed",
         };
         format!("io_uring_setup {why}: {e}")
@@ -75,6 +76,7 @@ fn valid(a: u32) -> Option<usize> {
     (a >= 1 && a.is_power_of_two()).then_some(a as usize)
 }
 
+/// Raw libc: nix has no statx (its `fstatat` has no STATX_DIOALIGN fields).
 fn statx_alignment(dirfd: RawFd, path: &CStr, flags: libc::c_int) -> DirectAlignment {
     // SAFETY: statx is a plain C struct of integers, for which all-zero bytes are a valid value.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
@@ -138,7 +140,12 @@ mod tests {
         assert!(a.offset >= 512 && a.offset.is_power_of_two(), "{a:?}");
         assert!(a.mem >= 1 && a.mem.is_power_of_two(), "{a:?}");
         let p = dir.path().join("f");
-        let f = std::fs::OpenOptions::new().create(true).write(true).custom_flags(libc::O_DIRECT).open(&p).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .custom_flags(nix::fcntl::OFlag::O_DIRECT.bits())
+            .open(&p)
+            .unwrap();
         let b = dio_alignment_fd(f.as_raw_fd());
         assert!(b.offset >= 512 && b.offset.is_power_of_two() && b.mem.is_power_of_two(), "{b:?}");
         assert_eq!(dio_alignment(&p), b);
@@ -193,8 +200,7 @@ mod tests {
     /// the tools or loop devices.
     #[test]
     fn loop_device_with_4096_byte_sectors() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !nix::unistd::geteuid().is_root() {
             println!("skipped: not root");
             return;
         }
@@ -242,14 +248,20 @@ mod tests {
         buf.extend_from_slice(&[0x5a; 8192]);
         // 512-aligned but not 4096-aligned: refused by the engine...
         let e = f.write_all_at(&buf[..4096], 512).unwrap_err();
-        assert_eq!(crate::io::uring::error_errno(&e), Some(libc::EINVAL), "{e}");
+        assert_eq!(crate::io::uring::error_errno(&e), Some(Errno::EINVAL as i32), "{e}");
         let e = f.write_all_at(&buf[..512], 0).unwrap_err();
-        assert_eq!(crate::io::uring::error_errno(&e), Some(libc::EINVAL), "{e}");
-        // ...and by the kernel.
-        // SAFETY: writes 4096 bytes from a live, 4096-aligned buffer to an fd we own.
-        let rc = unsafe { libc::pwrite(f.raw_fd().unwrap(), buf.as_ptr().cast(), 4096, 512) };
-        assert_eq!(rc, -1, "the kernel accepted a 512-aligned O_DIRECT write on a 4096-sector device");
-        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EINVAL));
+        assert_eq!(crate::io::uring::error_errno(&e), Some(Errno::EINVAL as i32), "{e}");
+        // ...and by the kernel (the same file opened again, O_DIRECT, written with pwrite).
+        let again = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::fcntl::OFlag::O_DIRECT.bits())
+            .open(&path)
+            .unwrap();
+        assert_eq!(
+            nix::sys::uio::pwrite(&again, &buf[..4096], 512),
+            Err(Errno::EINVAL),
+            "the kernel accepted a 512-aligned O_DIRECT write on a 4096-sector device"
+        );
         // 4096-aligned: fine, and unaligned reads work.
         f.write_all_at(&buf, 4096).unwrap();
         f.sync_data().unwrap();

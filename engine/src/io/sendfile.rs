@@ -2,7 +2,10 @@
 //! responses straight from the page cache.
 #![allow(unsafe_code)]
 
-use std::os::unix::io::RawFd;
+use std::os::unix::io::{BorrowedFd, RawFd};
+
+use nix::errno::Errno;
+use nix::sys::sendfile::sendfile;
 
 use super::IoFile;
 use crate::error::{Error, Result};
@@ -17,24 +20,21 @@ pub fn send_file_range(out_fd: RawFd, file: &dyn IoFile, pos: u64, len: u64) -> 
             std::io::Error::new(std::io::ErrorKind::Unsupported, "the file has no kernel descriptor"),
         ));
     };
-    let mut off = pos as libc::off_t;
+    // SAFETY: `BorrowedFd` only asserts the descriptors stay open while borrowed: `in_fd` is the
+    // file's own, kept open by `file`, borrowed here for this call; `out_fd` is the caller's,
+    // open for the duration of the call (what passing it means). (With `IoFile` handing out a
+    // `BorrowedFd` instead of a `RawFd`, and an `AsFd` parameter, this block would go.)
+    let (out_fd, in_fd) = unsafe { (BorrowedFd::borrow_raw(out_fd), BorrowedFd::borrow_raw(in_fd)) };
+    let mut off = pos as i64;
     let mut sent = 0u64;
     while sent < len {
         let want = (len - sent).min(1 << 30) as usize;
-        // SAFETY: sendfile reads from and writes to descriptors we were given and updates `off`,
-        // a live local; no user memory is transferred.
-        let n = unsafe { libc::sendfile(out_fd, in_fd, &mut off, want) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(Error::io("sendfile", file.path(), e));
+        match sendfile(out_fd, in_fd, Some(&mut off), want) {
+            Ok(0) => break,
+            Ok(n) => sent += n as u64,
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(Error::io("sendfile", file.path(), e.into())),
         }
-        if n == 0 {
-            break;
-        }
-        sent += n as u64;
     }
     super::record_io(1, 1, sent, 0, 0);
     Ok(sent)

@@ -17,7 +17,13 @@ pub const FS_GOING_DOWN_METADATA: u32 = 1;
 pub const FS_GOING_DOWN_NOLOGFLUSH: u32 = 2;
 
 /// `_IOR('X', 125, __u32)`: direction read (2) << 30 | size 4 << 16 | type 'X' << 8 | number 125.
-pub const FS_IOC_SHUTDOWN: u64 = (2 << 30) | (4 << 16) | ((b'X' as u64) << 8) | 125;
+pub const FS_IOC_SHUTDOWN: u64 = nix::request_code_read!(b'X', 125, std::mem::size_of::<u32>()) as u64;
+
+mod sys {
+    // linux/fs.h: `#define FS_IOC_SHUTDOWN _IOR('X', 125, __u32)`. Despite the _IOR, the kernel
+    // reads the flags through the pointer (get_user).
+    nix::ioctl_read!(fs_ioc_shutdown, b'X', 125, u32);
+}
 
 /// Shuts down the filesystem holding `path` (any file or directory on it) with `flags`, one of
 /// the `FS_GOING_DOWN_*` values. Needs CAP_SYS_ADMIN; filesystems without the ioctl answer
@@ -25,13 +31,10 @@ pub const FS_IOC_SHUTDOWN: u64 = (2 << 30) | (4 << 16) | ((b'X' as u64) << 8) | 
 pub fn fs_shutdown(path: &Path, flags: u32) -> Result<()> {
     let f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
     let mut arg: u32 = flags;
-    // SAFETY: FS_IOC_SHUTDOWN reads one u32 through the pointer (the kernel's get_user of a
-    // __u32); `arg` is a live, aligned u32 on this stack frame for the whole call, and `f`
-    // keeps the descriptor open until after it returns.
-    let r = unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_SHUTDOWN as _, &mut arg as *mut u32) };
-    if r < 0 {
-        return Err(Error::io("ioctl(FS_IOC_SHUTDOWN)", path, std::io::Error::last_os_error()));
-    }
+    // SAFETY: FS_IOC_SHUTDOWN reads one u32 through the pointer; `arg` is a live, aligned u32 on
+    // this stack frame for the whole call, and `f` keeps the descriptor open until it returns.
+    unsafe { sys::fs_ioc_shutdown(f.as_raw_fd(), &mut arg) }
+        .map_err(|e| Error::io("ioctl(FS_IOC_SHUTDOWN)", path, e.into()))?;
     Ok(())
 }
 

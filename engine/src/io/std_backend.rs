@@ -8,6 +8,9 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use nix::errno::Errno;
+use nix::fcntl::{fallocate, fcntl, FallocateFlags, FcntlArg, OFlag};
+
 use super::select::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE};
 use super::{IoFile, OpenMode, Storage};
 use crate::error::{Error, Result};
@@ -53,7 +56,8 @@ impl IoFile for StdFile {
         super::record_writes(1);
         self.file.write_all_at(buf, pos).map_err(|e| Error::io("write", &self.path, e))
     }
-    /// pwritev2 with RWF_DSYNC; write then fdatasync where the kernel refuses the flag.
+    /// pwritev2 with RWF_DSYNC; write then fdatasync where the kernel refuses the flag. Raw libc:
+    /// nix has no pwritev2 (nor the RWF_* flags).
     fn write_all_at_dsync(&self, buf: &[u8], pos: u64) -> Result<()> {
         let mut done = 0usize;
         while done < buf.len() {
@@ -66,14 +70,13 @@ impl IoFile for StdFile {
                 libc::pwritev2(self.file.as_raw_fd(), &iov, 1, (pos + done as u64) as libc::off_t, libc::RWF_DSYNC)
             };
             if n < 0 {
-                let e = std::io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) if done == 0 => {
+                match Errno::last() {
+                    Errno::EINTR => continue,
+                    Errno::EOPNOTSUPP | Errno::ENOSYS if done == 0 => {
                         self.write_all_at(buf, pos)?;
                         return self.sync_data();
                     }
-                    _ => return Err(Error::io("pwritev2 RWF_DSYNC", &self.path, e)),
+                    e => return Err(Error::io("pwritev2 RWF_DSYNC", &self.path, e.into())),
                 }
             }
             if n == 0 {
@@ -96,13 +99,8 @@ impl IoFile for StdFile {
         if len == 0 {
             return Ok(());
         }
-        // SAFETY: fallocate takes a file descriptor we own for the duration of the call and
-        // plain integers; it touches no memory of ours.
-        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, len as libc::off_t) };
-        if rc != 0 {
-            return Err(Error::io("fallocate", &self.path, std::io::Error::last_os_error()));
-        }
-        Ok(())
+        fallocate(&self.file, FallocateFlags::FALLOC_FL_KEEP_SIZE, 0, len as i64)
+            .map_err(|e| Error::io("fallocate", &self.path, e.into()))
     }
     fn len(&self) -> Result<u64> {
         self.file.metadata().map(|m| m.len()).map_err(|e| Error::io("stat", &self.path, e))
@@ -119,7 +117,7 @@ impl IoFile for StdFile {
 impl Storage for StdStorage {
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn IoFile>> {
         let mut o = open_options(mode, self.file_mode);
-        o.custom_flags(SAFE_OPEN_FLAGS);
+        o.custom_flags(SAFE_OPEN_FLAGS.bits());
         let file = o.open(path).map_err(|e| open_error(path, e))?;
         check_regular(&file, path)?;
         Ok(Arc::new(StdFile { file, path: path.to_path_buf() }))
@@ -175,13 +173,13 @@ pub(crate) fn open_options(mode: OpenMode, file_mode: u32) -> OpenOptions {
 /// Flags every file inside a data directory is opened with: never through a symbolic link (so
 /// nothing outside the directory is written through one), never blocking on a FIFO (O_NONBLOCK,
 /// cleared by [`check_regular`] once the file is known to be regular), never inherited.
-pub(crate) const SAFE_OPEN_FLAGS: libc::c_int = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+pub(crate) const SAFE_OPEN_FLAGS: OFlag = OFlag::O_NOFOLLOW.union(OFlag::O_NONBLOCK).union(OFlag::O_CLOEXEC);
 
 /// An open error, with a symbolic link (ELOOP under O_NOFOLLOW) or a directory said plainly.
 pub(crate) fn open_error(path: &Path, e: std::io::Error) -> Error {
-    let what = match e.raw_os_error() {
-        Some(libc::ELOOP) => "a symbolic link",
-        Some(libc::EISDIR) => "a directory",
+    let what = match e.raw_os_error().map(Errno::from_raw) {
+        Some(Errno::ELOOP) => "a symbolic link",
+        Some(Errno::EISDIR) => "a directory",
         _ => return Error::io("open", path, e),
     };
     Error::NotRegular { path: path.to_path_buf(), what }
@@ -228,12 +226,8 @@ pub fn file_type_name(t: std::fs::FileType) -> &'static str {
 
 /// Sets the file's changeable status flags to `flags` (O_DIRECT or none): for io_uring, which
 /// completes reads of an O_NONBLOCK file with EAGAIN instead of waiting for them.
-pub(crate) fn set_status_flags(file: &File, path: &Path, flags: libc::c_int) -> Result<()> {
-    // SAFETY: F_SETFL on a descriptor we own; no memory is passed.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags) } < 0 {
-        return Err(Error::io("fcntl F_SETFL", path, std::io::Error::last_os_error()));
-    }
-    Ok(())
+pub(crate) fn set_status_flags(file: &File, path: &Path, flags: OFlag) -> Result<()> {
+    fcntl(file, FcntlArg::F_SETFL(flags)).map(drop).map_err(|e| Error::io("fcntl F_SETFL", path, e.into()))
 }
 
 /// `mkdir -p` with `mode` for every directory created (shared by every backend).

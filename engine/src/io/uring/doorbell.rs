@@ -2,7 +2,27 @@
 
 #![allow(unsafe_code)]
 
+use std::os::unix::io::BorrowedFd;
+
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
 use super::*;
+
+/// Runs `f` with the caller's descriptor borrowed. Every function here takes the eventfd as a
+/// `RawFd` (the callers in `io/mod.rs` and `ring.rs` hold the `EventFd` and pass `raw()`); once
+/// they pass a `BorrowedFd`, this goes.
+fn with_borrowed<R>(fd: RawFd, f: impl FnOnce(BorrowedFd<'_>) -> R) -> R {
+    // SAFETY: a `BorrowedFd` asserts only that the descriptor stays open while it is borrowed;
+    // `fd` is the caller's open eventfd for the duration of the call that passed it, and the
+    // borrow ends when `f` returns, inside that call.
+    f(unsafe { BorrowedFd::borrow_raw(fd) })
+}
+
+/// A poll(2) timeout in milliseconds, rounded up so that a wait never ends before `left`.
+fn poll_timeout(left: Duration) -> PollTimeout {
+    PollTimeout::try_from(left.as_nanos().div_ceil(1_000_000)).unwrap_or(PollTimeout::MAX)
+}
 
 pub(super) fn eventfd_err(fd: RawFd, e: io::Error) -> Error {
     Error::io("eventfd wait", format!("<eventfd {fd}>"), e)
@@ -38,11 +58,11 @@ pub(super) fn wait_eventfd_on(ring: &mut Ring, fd: RawFd, timeout: Option<Durati
             None => None,
         };
         let ts = left.map(|d| types::Timespec::new().sec(d.as_secs()).nsec(d.subsec_nanos()));
-        let mut val = 0u64;
+        let mut val = [0u8; 8];
         let first = if use_poll {
-            opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32).build()
+            opcode::PollAdd::new(types::Fd(fd), PollFlags::POLLIN.bits() as u32).build()
         } else {
-            opcode::Read::new(types::Fd(fd), (&mut val as *mut u64).cast::<u8>(), 8).offset(0).build()
+            opcode::Read::new(types::Fd(fd), val.as_mut_ptr(), 8).offset(0).build()
         };
         let mut entries = vec![first];
         if let Some(ts) = ts.as_ref() {
@@ -53,11 +73,11 @@ pub(super) fn wait_eventfd_on(ring: &mut Ring, fd: RawFd, timeout: Option<Durati
         // read (or poll) and its timeout have completed.
         let r = unsafe { ring.run(&entries) };
         first_round = false;
-        let first = r.first().copied().unwrap_or(-libc::EIO);
+        let first = r.first().copied().unwrap_or(-(Errno::EIO as i32));
         match first {
             8 if !use_poll => {
                 record_io(0, 0, 8, 0, 0);
-                return Ok(Some(val));
+                return Ok(Some(u64::from_ne_bytes(val)));
             }
             n if n > 0 && use_poll => {
                 // Readable: take the counter without blocking.
@@ -67,45 +87,42 @@ pub(super) fn wait_eventfd_on(ring: &mut Ring, fd: RawFd, timeout: Option<Durati
                     Err(e) => return Err(eventfd_err(fd, e)),
                 }
             }
-            e if e == -libc::ECANCELED && deadline.is_some() => return Ok(None),
-            e if e == -libc::EAGAIN && !use_poll => use_poll = true,
-            e if e == -libc::EINTR => {}
-            e if e < 0 => return Err(eventfd_err(fd, errno_err(-e))),
-            n => {
+            n if n >= 0 => {
                 return Err(eventfd_err(
                     fd,
                     io::Error::new(io::ErrorKind::InvalidData, format!("eventfd read gave {n} bytes")),
                 ))
             }
+            e => match Errno::from_raw(-e) {
+                Errno::ECANCELED if deadline.is_some() => return Ok(None),
+                Errno::EAGAIN if !use_poll => use_poll = true,
+                Errno::EINTR => {}
+                errno => return Err(eventfd_err(fd, errno.into())),
+            },
         }
     }
 }
 
 /// Reads an eventfd that poll reported readable; `None` if it was empty (EAGAIN).
 pub(super) fn read_eventfd_nonblocking(fd: RawFd) -> io::Result<Option<u64>> {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    // SAFETY: pfd is a valid pollfd on our stack for the duration of the call.
-    let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
-    if rc <= 0 {
+    let ready = with_borrowed(fd, |fd| poll(&mut [PollFd::new(fd, PollFlags::POLLIN)], PollTimeout::ZERO));
+    if !matches!(ready, Ok(n) if n > 0) {
         return Ok(None);
     }
     read_eventfd_raw(fd)
 }
 
 pub(super) fn read_eventfd_raw(fd: RawFd) -> io::Result<Option<u64>> {
-    let mut val = 0u64;
+    let mut val = [0u8; 8];
     record_io(0, 1, 0, 0, 0);
-    // SAFETY: `val` is 8 writable bytes on our stack, alive for the duration of the call.
-    let n = unsafe { libc::read(fd, (&mut val as *mut u64).cast::<libc::c_void>(), 8) };
-    if n == 8 {
-        record_io(0, 0, 8, 0, 0);
-        return Ok(Some(val));
-    }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EAGAIN) | Some(libc::EINTR) if n < 0 => Ok(None),
-        _ if n < 0 => Err(e),
-        _ => Err(io::Error::new(io::ErrorKind::InvalidData, format!("eventfd read gave {n} bytes"))),
+    match with_borrowed(fd, |fd| nix::unistd::read(fd, &mut val)) {
+        Ok(8) => {
+            record_io(0, 0, 8, 0, 0);
+            Ok(Some(u64::from_ne_bytes(val)))
+        }
+        Err(Errno::EAGAIN | Errno::EINTR) => Ok(None),
+        Err(e) => Err(e.into()),
+        Ok(n) => Err(io::Error::new(io::ErrorKind::InvalidData, format!("eventfd read gave {n} bytes"))),
     }
 }
 
@@ -114,32 +131,25 @@ pub(super) fn read_eventfd_raw(fd: RawFd) -> io::Result<Option<u64>> {
 pub fn wait_eventfd_plain(fd: RawFd, timeout: Option<Duration>) -> Result<Option<u64>> {
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
-        let ms: libc::c_int = match deadline {
-            None => -1,
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                left.as_nanos().div_ceil(1_000_000).min(libc::c_int::MAX as u128) as libc::c_int
-            }
-        };
-        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let wait = deadline.map_or(PollTimeout::NONE, |d| poll_timeout(d.saturating_duration_since(Instant::now())));
         record_io(0, 1, 0, 0, 0);
-        // SAFETY: pfd is a valid pollfd on our stack for the duration of the call.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
+        let polled = with_borrowed(fd, |fd| {
+            let mut pfd = [PollFd::new(fd, PollFlags::POLLIN)];
+            poll(&mut pfd, wait).map(|n| (n, pfd[0].revents().unwrap_or(PollFlags::empty())))
+        });
+        let revents = match polled {
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(eventfd_err(fd, e.into())),
+            Ok((0, _)) => {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Ok(None);
+                }
                 continue;
             }
-            return Err(eventfd_err(fd, e));
-        }
-        if rc == 0 {
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(None);
-            }
-            continue;
-        }
-        if pfd.revents & (libc::POLLERR | libc::POLLNVAL) != 0 && pfd.revents & libc::POLLIN == 0 {
-            return Err(eventfd_err(fd, errno_err(libc::EBADF)));
+            Ok((_, revents)) => revents,
+        };
+        if revents.intersects(PollFlags::POLLERR | PollFlags::POLLNVAL) && !revents.contains(PollFlags::POLLIN) {
+            return Err(eventfd_err(fd, errno_err(Errno::EBADF as i32)));
         }
         match read_eventfd_raw(fd) {
             Ok(Some(v)) => return Ok(Some(v)),

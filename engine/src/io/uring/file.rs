@@ -3,6 +3,9 @@
 
 #![allow(unsafe_code)]
 
+use nix::errno::Errno;
+use nix::fcntl::FallocateFlags;
+
 use super::*;
 
 /// Why an O_DIRECT write was refused before reaching the kernel: `what` ("offset", "length" or
@@ -31,9 +34,9 @@ impl std::error::Error for Misaligned {}
 /// The errno an error carries: the OS one, or EINVAL for a [`Misaligned`] refusal.
 pub fn error_errno(e: &Error) -> Option<i32> {
     match e {
-        Error::Io { source, .. } => source
-            .raw_os_error()
-            .or_else(|| source.get_ref().and_then(|inner| inner.downcast_ref::<Misaligned>()).map(|_| libc::EINVAL)),
+        Error::Io { source, .. } => source.raw_os_error().or_else(|| {
+            source.get_ref().and_then(|inner| inner.downcast_ref::<Misaligned>()).map(|_| Errno::EINVAL as i32)
+        }),
         _ => None,
     }
 }
@@ -158,7 +161,7 @@ impl IoFile for UringFile {
     }
 
     fn write_all_at_dsync(&self, buf: &[u8], pos: u64) -> Result<()> {
-        self.write_with_flags(buf, pos, libc::RWF_DSYNC, "write RWF_DSYNC")
+        self.write_with_flags(buf, pos, rw_flags(true), "write RWF_DSYNC")
     }
 
     fn sync_data(&self) -> Result<()> {
@@ -175,12 +178,7 @@ impl IoFile for UringFile {
             });
         }
         record_io(1, 1, 0, 0, 0);
-        // SAFETY: ftruncate takes an fd this file owns and an integer; no memory is passed.
-        let rc = unsafe { libc::ftruncate(fd, len as libc::off_t) };
-        if rc != 0 {
-            return Err(Error::io("truncate", &self.path, io::Error::last_os_error()));
-        }
-        Ok(())
+        self.file.set_len(len).map_err(|e| Error::io("truncate", &self.path, e))
     }
 
     fn allocate(&self, len: u64) -> Result<()> {
@@ -189,7 +187,10 @@ impl IoFile for UringFile {
         }
         let fd = self.fd();
         self.ring("fallocate", |ring| {
-            let e = opcode::Fallocate::new(types::Fd(fd), len).offset(0).mode(libc::FALLOC_FL_KEEP_SIZE).build();
+            let e = opcode::Fallocate::new(types::Fd(fd), len)
+                .offset(0)
+                .mode(FallocateFlags::FALLOC_FL_KEEP_SIZE.bits())
+                .build();
             // SAFETY: a fallocate entry points to no memory of ours.
             unsafe { run_one(ring, e) }.map(|_| ())
         })

@@ -3,7 +3,19 @@
 
 #![allow(unsafe_code)]
 
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, AT_FDCWD};
+
 use super::*;
+
+/// The status flag a file of this backend is opened with: O_DIRECT in direct mode, none else.
+fn direct_flag(direct: bool) -> OFlag {
+    if direct {
+        OFlag::O_DIRECT
+    } else {
+        OFlag::empty()
+    }
+}
 
 /// Optional opcodes, probed once per process.
 #[derive(Clone, Copy, Debug)]
@@ -60,10 +72,10 @@ impl UringStorage {
 
     fn open_file(&self, path: &Path, mode: OpenMode, direct: bool) -> Result<Arc<dyn IoFile>> {
         let mut o = crate::io::std_backend::open_options(mode, self.file_mode);
-        o.custom_flags(crate::io::std_backend::SAFE_OPEN_FLAGS | if direct { libc::O_DIRECT } else { 0 });
+        o.custom_flags((crate::io::std_backend::SAFE_OPEN_FLAGS | direct_flag(direct)).bits());
         let file = match o.open(path) {
             Ok(f) => f,
-            Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
+            Err(e) if direct && e.raw_os_error() == Some(Errno::EINVAL as i32) => {
                 // A FIFO or a device refuses O_DIRECT too: say what it is, not blame the filesystem.
                 if let Some(what) = std::fs::symlink_metadata(path)
                     .ok()
@@ -88,14 +100,14 @@ impl UringStorage {
             Err(e) => return Err(crate::io::std_backend::open_error(path, e)),
         };
         crate::io::std_backend::check_regular(&file, path)?;
-        crate::io::std_backend::set_status_flags(&file, path, if direct { libc::O_DIRECT } else { 0 })?;
+        crate::io::std_backend::set_status_flags(&file, path, direct_flag(direct))?;
         let direct = direct.then(|| crate::io::probe::dio_alignment_fd(file.as_raw_fd()));
         Ok(Arc::new(UringFile { file, path: path.to_path_buf(), direct }))
     }
 }
 
 pub(super) fn canceled(path: &Path) -> Error {
-    Error::io("submit", path, errno_err(libc::ECANCELED))
+    Error::io("submit", path, errno_err(Errno::ECANCELED as i32))
 }
 
 /// Runs one operation of a batch on its own (after a short write fixed up its predecessor).
@@ -110,6 +122,7 @@ pub(super) fn run_op_alone(ring: &mut Ring, op: &IoOp, fd: RawFd) -> Result<usiz
     }
 }
 
+/// The RWF_* flags of a write entry. libc's constant: nix has no RWF_* flags (nor pwritev2).
 pub(super) fn rw_flags(dsync: bool) -> i32 {
     if dsync {
         libc::RWF_DSYNC
@@ -224,7 +237,7 @@ pub(super) fn finish_batch(
     results
         .into_iter()
         .zip(ops)
-        .map(|(r, op)| r.unwrap_or_else(|| Err(Error::io("submit", op.file.path(), errno_err(libc::EIO)))))
+        .map(|(r, op)| r.unwrap_or_else(|| Err(Error::io("submit", op.file.path(), errno_err(Errno::EIO as i32)))))
         .collect()
 }
 
@@ -390,12 +403,12 @@ pub(super) fn settle_round(
     let mut fixed_prev = false;
     for (k, &i) in idx.iter().enumerate() {
         let op = &ops[i];
-        let r = raw.get(k).copied().unwrap_or(-libc::EIO);
+        let r = raw.get(k).copied().unwrap_or(-(Errno::EIO as i32));
         let linked = k > 0 && idx[k - 1] + 1 == i && ops[i - 1].link_next;
         let mut fixed = false;
         let res = if linked && matches!(results[i - 1], Some(Err(_))) {
             Err(canceled(op.file.path()))
-        } else if linked && fixed_prev && r == -libc::ECANCELED {
+        } else if linked && fixed_prev && r == -(Errno::ECANCELED as i32) {
             // The kernel cancelled this op because its predecessor was short; that one has
             // been finished, so run this one now (it counts its own bytes and fsyncs).
             fixed = true;
@@ -521,8 +534,13 @@ impl Storage for UringStorage {
         }
         let (f, t) = (cpath("rename", from)?, cpath("rename", to)?);
         let r = with_thread_ring(|ring| {
-            let e = opcode::RenameAt::new(types::Fd(libc::AT_FDCWD), f.as_ptr(), types::Fd(libc::AT_FDCWD), t.as_ptr())
-                .build();
+            let e = opcode::RenameAt::new(
+                types::Fd(AT_FDCWD.as_raw_fd()),
+                f.as_ptr(),
+                types::Fd(AT_FDCWD.as_raw_fd()),
+                t.as_ptr(),
+            )
+            .build();
             // SAFETY: both C strings live until this closure returns, after the completion.
             unsafe { run_one(ring, e) }
         });
@@ -535,7 +553,7 @@ impl Storage for UringStorage {
         }
         let p = cpath("unlink", path)?;
         let r = with_thread_ring(|ring| {
-            let e = opcode::UnlinkAt::new(types::Fd(libc::AT_FDCWD), p.as_ptr()).build();
+            let e = opcode::UnlinkAt::new(types::Fd(AT_FDCWD.as_raw_fd()), p.as_ptr()).build();
             // SAFETY: the C string lives until this closure returns, after the completion.
             unsafe { run_one(ring, e) }
         });

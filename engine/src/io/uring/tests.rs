@@ -1,3 +1,7 @@
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::eventfd::{EfdFlags, EventFd};
+
 use super::*;
 use crate::io::{thread_stats, IoStats};
 
@@ -39,12 +43,8 @@ fn misaligned_of(e: &Error) -> Option<Misaligned> {
 }
 
 fn on_tmpfs(path: &Path) -> bool {
-    let c = CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: statfs is plain integers; zeroed is a valid value.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c is NUL-terminated and st writable, both alive for the call.
-    let rc = unsafe { libc::statfs(c.as_ptr(), &mut st) };
-    rc == 0 && st.f_type == libc::TMPFS_MAGIC
+    use nix::sys::statfs::{statfs, TMPFS_MAGIC};
+    statfs(path).is_ok_and(|st| st.filesystem_type() == TMPFS_MAGIC)
 }
 
 #[test]
@@ -151,10 +151,8 @@ fn unaligned_direct_writes_are_refused_with_einval() {
     assert_eq!(f.len().unwrap(), 0);
     // The kernel would refuse it too on this filesystem (tmpfs would not: skip there).
     if !on_tmpfs(dir.path()) {
-        // SAFETY: writes 4096 bytes from a live buffer to an fd we own.
-        let rc = unsafe { libc::pwrite(f.raw_fd().unwrap(), buf.as_ptr().cast(), 4096, 100) };
-        assert_eq!(rc, -1);
-        assert_eq!(io::Error::last_os_error().raw_os_error(), Some(libc::EINVAL));
+        let again = std::fs::OpenOptions::new().write(true).custom_flags(OFlag::O_DIRECT.bits()).open(&path).unwrap();
+        assert_eq!(nix::sys::uio::pwrite(&again, &buf[..4096], 100), Err(Errno::EINVAL));
     }
     f.write_all_at(&buf[..a.offset], a.offset as u64).unwrap();
     assert_eq!(f.len().unwrap(), 2 * a.offset as u64);
@@ -696,52 +694,39 @@ fn open_log_on_a_filesystem_refusing_o_direct_names_the_path() {
     assert!(f.read_at(&mut v, 0).unwrap() > 0);
 }
 
-fn eventfd(flags: libc::c_int) -> std::os::fd::OwnedFd {
-    use std::os::fd::FromRawFd;
-    // SAFETY: eventfd takes integers and returns a new fd or -1.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | flags) };
-    assert!(fd >= 0);
-    // SAFETY: a fresh fd nothing else owns.
-    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
-}
-
-fn ring_eventfd(fd: RawFd, v: u64) {
-    // SAFETY: writes 8 bytes from a live u64 to a live eventfd.
-    let n = unsafe { libc::write(fd, (&v as *const u64).cast(), 8) };
-    assert_eq!(n, 8);
-}
-
 #[test]
 fn wait_eventfd_wakes_and_times_out() {
     use std::os::fd::AsRawFd as _;
     type Wait = fn(RawFd, Option<Duration>) -> Result<Option<u64>>;
     let waits: [(&str, Wait); 2] = [("uring", wait_eventfd), ("plain", wait_eventfd_plain)];
     for (name, wait) in waits {
-        for flags in [0, libc::EFD_NONBLOCK] {
-            let efd = eventfd(flags);
+        for nonblock in [false, true] {
+            let flags = if nonblock { EfdFlags::EFD_NONBLOCK } else { EfdFlags::empty() };
+            let efd = Arc::new(EventFd::from_flags(EfdFlags::EFD_CLOEXEC | flags).unwrap());
             let fd = efd.as_raw_fd();
             // Times out.
             let t = Instant::now();
-            assert_eq!(wait(fd, Some(Duration::from_millis(30))).unwrap(), None, "{name} {flags}");
-            assert!(t.elapsed() >= Duration::from_millis(29), "{name} {flags}: {:?}", t.elapsed());
+            assert_eq!(wait(fd, Some(Duration::from_millis(30))).unwrap(), None, "{name} {flags:?}");
+            assert!(t.elapsed() >= Duration::from_millis(29), "{name} {flags:?}: {:?}", t.elapsed());
             // Already rung: returns at once with the counter.
-            ring_eventfd(fd, 3);
+            assert_eq!(efd.write(3), Ok(8));
             assert_eq!(wait(fd, Some(Duration::from_secs(5))).unwrap(), Some(3));
             // Woken by another thread, with and without a timeout.
             for timeout in [Some(Duration::from_secs(10)), None] {
                 let t = Instant::now();
+                let bell = efd.clone();
                 let waker = std::thread::spawn(move || {
                     std::thread::sleep(Duration::from_millis(40));
-                    ring_eventfd(fd, 1);
+                    assert_eq!(bell.write(1), Ok(8));
                 });
                 let before = thread_stats();
-                assert_eq!(wait(fd, timeout).unwrap(), Some(1), "{name} {flags}");
+                assert_eq!(wait(fd, timeout).unwrap(), Some(1), "{name} {flags:?}");
                 let el = t.elapsed();
-                assert!(el >= Duration::from_millis(35) && el < Duration::from_secs(5), "{name} {flags}: {el:?}");
+                assert!(el >= Duration::from_millis(35) && el < Duration::from_secs(5), "{name} {flags:?}: {el:?}");
                 let d = delta(before);
                 if name == "uring" {
                     // A non-blocking eventfd may take a POLL_ADD round on older kernels.
-                    let most = if flags == 0 { 1 } else { 2 };
+                    let most = if nonblock { 2 } else { 1 };
                     assert!(d.enters >= 1 && d.enters <= most, "io_uring_enter per sleep: {d:?}");
                 }
                 waker.join().unwrap();
