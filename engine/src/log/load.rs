@@ -234,9 +234,9 @@ fn find_segments(storage: &dyn Storage, dir: &Path, report: &mut LoadReport) -> 
     Ok(logs)
 }
 
-/// What a segment needs from the log's configuration (as `Log::settings` computes it for a
-/// log already open).
-fn segment_settings(config: &LogConfig, tail_cache_bytes: u64, zero_fill_bytes: u32) -> SegmentSettings {
+/// What each segment of a log with `config` is made with (`Log::settings` for a log already
+/// open).
+pub(super) fn segment_settings(config: &LogConfig, tail_cache_bytes: u64, zero_fill_bytes: u32) -> SegmentSettings {
     SegmentSettings {
         index_interval_bytes: config.index_interval_bytes,
         segment_index_bytes: config.segment_index_bytes,

@@ -25,6 +25,7 @@ use crate::format::batch::{self, BatchHeader};
 use crate::format::filename;
 use crate::io::{InFlight, Storage};
 use crate::segment::{ActiveSegment, SealedSegment, Segment, SegmentResources, SegmentSettings};
+use load::segment_settings;
 
 /// How a log is opened.
 #[derive(Clone, Debug)]
@@ -290,14 +291,7 @@ impl Log {
     }
 
     fn settings(&self) -> SegmentSettings {
-        SegmentSettings {
-            index_interval_bytes: self.config.index_interval_bytes,
-            segment_index_bytes: self.config.segment_index_bytes,
-            preallocate_bytes: if self.config.preallocate { self.config.segment_bytes } else { 0 },
-            tail_cache_bytes: self.tail_cache_bytes,
-            zero_fill_bytes: self.zero_fill_bytes,
-            segment_bytes: self.config.segment_bytes,
-        }
+        segment_settings(&self.config, self.tail_cache_bytes, self.zero_fill_bytes)
     }
 
     fn next_jitter(&mut self) -> i64 {
