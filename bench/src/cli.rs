@@ -20,7 +20,7 @@ use crate::workload::mixed::MixedParams;
 use crate::workload::open::OpenParams;
 use crate::workload::produce::{ProduceParams, Produced};
 use crate::workload::{consume, interval, mixed, open, produce, recovery, DiskRef, RunReport, Setup};
-use crate::{refs, svg};
+use crate::{plot, refs};
 
 /// Every workload, in the order they run.
 pub const WORKLOADS: &[&str] =
@@ -1362,40 +1362,40 @@ fn merged(runs: &[RunReport], workload: &str, system: &str, mode: &str) -> Optio
 pub fn plots(dir: &Path, r: &Results) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut written = Vec::new();
-    let mut put = |name: &str, c: &svg::Chart| -> std::io::Result<()> {
-        if c.series.iter().all(|s| s.points.is_empty()) {
+    let mut put = |name: &str, c: &plot::Chart| -> std::io::Result<()> {
+        if c.is_empty() {
             return Ok(());
         }
         let p = dir.join(name);
-        std::fs::write(&p, svg::render(c))?;
+        plot::write(&p, c)?;
         written.push(p);
         Ok(())
     };
     let keys: Vec<(String, String, String)> =
         r.summary.iter().map(|s| (s.workload.clone(), s.system.clone(), s.mode.clone())).collect();
-    let cdf_of = |workloads: &[&str]| -> Vec<svg::Series> {
+    let cdf_of = |workloads: &[&str]| -> Vec<plot::Series> {
         keys.iter()
             .filter(|k| workloads.contains(&k.0.as_str()))
             .filter_map(|k| {
-                merged(&r.runs, &k.0, &k.1, &k.2).map(|h| svg::Series {
-                    name: if k.1 == "seglog" { format!("{} {}", k.0, k.2) } else { format!("{} {}", k.0, k.1) },
-                    points: h.cdf(),
+                merged(&r.runs, &k.0, &k.1, &k.2).map(|h| {
+                    let name = if k.1 == "seglog" { format!("{} {}", k.0, k.2) } else { format!("{} {}", k.0, k.1) };
+                    plot::Series::line(name, h.cdf())
                 })
             })
             .collect()
     };
-    put("latency-cdf-produce.svg", &svg::latency_cdf("Append latency by I/O mode (produce)", cdf_of(&["produce"])))?;
+    put("latency-cdf-produce.svg", &plot::latency_cdf("Append latency by I/O mode (produce)", cdf_of(&["produce"])))?;
     put(
         "latency-cdf-durable.svg",
-        &svg::latency_cdf("Durable append latency (ack after fdatasync)", cdf_of(&["durable"])),
+        &plot::latency_cdf("Durable append latency (ack after fdatasync)", cdf_of(&["durable"])),
     )?;
     put(
         "latency-cdf-reads.svg",
-        &svg::latency_cdf("Fetch latency: tail, seek, catch-up", cdf_of(&["tail", "seek", "lag", "lag-cold"])),
+        &plot::latency_cdf("Fetch latency: tail, seek, catch-up", cdf_of(&["tail", "seek", "lag", "lag-cold"])),
     )?;
     put(
         "latency-cdf-lookups.svg",
-        &svg::latency_cdf("Lookups: warm offset (in shard), time", cdf_of(&["lookup-warm", "time"])),
+        &plot::latency_cdf("Lookups: warm offset (in shard), time", cdf_of(&["lookup-warm", "time"])),
     )?;
     // Throughput over time: the first repetition of each produce run.
     let mut seen = std::collections::BTreeSet::new();
@@ -1407,12 +1407,12 @@ pub fn plots(dir: &Path, r: &Results) -> std::io::Result<Vec<PathBuf>> {
             } else {
                 format!("{} {}", run.workload, run.system)
             };
-            tput.push(svg::Series { name, points: run.timeline.clone() });
+            tput.push(plot::Series::line(name, run.timeline.clone()));
         }
     }
     put(
         "throughput-over-time.svg",
-        &svg::Chart {
+        &plot::Chart {
             title: "Throughput over time (first repetition, 100 ms buckets)".into(),
             x_label: "seconds".into(),
             y_label: "MB/s".into(),
@@ -1426,7 +1426,7 @@ pub fn plots(dir: &Path, r: &Results) -> std::io::Result<Vec<PathBuf>> {
         };
         put(
             "lookup-vs-interval.svg",
-            &svg::Chart {
+            &plot::Chart {
                 title: format!(
                     "Offset lookup cost vs index.interval.bytes ({} B batches, in memory)",
                     r.plan.interval_batch_bytes
@@ -1436,21 +1436,21 @@ pub fn plots(dir: &Path, r: &Results) -> std::io::Result<Vec<PathBuf>> {
                 x_log: true,
                 y_log: true,
                 series: vec![
-                    svg::Series { name: "p50 ns".into(), points: pts(|p| p.lookup_p50_ns) },
-                    svg::Series { name: "p99 ns".into(), points: pts(|p| p.lookup_p99_ns) },
+                    plot::Series::line("p50 ns", pts(|p| p.lookup_p50_ns)),
+                    plot::Series::line("p99 ns", pts(|p| p.lookup_p99_ns)),
                 ],
                 ..Default::default()
             },
         )?;
         put(
             "walk-vs-interval.svg",
-            &svg::Chart {
+            &plot::Chart {
                 title: "Phase-2 walk vs index.interval.bytes".into(),
                 x_label: "index.interval.bytes (log scale)".into(),
                 y_label: "bytes walked per lookup (mean, log scale)".into(),
                 x_log: true,
                 y_log: true,
-                series: vec![svg::Series { name: "bytes walked".into(), points: pts(|p| p.mean_bytes_scanned) }],
+                series: vec![plot::Series::line("bytes walked", pts(|p| p.mean_bytes_scanned))],
                 ..Default::default()
             },
         )?;
@@ -1464,4 +1464,104 @@ pub fn plots(dir: &Path, r: &Results) -> std::io::Result<Vec<PathBuf>> {
 pub struct Cli {
     #[command(flatten)]
     pub args: Args,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    fn run(workload: &str, system: &str, mode: &str, latencies_us: &[u64]) -> RunReport {
+        let mut hist = Hist::new();
+        latencies_us.iter().for_each(|&us| hist.record_ns(us * 1000));
+        RunReport {
+            workload: workload.into(),
+            system: system.into(),
+            mode: mode.into(),
+            timeline: vec![(0.1, 100.0), (0.2, 150.0), (0.3, 120.0)],
+            hist,
+            ..Default::default()
+        }
+    }
+
+    /// `--plot DIR` writes the charts the docs show, each a well-formed SVG document with its
+    /// title and one legend entry per (workload, system, mode); charts with no data are left out.
+    #[test]
+    fn plots_write_the_documented_charts() {
+        let runs = vec![
+            run("produce", "seglog", "direct", &[10, 20, 30, 400]),
+            run("produce", "seglog", "buffered", &[5, 6, 7]),
+            run("produce", "kafka-ref", "buffered", &[8, 9]),
+            run("durable", "seglog", "direct", &[900, 1000]),
+            run("tail", "seglog", "direct", &[2, 3]),
+            run("seek", "seglog", "direct", &[50]),
+        ];
+        let intervals = [1u32, 4096, 1 << 20]
+            .iter()
+            .map(|&i| IntervalPoint {
+                index_interval_bytes: i,
+                lookup_p50_ns: 100.0 + f64::from(i).sqrt(),
+                lookup_p99_ns: 200.0 + f64::from(i).sqrt(),
+                mean_bytes_scanned: f64::from(i) / 2.0 + 1.0,
+                ..Default::default()
+            })
+            .collect();
+        let plan = Plan::from_args(&Cli::parse_from(["seglog-bench"]).args);
+        let results = Results {
+            machine: Machine::default(),
+            plan,
+            summary: summarize(&runs),
+            targets: vec![],
+            references: vec![],
+            intervals,
+            recovery: vec![],
+            open: vec![],
+            runs,
+            skipped: vec![],
+            steps: vec![],
+            seconds: 1.0,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let written = plots(dir.path(), &results).unwrap();
+        let names: Vec<String> =
+            written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert_eq!(
+            names,
+            [
+                "latency-cdf-produce.svg",
+                "latency-cdf-durable.svg",
+                "latency-cdf-reads.svg",
+                "throughput-over-time.svg",
+                "lookup-vs-interval.svg",
+                "walk-vs-interval.svg",
+            ],
+            "no lookups ran: no latency-cdf-lookups.svg"
+        );
+        let texts = |name: &str| -> Vec<String> {
+            let s = std::fs::read_to_string(dir.path().join(name)).unwrap();
+            let doc = roxmltree::Document::parse(&s).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(doc.root_element().tag_name().name(), "svg", "{name}");
+            doc.descendants()
+                .filter(|n| n.has_tag_name("text"))
+                .filter_map(|n| n.text().map(|t| t.trim().to_string()))
+                .collect()
+        };
+        for (name, want) in [
+            (
+                "latency-cdf-produce.svg",
+                &["Append latency by I/O mode (produce)", "produce direct", "produce buffered", "produce kafka-ref"][..],
+            ),
+            ("latency-cdf-durable.svg", &["durable direct", "99.9%"]),
+            ("latency-cdf-reads.svg", &["tail direct", "seek direct"]),
+            ("throughput-over-time.svg", &["MB/s", "produce direct", "produce kafka-ref"]),
+            ("lookup-vs-interval.svg", &["p50 ns", "p99 ns", "index.interval.bytes (log scale)"]),
+            ("walk-vs-interval.svg", &["bytes walked", "Phase-2 walk vs index.interval.bytes"]),
+        ] {
+            let t = texts(name);
+            for w in want {
+                assert!(t.iter().any(|x| x == w), "{name}: no {w:?} in {t:?}");
+            }
+        }
+    }
 }
