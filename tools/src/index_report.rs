@@ -589,7 +589,7 @@ fn report(p: &PartitionDir, args: &Args, want_plot: bool) -> Result<(Report, Opt
     let batch_sizes = part.sizes.summary();
     if batch_sizes.approximate || replay.bytes_scanned.approximate || replay.header_hops.approximate {
         notes.push(format!(
-            "medians and p99s marked ~ are approximate: with more than {EXACT_DISTINCT_VALUES} distinct values they come from a histogram, at most 1/128 (0.8%) above the exact value"
+            "medians and p99s marked ~ are approximate: with more than {EXACT_DISTINCT_VALUES} distinct values they come from a histogram, at most 1/1024 (0.1%) above the exact value"
         ));
     }
     let report = Report {
