@@ -10,7 +10,7 @@ use seglog::engine::SyncMethod;
 use seglog::format::builder::BatchBuilder;
 use seglog::{Durability, Engine, EngineConfig, IoMode, LogConfig, TopicPartition};
 
-use crate::pct::Latency;
+use crate::pct::{Hist, Latency};
 use crate::workload::Counters;
 
 /// What to run.
@@ -121,7 +121,7 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
     let per_producer = (p.total_bytes / batch.len() as u64 / producers).max(1);
     let appends = per_producer * producers;
     let t0 = Instant::now();
-    let lat: Vec<u64> = std::thread::scope(|s| -> seglog::Result<Vec<u64>> {
+    let lat: Hist = std::thread::scope(|s| -> seglog::Result<Hist> {
         let workers: Vec<_> = (0..producers)
             .map(|_| {
                 s.spawn(|| {
@@ -136,9 +136,9 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
                 })
             })
             .collect();
-        let mut all = Vec::with_capacity(appends as usize);
+        let mut all = Hist::new();
         for w in workers {
-            all.extend(w.join().expect("producer thread")?);
+            all.merge(&w.join().expect("producer thread")?);
         }
         Ok(all)
     })?;
@@ -162,7 +162,7 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
         bytes,
         seconds,
         mb_per_s: bytes as f64 / seconds / 1e6,
-        latency: Latency::from_ns(lat),
+        latency: lat.latency(),
         enters_per_batch: enters as f64 / appends as f64,
         io_ops_per_batch: ops as f64 / appends as f64,
         avg_write_bytes: written as f64 / writes as f64,
@@ -179,7 +179,7 @@ pub fn run(dir: &Path, p: &AppendParams) -> seglog::Result<AppendResult> {
 }
 
 /// One producer: `appends` appends spread over `tps` in turn, `window` in flight per partition;
-/// returns each append's latency in ns.
+/// returns the appends' latencies.
 fn produce(
     engine: &Engine,
     tps: &[TopicPartition],
@@ -187,25 +187,25 @@ fn produce(
     appends: u64,
     window: usize,
     spin: Option<std::time::Duration>,
-) -> seglog::Result<Vec<u64>> {
+) -> seglog::Result<Hist> {
     let wait = |c: seglog::Completion<seglog::log::AppendInfo>| match spin {
         Some(d) => c.wait_spinning(d),
         None => c.wait(),
     };
     let mut inflight: VecDeque<(seglog::Completion<seglog::log::AppendInfo>, Instant)> = VecDeque::new();
-    let mut lat = Vec::with_capacity(appends as usize);
+    let mut lat = Hist::new();
     for i in 0..appends {
         let tp = &tps[(i as usize) % tps.len()];
         inflight.push_back((engine.append(tp, batch.to_vec(), 0), Instant::now()));
         if inflight.len() >= window.max(1) * tps.len() {
             let (c, t) = inflight.pop_front().expect("non-empty");
             wait(c)?;
-            lat.push(t.elapsed().as_nanos() as u64);
+            lat.record(t.elapsed());
         }
     }
     while let Some((c, t)) = inflight.pop_front() {
         wait(c)?;
-        lat.push(t.elapsed().as_nanos() as u64);
+        lat.record(t.elapsed());
     }
     Ok(lat)
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use seglog::{Durability, IoMode, ZeroFill};
+use seglog::{Durability, Engine, IoMode, TopicPartition, ZeroFill};
 
 use crate::fio::{self, FioResult};
 use crate::pct::{median, Hist};
@@ -20,7 +20,7 @@ use crate::workload::mixed::MixedParams;
 use crate::workload::open::OpenParams;
 use crate::workload::produce::{ProduceParams, Produced};
 use crate::workload::{consume, interval, mixed, open, produce, recovery, DiskRef, RunReport, Setup};
-use crate::{refs, svg};
+use crate::{plot, refs};
 
 /// Every workload, in the order they run.
 pub const WORKLOADS: &[&str] =
@@ -215,6 +215,19 @@ impl Plan {
     }
     fn runs(&self, w: &str) -> bool {
         self.workloads.iter().any(|x| x == w)
+    }
+    /// Steps of the progress bar: each workload of each mode and repetition, the references,
+    /// the interval sweep, the clean-open directory and fio's read file.
+    fn steps(&self) -> u64 {
+        let per_mode = ["produce", "tail", "lookup", "lag", "seek", "time", "mixed", "recovery", "open", "durable"]
+            .iter()
+            .filter(|w| self.runs(w))
+            .count() as u64;
+        let per_mode = per_mode + if self.runs("produce") { self.sweep_windows.len() as u64 } else { 0 };
+        self.reps as u64 * (self.modes().len() as u64 * per_mode + self.runs("refs") as u64 * 2)
+            + self.runs("interval") as u64
+            + self.runs("open") as u64
+            + 1
     }
     fn modes(&self) -> Vec<IoMode> {
         self.modes.iter().filter_map(|m| m.parse().ok()).collect()
@@ -808,46 +821,26 @@ fn warn(skipped: &mut Vec<String>, what: String) {
     skipped.push(what);
 }
 
-/// Runs the benchmark.
-pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
-    let plan = Plan::from_args(&a);
-    let started = Instant::now();
-    std::fs::create_dir_all(&a.dir)?;
-    let mut machine = Machine::probe(&a.dir);
-    if machine.filesystem == "tmpfs" {
-        return Err(format!(
-            "{} is on tmpfs: O_DIRECT and fio figures would be meaningless; use --dir on a disk",
-            a.dir.display()
-        )
-        .into());
-    }
-    let mut skipped = Vec::new();
-    let use_fio = plan.fio
-        && match fio::ensure_fio() {
-            Ok(()) => true,
-            Err(e) => {
-                warn(&mut skipped, format!("fio unavailable ({e}): no ratios to the disk"));
-                false
-            }
-        };
-    let modes = plan.modes();
-    let per_mode = ["produce", "tail", "lookup", "lag", "seek", "time", "mixed", "recovery", "open", "durable"]
-        .iter()
-        .filter(|w| plan.runs(w))
-        .count() as u64;
-    let per_mode = per_mode + if plan.runs("produce") { plan.sweep_windows.len() as u64 } else { 0 };
-    let steps = plan.reps as u64 * (modes.len() as u64 * per_mode + plan.runs("refs") as u64 * 2)
-        + plan.runs("interval") as u64
-        + plan.runs("open") as u64
-        + 1;
-    let bars = Bars::new(steps);
-    let mut runs: Vec<RunReport> = Vec::new();
-    let mut intervals = Vec::new();
+type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 
-    // fio's read file: as large as the largest catch-up read (recovery reads its own files).
-    let read_file = if use_fio && (plan.runs("lag") || plan.runs("seek")) {
-        bars.step("fio: laying out the read file".into());
-        let rf = ReadFile { path: a.dir.join("fio-read.dat"), size: plan.produce_bytes.max(64 << 20) };
+impl ReadFile {
+    /// The read file when the catch-up or seek workload runs beside fio: as large as the largest
+    /// catch-up read (recovery reads its own files). One step of the progress bar either way.
+    fn for_plan(base: &Path, plan: &Plan, use_fio: bool, bars: &Bars) -> BenchResult<Option<ReadFile>> {
+        let rf = if use_fio && (plan.runs("lag") || plan.runs("seek")) {
+            bars.step("fio: laying out the read file".into());
+            Some(ReadFile::lay_out(base, plan.produce_bytes.max(64 << 20))?)
+        } else {
+            None
+        };
+        bars.done();
+        Ok(rf)
+    }
+
+    /// Lays the file out with fio (through io_uring, or fio's default engine where io_uring is
+    /// refused).
+    fn lay_out(dir: &Path, size: u64) -> BenchResult<ReadFile> {
+        let rf = ReadFile { path: dir.join("fio-read.dat"), size };
         let mut args = vec![
             "--name=layout".to_string(),
             format!("--filename={}", rf.path.display()),
@@ -863,266 +856,78 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
             args.retain(|x| !x.starts_with("--ioengine"));
             fio::run(&args).map_err(|e2| format!("fio layout: {e}; {e2}"))?;
         }
-        Some(rf)
-    } else {
-        None
-    };
+        Ok(rf)
+    }
+}
+
+/// The clean-open directory, if the clean-open workload runs: written once, opened cleanly in
+/// every repetition and mode.
+fn write_open_dir(base: &Path, plan: &Plan, bars: &Bars) -> BenchResult<(Option<tempfile::TempDir>, open::Written)> {
+    if !plan.runs("open") {
+        return Ok((None, open::Written::default()));
+    }
+    bars.step(format!("open: writing {} segments", plan.open.segments()));
+    let d = tempfile::tempdir_in(base)?;
+    let written = open::write(d.path(), &plan.open, &plan.setup)?;
     bars.done();
-    let fio_read = |rw: &str, bs: u64, size: u64, runtime: u32| -> Option<FioResult> {
-        let rf = read_file.as_ref()?;
-        fio::read_file(&rf.path, rw, bs, 1, size.min(rf.size).max(bs), runtime).ok()
-    };
+    Ok((Some(d), written))
+}
 
-    // The clean-open directory: written once, opened cleanly in every repetition and mode.
-    let mut open_written = open::Written::default();
-    let open_dir = if plan.runs("open") {
-        bars.step(format!("open: writing {} segments", plan.open.segments()));
-        let d = tempfile::tempdir_in(&a.dir)?;
-        open_written = open::write(d.path(), &plan.open, &plan.setup)?;
-        bars.done();
-        Some(d)
-    } else {
-        None
-    };
+/// Whether fio can run; why not is noted among the skipped steps.
+fn fio_available(skipped: &mut Vec<String>) -> bool {
+    match fio::ensure_fio() {
+        Ok(()) => true,
+        Err(e) => {
+            warn(skipped, format!("fio unavailable ({e}): no ratios to the disk"));
+            false
+        }
+    }
+}
 
+/// Runs the benchmark: what every repetition shares (fio's read file, the clean-open
+/// directory), then per repetition each I/O mode's workloads and the reference designs, then the
+/// interval sweep; then the summaries and the output.
+pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
+    let plan = Plan::from_args(&a);
+    let started = Instant::now();
+    std::fs::create_dir_all(&a.dir)?;
+    let mut machine = Machine::probe(&a.dir);
+    if machine.filesystem == "tmpfs" {
+        return Err(format!(
+            "{} is on tmpfs: O_DIRECT and fio figures would be meaningless; use --dir on a disk",
+            a.dir.display()
+        )
+        .into());
+    }
+    let mut skipped = Vec::new();
+    let use_fio = plan.fio && fio_available(&mut skipped);
+    let bars = Bars::new(plan.steps());
+    let read_file = ReadFile::for_plan(&a.dir, &plan, use_fio, &bars)?;
+    let (open_dir, open_written) = write_open_dir(&a.dir, &plan, &bars)?;
+    let mut d = Driver {
+        args: &a,
+        plan: &plan,
+        bars,
+        use_fio,
+        read_file: read_file.as_ref(),
+        open_dir: open_dir.as_ref().map(|d| d.path()),
+        skipped,
+        runs: Vec::new(),
+    };
     for rep in 0..plan.reps {
-        for &mode in &modes {
-            let tag = format!("rep {}/{} {}", rep + 1, plan.reps, mode.name());
-            let setup = Setup { mode, ..plan.setup.clone() };
-            let dir = tempfile::tempdir_in(&a.dir)?;
-            let (engine, tps) = setup.open(dir.path())?;
-            let mut produced = Produced::default();
-            if plan.runs("produce")
-                || ["tail", "lookup", "lag", "seek", "time", "mixed", "recovery"].iter().any(|w| plan.runs(w))
-            {
-                bars.step(format!("{tag}: produce"));
-                let pp = ProduceParams {
-                    total_bytes: plan.produce_bytes,
-                    window: plan.window,
-                    rate: plan.rate,
-                    max_seconds: 0.0,
-                    pin_client: plan.pin_client,
-                };
-                let (mut r, p) = produce::run(&engine, &tps, &setup, &pp, "produce", &|n| {
-                    bars.bytes(&format!("{tag}: produce"), n)
-                })?;
-                produced = p;
-                if use_fio && plan.runs("produce") {
-                    bars.step(format!("{tag}: fio write"));
-                    attach_write_fio(&mut r, &a.dir, mode, &mut skipped);
-                }
-                if plan.runs("produce") {
-                    runs.push(r);
-                    bars.done();
-                }
-            }
-            if plan.runs("tail") {
-                bars.step(format!("{tag}: tail fetches"));
-                runs.push(consume::tail(&engine, &tps, &setup, plan.tail_fetches)?);
-                runs.push(consume::tail_in_shard(&engine, &tps, &setup, plan.tail_fetches)?);
-                bars.done();
-            }
-            if plan.runs("lookup") {
-                bars.step(format!("{tag}: warm lookups"));
-                runs.push(consume::lookup_warm(&engine, &tps, &setup, plan.lookups, a.seed)?);
-                bars.done();
-            }
-            if plan.runs("lag") {
-                bars.step(format!("{tag}: catch-up read"));
-                let msg = format!("{tag}: catch-up");
-                if mode != IoMode::Direct {
-                    // Through the page cache as the produce run left it (warm), then cold.
-                    let mut r = consume::catch_up(&engine, &tps, &setup, 1 << 20, "lag", &|n| bars.bytes(&msg, n))?;
-                    r.note = format!("{}; warm page cache", r.note);
-                    runs.push(r);
-                    crate::workload::drop_cache(dir.path());
-                }
-                let name = if mode == IoMode::Direct { "lag" } else { "lag-cold" };
-                let mut r = consume::catch_up(&engine, &tps, &setup, 1 << 20, name, &|n| bars.bytes(&msg, n))?;
-                if use_fio {
-                    bars.step(format!("{tag}: fio seq read"));
-                    if let Some(f) = fio_read("read", 1 << 20, r.bytes, 0) {
-                        r.disk = Some(disk("seq read O_DIRECT bs=1m qd=1".into(), &f, FioLat::Completion));
-                    }
-                }
-                runs.push(r);
-                bars.done();
-            }
-            if plan.runs("seek") {
-                bars.step(format!("{tag}: seeks"));
-                let mut r = consume::seek(&engine, &tps, &setup, plan.seeks, a.seed + rep as u64)?;
-                if use_fio {
-                    bars.step(format!("{tag}: fio random read"));
-                    if let Some(f) = fio_read("randread", 4096, plan.produce_bytes, plan.random_read_seconds) {
-                        r.disk = Some(disk("rand read O_DIRECT bs=4k qd=1".into(), &f, FioLat::Completion));
-                    }
-                }
-                runs.push(r);
-                bars.done();
-            }
-            if plan.runs("time") {
-                bars.step(format!("{tag}: time lookups"));
-                runs.push(consume::time_lookups(&engine, &tps, &setup, &produced, plan.time_lookups, a.seed)?);
-                bars.done();
-            }
-            if plan.runs("mixed") {
-                bars.step(format!("{tag}: mixed"));
-                // Pace the producer at a quarter of the throughput the produce run reached, so that
-                // the consumers have room; latency counts from each append's scheduled time.
-                let base_rate = runs
-                    .iter()
-                    .rev()
-                    .find(|r| r.workload == "produce" && r.mode == engine.io_mode().name())
-                    .map_or(2000.0, |r| r.ops as f64 / r.seconds.max(1e-3));
-                let mp = MixedParams {
-                    seconds: plan.mixed_seconds,
-                    rate: (base_rate / 4.0).max(100.0),
-                    window: plan.window,
-                    seed: a.seed,
-                };
-                runs.extend(mixed::run(&engine, &tps, &setup, &mp)?);
-                bars.done();
-            }
-            engine.shutdown()?;
-            if plan.runs("recovery") {
-                bars.step(format!("{tag}: crash and recovery"));
-                let mut r = recovery::run(dir.path(), &setup)?;
-                if use_fio {
-                    // The disk's sequential read of the very files just revalidated.
-                    bars.step(format!("{tag}: fio seq read of the recovered .log files"));
-                    match recovery::disk_read(dir.path(), mode) {
-                        Ok((f, job)) => r.disk = Some(disk(job, &f, FioLat::Completion)),
-                        Err(e) => warn(&mut skipped, format!("fio seq read of the .log files: {e}")),
-                    }
-                }
-                runs.push(r);
-                bars.done();
-            }
-            drop(dir);
-            if let Some(d) = &open_dir {
-                bars.step(format!("{tag}: clean open of {} segments", plan.open.segments()));
-                for _ in 0..plan.open_reps {
-                    runs.push(open::run(d.path(), &plan.open, &plan.setup, mode)?);
-                }
-                bars.done();
-            }
-            if plan.runs("durable") {
-                let setup = Setup { durability: Durability::EveryBatch, ..setup.clone() };
-                // Both sides start from a settled disk: the files deleted just before (the
-                // workloads' directories) leave journal commits and, on a filesystem mounted
-                // with `discard`, discards behind them, which the first flushes would wait for.
-                // And they take turns at going first, so that neither always meets the disk
-                // right after the other's writes.
-                let fio_first = rep % 2 == 1;
-                let mut refs = DurableRefs::default();
-                if use_fio && fio_first {
-                    bars.step(format!("{tag}: fio write+fdatasync (before seglog in this repetition)"));
-                    settle(&a.dir, &mut skipped);
-                    refs = durable_fio(&a.dir, setup.batch_bytes as u64, plan.durable_appends, mode, &mut skipped);
-                }
-                bars.step(format!("{tag}: durable appends"));
-                settle(&a.dir, &mut skipped);
-                let dir = tempfile::tempdir_in(&a.dir)?;
-                let (engine, tps) = setup.open(dir.path())?;
-                let pp = ProduceParams {
-                    total_bytes: plan.durable_appends * setup.batch_bytes as u64,
-                    window: 1,
-                    rate: 0.0,
-                    max_seconds: 0.0,
-                    pin_client: plan.pin_client,
-                };
-                let (mut r, _) = produce::run(&engine, &tps[..1], &setup, &pp, "durable", &|_| {})?;
-                // The summary row carries the first repetition's note: the order alternates.
-                r.note = format!(
-                    "every-batch, one append in flight, {}; {}",
-                    if !use_fio {
-                        "no fio"
-                    } else if fio_first {
-                        "fio ran first in this repetition (the sides alternate)"
-                    } else {
-                        "seglog ran first in this repetition (the sides alternate)"
-                    },
-                    r.note
-                );
-                engine.shutdown()?;
-                drop(dir);
-                if use_fio && !fio_first {
-                    settle(&a.dir, &mut skipped);
-                    bars.step(format!("{tag}: fio write+fdatasync"));
-                    refs = durable_fio(&a.dir, setup.batch_bytes as u64, plan.durable_appends, mode, &mut skipped);
-                }
-                (r.disk, r.alt_disk, r.dsync_disk) = (refs.fdatasync, refs.fdatasync_written, refs.dsync_written);
-                runs.push(r);
-                bars.done();
-            }
-            for &w in &plan.sweep_windows {
-                if !plan.runs("produce") {
-                    break;
-                }
-                bars.step(format!("{tag}: produce, window {w}"));
-                let dir = tempfile::tempdir_in(&a.dir)?;
-                let (engine, tps) = setup.open(dir.path())?;
-                let pp = ProduceParams {
-                    total_bytes: plan.produce_bytes / 2,
-                    window: w,
-                    rate: plan.rate,
-                    max_seconds: 0.0,
-                    pin_client: plan.pin_client,
-                };
-                let (mut r, _) = produce::run(&engine, &tps, &setup, &pp, &format!("produce-w{w}"), &|_| {})?;
-                engine.shutdown()?;
-                drop(dir);
-                if use_fio {
-                    bars.step(format!("{tag}: fio write, window {w}"));
-                    attach_write_fio(&mut r, &a.dir, mode, &mut skipped);
-                }
-                runs.push(r);
-                bars.done();
-            }
+        for &mode in &plan.modes() {
+            d.mode(rep, mode)?;
         }
         if plan.runs("refs") {
-            bars.step(format!("rep {}/{}: Kafka reference design", rep + 1, plan.reps));
-            let setup = plan.setup.clone();
-            let dir = tempfile::tempdir_in(&a.dir)?;
-            let (r, kr) = refs::kafka_produce(dir.path(), &setup, plan.produce_bytes)?;
-            runs.push(r);
-            runs.push(refs::kafka_catch_up(dir.path(), &kr, &setup, 1 << 20, false)?);
-            runs.push(refs::kafka_seek(&kr, &setup, plan.seeks, a.seed + rep as u64)?);
-            runs.push(refs::kafka_time(&kr, &setup, plan.time_lookups, a.seed)?);
-            runs.push(refs::kafka_catch_up(dir.path(), &kr, &setup, 1 << 20, true)?);
-            drop(kr);
-            drop(dir);
-            if plan.runs("durable") {
-                // Settled as seglog's durable run is.
-                settle(&a.dir, &mut skipped);
-                let dsetup = Setup { durability: Durability::EveryBatch, partitions: 1, ..setup.clone() };
-                let dir = tempfile::tempdir_in(&a.dir)?;
-                let (r, _) = refs::kafka_produce(dir.path(), &dsetup, plan.durable_appends * setup.batch_bytes as u64)?;
-                runs.push(r);
-            }
-            bars.done();
-            bars.step(format!("rep {}/{}: commitlog crate", rep + 1, plan.reps));
-            let dir = tempfile::tempdir_in(&a.dir)?;
-            match refs::commitlog_runs(dir.path(), &setup, plan.produce_bytes, plan.produce_bytes, plan.seeks, a.seed) {
-                Ok(v) => runs.extend(v),
-                Err(e) => warn(&mut skipped, format!("commitlog: {e}")),
-            }
-            bars.done();
+            d.kafka_reference(rep)?;
+            d.commitlog_reference(rep)?;
         }
     }
-    if plan.runs("interval") {
-        bars.step("lookup cost vs index.interval.bytes".into());
-        intervals = interval::run(
-            &plan.intervals,
-            plan.interval_batch_bytes,
-            plan.interval_log_bytes,
-            plan.interval_lookups,
-            a.seed,
-        )?;
-        bars.done();
-    }
+    let intervals = if plan.runs("interval") { d.intervals()? } else { Vec::new() };
+    let Driver { bars, skipped, runs, .. } = d;
     bars.close_step();
     bars.bar.finish_and_clear();
+
     machine.load_after = load();
     let summary = summarize(&runs);
     let targets = targets(&summary, &runs, &plan);
@@ -1144,18 +949,373 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
         steps: bars.steps.take(),
         seconds: started.elapsed().as_secs_f64(),
     };
+    output(&a, &results)?;
+    Ok(results)
+}
+
+/// Writes the charts (`--plot`), and the table and the JSON document (`--json`).
+fn output(a: &Args, results: &Results) -> BenchResult<()> {
     if let Some(dir) = &a.plot {
-        let written = plots(dir, &results)?;
+        let written = plots(dir, results)?;
         eprintln!("charts: {}", written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     }
-    let table = render(&results);
+    let table = render(results);
     if a.json {
         eprint!("{table}");
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        println!("{}", serde_json::to_string_pretty(results)?);
     } else {
         print!("{table}");
     }
-    Ok(results)
+    Ok(())
+}
+
+/// What the phases of a run share: the plan, the progress bars, fio's read file and the
+/// clean-open directory; and what they add up (the runs, the steps skipped).
+struct Driver<'a> {
+    args: &'a Args,
+    plan: &'a Plan,
+    bars: Bars,
+    use_fio: bool,
+    read_file: Option<&'a ReadFile>,
+    open_dir: Option<&'a Path>,
+    skipped: Vec<String>,
+    runs: Vec<RunReport>,
+}
+
+impl Driver<'_> {
+    /// One repetition in one I/O mode: on one engine, the produce run and the workloads that
+    /// read what it wrote; then crash recovery of that directory, the clean opens, the durable
+    /// appends and the window sweep, each on its own.
+    fn mode(&mut self, rep: usize, mode: IoMode) -> BenchResult<()> {
+        let plan = self.plan;
+        let tag = format!("rep {}/{} {}", rep + 1, plan.reps, mode.name());
+        let setup = Setup { mode, ..plan.setup.clone() };
+        let dir = tempfile::tempdir_in(&self.args.dir)?;
+        let (engine, tps) = setup.open(dir.path())?;
+        let produced = self.produce(&tag, &engine, &tps, &setup)?;
+        if plan.runs("tail") {
+            self.tail(&tag, &engine, &tps, &setup)?;
+        }
+        if plan.runs("lookup") {
+            self.bars.step(format!("{tag}: warm lookups"));
+            self.runs.push(consume::lookup_warm(&engine, &tps, &setup, plan.lookups, self.args.seed)?);
+            self.bars.done();
+        }
+        if plan.runs("lag") {
+            self.catch_up(&tag, &engine, &tps, &setup, dir.path())?;
+        }
+        if plan.runs("seek") {
+            self.seeks(&tag, rep, &engine, &tps, &setup)?;
+        }
+        if plan.runs("time") {
+            self.bars.step(format!("{tag}: time lookups"));
+            self.runs.push(consume::time_lookups(&engine, &tps, &setup, &produced, plan.time_lookups, self.args.seed)?);
+            self.bars.done();
+        }
+        if plan.runs("mixed") {
+            self.mixed(&tag, &engine, &tps, &setup)?;
+        }
+        engine.shutdown()?;
+        if plan.runs("recovery") {
+            self.recovery(&tag, dir.path(), &setup)?;
+        }
+        drop(dir);
+        if let Some(d) = self.open_dir {
+            self.bars.step(format!("{tag}: clean open of {} segments", plan.open.segments()));
+            for _ in 0..plan.open_reps {
+                self.runs.push(open::run(d, &plan.open, &plan.setup, mode)?);
+            }
+            self.bars.done();
+        }
+        if plan.runs("durable") {
+            self.durable(&tag, rep, &setup)?;
+        }
+        if plan.runs("produce") {
+            for &w in &plan.sweep_windows {
+                self.produce_window(&tag, &setup, w)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// fio's read of `size` bytes of the read file (none when there is no read file or fio
+    /// fails).
+    fn fio_read(&self, rw: &str, bs: u64, size: u64, runtime: u32) -> Option<FioResult> {
+        let rf = self.read_file?;
+        fio::read_file(&rf.path, rw, bs, 1, size.min(rf.size).max(bs), runtime).ok()
+    }
+
+    /// The produce run, with fio's write beside it: reported when produce is asked for, and run
+    /// as well whenever a workload reads what it writes.
+    fn produce(&mut self, tag: &str, engine: &Engine, tps: &[TopicPartition], setup: &Setup) -> BenchResult<Produced> {
+        let plan = self.plan;
+        let readers = ["tail", "lookup", "lag", "seek", "time", "mixed", "recovery"];
+        if !plan.runs("produce") && !readers.iter().any(|w| plan.runs(w)) {
+            return Ok(Produced::default());
+        }
+        self.bars.step(format!("{tag}: produce"));
+        let pp = ProduceParams {
+            total_bytes: plan.produce_bytes,
+            window: plan.window,
+            rate: plan.rate,
+            max_seconds: 0.0,
+            pin_client: plan.pin_client,
+        };
+        let msg = format!("{tag}: produce");
+        let (mut r, produced) = produce::run(engine, tps, setup, &pp, "produce", &|n| self.bars.bytes(&msg, n))?;
+        if plan.runs("produce") {
+            if self.use_fio {
+                self.bars.step(format!("{tag}: fio write"));
+                attach_write_fio(&mut r, &self.args.dir, setup.mode, &mut self.skipped);
+            }
+            self.runs.push(r);
+            self.bars.done();
+        }
+        Ok(produced)
+    }
+
+    /// Tail fetches, through the engine's API and inside the shard.
+    fn tail(&mut self, tag: &str, engine: &Engine, tps: &[TopicPartition], setup: &Setup) -> BenchResult<()> {
+        self.bars.step(format!("{tag}: tail fetches"));
+        self.runs.push(consume::tail(engine, tps, setup, self.plan.tail_fetches)?);
+        self.runs.push(consume::tail_in_shard(engine, tps, setup, self.plan.tail_fetches)?);
+        self.bars.done();
+        Ok(())
+    }
+
+    /// The catch-up read of the whole log (through the page cache: warm as the produce run left
+    /// it, then cold), beside fio's sequential read.
+    fn catch_up(
+        &mut self,
+        tag: &str,
+        engine: &Engine,
+        tps: &[TopicPartition],
+        setup: &Setup,
+        dir: &Path,
+    ) -> BenchResult<()> {
+        self.bars.step(format!("{tag}: catch-up read"));
+        let msg = format!("{tag}: catch-up");
+        let direct = setup.mode == IoMode::Direct;
+        if !direct {
+            let mut r = consume::catch_up(engine, tps, setup, 1 << 20, "lag", &|n| self.bars.bytes(&msg, n))?;
+            r.note = format!("{}; warm page cache", r.note);
+            self.runs.push(r);
+            crate::workload::drop_cache(dir);
+        }
+        let name = if direct { "lag" } else { "lag-cold" };
+        let mut r = consume::catch_up(engine, tps, setup, 1 << 20, name, &|n| self.bars.bytes(&msg, n))?;
+        if self.use_fio {
+            self.bars.step(format!("{tag}: fio seq read"));
+            if let Some(f) = self.fio_read("read", 1 << 20, r.bytes, 0) {
+                r.disk = Some(disk("seq read O_DIRECT bs=1m qd=1".into(), &f, FioLat::Completion));
+            }
+        }
+        self.runs.push(r);
+        self.bars.done();
+        Ok(())
+    }
+
+    /// Seeks to random offsets, beside fio's 4 KiB random read.
+    fn seeks(
+        &mut self,
+        tag: &str,
+        rep: usize,
+        engine: &Engine,
+        tps: &[TopicPartition],
+        setup: &Setup,
+    ) -> BenchResult<()> {
+        let plan = self.plan;
+        self.bars.step(format!("{tag}: seeks"));
+        let mut r = consume::seek(engine, tps, setup, plan.seeks, self.args.seed + rep as u64)?;
+        if self.use_fio {
+            self.bars.step(format!("{tag}: fio random read"));
+            if let Some(f) = self.fio_read("randread", 4096, plan.produce_bytes, plan.random_read_seconds) {
+                r.disk = Some(disk("rand read O_DIRECT bs=4k qd=1".into(), &f, FioLat::Completion));
+            }
+        }
+        self.runs.push(r);
+        self.bars.done();
+        Ok(())
+    }
+
+    /// Producer and consumers at once.
+    fn mixed(&mut self, tag: &str, engine: &Engine, tps: &[TopicPartition], setup: &Setup) -> BenchResult<()> {
+        self.bars.step(format!("{tag}: mixed"));
+        // Pace the producer at a quarter of the throughput the produce run reached, so that
+        // the consumers have room; latency counts from each append's scheduled time.
+        let base_rate = self
+            .runs
+            .iter()
+            .rev()
+            .find(|r| r.workload == "produce" && r.mode == engine.io_mode().name())
+            .map_or(2000.0, |r| r.ops as f64 / r.seconds.max(1e-3));
+        let mp = MixedParams {
+            seconds: self.plan.mixed_seconds,
+            rate: (base_rate / 4.0).max(100.0),
+            window: self.plan.window,
+            seed: self.args.seed,
+        };
+        self.runs.extend(mixed::run(engine, tps, setup, &mp)?);
+        self.bars.done();
+        Ok(())
+    }
+
+    /// Crash recovery of the directory the workloads wrote, beside fio's read of its `.log`
+    /// files.
+    fn recovery(&mut self, tag: &str, dir: &Path, setup: &Setup) -> BenchResult<()> {
+        self.bars.step(format!("{tag}: crash and recovery"));
+        let mut r = recovery::run(dir, setup)?;
+        if self.use_fio {
+            // The disk's sequential read of the very files just revalidated.
+            self.bars.step(format!("{tag}: fio seq read of the recovered .log files"));
+            match recovery::disk_read(dir, setup.mode) {
+                Ok((f, job)) => r.disk = Some(disk(job, &f, FioLat::Completion)),
+                Err(e) => warn(&mut self.skipped, format!("fio seq read of the .log files: {e}")),
+            }
+        }
+        self.runs.push(r);
+        self.bars.done();
+        Ok(())
+    }
+
+    /// Durable appends (every batch, one in flight) on a fresh log, beside fio's write +
+    /// fdatasync jobs; the two sides take turns at going first.
+    fn durable(&mut self, tag: &str, rep: usize, setup: &Setup) -> BenchResult<()> {
+        let plan = self.plan;
+        let base = &self.args.dir;
+        let (mode, use_fio) = (setup.mode, self.use_fio);
+        let setup = Setup { durability: Durability::EveryBatch, ..setup.clone() };
+        // Both sides start from a settled disk: the files deleted just before (the
+        // workloads' directories) leave journal commits and, on a filesystem mounted
+        // with `discard`, discards behind them, which the first flushes would wait for.
+        // And they take turns at going first, so that neither always meets the disk
+        // right after the other's writes.
+        let fio_first = rep % 2 == 1;
+        let mut refs = DurableRefs::default();
+        if use_fio && fio_first {
+            self.bars.step(format!("{tag}: fio write+fdatasync (before seglog in this repetition)"));
+            settle(base, &mut self.skipped);
+            refs = durable_fio(base, setup.batch_bytes as u64, plan.durable_appends, mode, &mut self.skipped);
+        }
+        self.bars.step(format!("{tag}: durable appends"));
+        settle(base, &mut self.skipped);
+        let dir = tempfile::tempdir_in(base)?;
+        let (engine, tps) = setup.open(dir.path())?;
+        let pp = ProduceParams {
+            total_bytes: plan.durable_appends * setup.batch_bytes as u64,
+            window: 1,
+            rate: 0.0,
+            max_seconds: 0.0,
+            pin_client: plan.pin_client,
+        };
+        let (mut r, _) = produce::run(&engine, &tps[..1], &setup, &pp, "durable", &|_| {})?;
+        // The summary row carries the first repetition's note: the order alternates.
+        r.note = format!(
+            "every-batch, one append in flight, {}; {}",
+            if !use_fio {
+                "no fio"
+            } else if fio_first {
+                "fio ran first in this repetition (the sides alternate)"
+            } else {
+                "seglog ran first in this repetition (the sides alternate)"
+            },
+            r.note
+        );
+        engine.shutdown()?;
+        drop(dir);
+        if use_fio && !fio_first {
+            settle(base, &mut self.skipped);
+            self.bars.step(format!("{tag}: fio write+fdatasync"));
+            refs = durable_fio(base, setup.batch_bytes as u64, plan.durable_appends, mode, &mut self.skipped);
+        }
+        (r.disk, r.alt_disk, r.dsync_disk) = (refs.fdatasync, refs.fdatasync_written, refs.dsync_written);
+        self.runs.push(r);
+        self.bars.done();
+        Ok(())
+    }
+
+    /// An extra produce run at `window` appends in flight, on a fresh log, beside fio's write
+    /// at the size it reached.
+    fn produce_window(&mut self, tag: &str, setup: &Setup, window: usize) -> BenchResult<()> {
+        let plan = self.plan;
+        self.bars.step(format!("{tag}: produce, window {window}"));
+        let dir = tempfile::tempdir_in(&self.args.dir)?;
+        let (engine, tps) = setup.open(dir.path())?;
+        let pp = ProduceParams {
+            total_bytes: plan.produce_bytes / 2,
+            window,
+            rate: plan.rate,
+            max_seconds: 0.0,
+            pin_client: plan.pin_client,
+        };
+        let (mut r, _) = produce::run(&engine, &tps, setup, &pp, &format!("produce-w{window}"), &|_| {})?;
+        engine.shutdown()?;
+        drop(dir);
+        if self.use_fio {
+            self.bars.step(format!("{tag}: fio write, window {window}"));
+            attach_write_fio(&mut r, &self.args.dir, setup.mode, &mut self.skipped);
+        }
+        self.runs.push(r);
+        self.bars.done();
+        Ok(())
+    }
+
+    /// Kafka's design (page cache, mmap'd index) on the same batches: produce, catch-up (warm
+    /// and cold), seeks and time lookups, and durable appends when those run.
+    fn kafka_reference(&mut self, rep: usize) -> BenchResult<()> {
+        let plan = self.plan;
+        let (base, seed) = (&self.args.dir, self.args.seed);
+        self.bars.step(format!("rep {}/{}: Kafka reference design", rep + 1, plan.reps));
+        let setup = plan.setup.clone();
+        let dir = tempfile::tempdir_in(base)?;
+        let (r, kr) = refs::kafka_produce(dir.path(), &setup, plan.produce_bytes)?;
+        self.runs.push(r);
+        self.runs.push(refs::kafka_catch_up(dir.path(), &kr, &setup, 1 << 20, false)?);
+        self.runs.push(refs::kafka_seek(&kr, &setup, plan.seeks, seed + rep as u64)?);
+        self.runs.push(refs::kafka_time(&kr, &setup, plan.time_lookups, seed)?);
+        self.runs.push(refs::kafka_catch_up(dir.path(), &kr, &setup, 1 << 20, true)?);
+        drop(kr);
+        drop(dir);
+        if plan.runs("durable") {
+            // Settled as seglog's durable run is.
+            settle(base, &mut self.skipped);
+            let dsetup = Setup { durability: Durability::EveryBatch, partitions: 1, ..setup.clone() };
+            let dir = tempfile::tempdir_in(base)?;
+            let (r, _) = refs::kafka_produce(dir.path(), &dsetup, plan.durable_appends * setup.batch_bytes as u64)?;
+            self.runs.push(r);
+        }
+        self.bars.done();
+        Ok(())
+    }
+
+    /// The `commitlog` crate on the same batches.
+    fn commitlog_reference(&mut self, rep: usize) -> BenchResult<()> {
+        let plan = self.plan;
+        self.bars.step(format!("rep {}/{}: commitlog crate", rep + 1, plan.reps));
+        let dir = tempfile::tempdir_in(&self.args.dir)?;
+        let bytes = plan.produce_bytes;
+        match refs::commitlog_runs(dir.path(), &plan.setup, bytes, bytes, plan.seeks, self.args.seed) {
+            Ok(v) => self.runs.extend(v),
+            Err(e) => warn(&mut self.skipped, format!("commitlog: {e}")),
+        }
+        self.bars.done();
+        Ok(())
+    }
+
+    /// Lookup cost against index.interval.bytes, in memory.
+    fn intervals(&mut self) -> BenchResult<Vec<IntervalPoint>> {
+        let plan = self.plan;
+        self.bars.step("lookup cost vs index.interval.bytes".into());
+        let points = interval::run(
+            &plan.intervals,
+            plan.interval_batch_bytes,
+            plan.interval_log_bytes,
+            plan.interval_lookups,
+            self.args.seed,
+        )?;
+        self.bars.done();
+        Ok(points)
+    }
 }
 
 fn opt_pct(r: Option<f64>) -> String {
@@ -1362,40 +1522,40 @@ fn merged(runs: &[RunReport], workload: &str, system: &str, mode: &str) -> Optio
 pub fn plots(dir: &Path, r: &Results) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut written = Vec::new();
-    let mut put = |name: &str, c: &svg::Chart| -> std::io::Result<()> {
-        if c.series.iter().all(|s| s.points.is_empty()) {
+    let mut put = |name: &str, c: &plot::Chart| -> std::io::Result<()> {
+        if c.is_empty() {
             return Ok(());
         }
         let p = dir.join(name);
-        std::fs::write(&p, svg::render(c))?;
+        plot::write(&p, c)?;
         written.push(p);
         Ok(())
     };
     let keys: Vec<(String, String, String)> =
         r.summary.iter().map(|s| (s.workload.clone(), s.system.clone(), s.mode.clone())).collect();
-    let cdf_of = |workloads: &[&str]| -> Vec<svg::Series> {
+    let cdf_of = |workloads: &[&str]| -> Vec<plot::Series> {
         keys.iter()
             .filter(|k| workloads.contains(&k.0.as_str()))
             .filter_map(|k| {
-                merged(&r.runs, &k.0, &k.1, &k.2).map(|h| svg::Series {
-                    name: if k.1 == "seglog" { format!("{} {}", k.0, k.2) } else { format!("{} {}", k.0, k.1) },
-                    points: h.cdf(),
+                merged(&r.runs, &k.0, &k.1, &k.2).map(|h| {
+                    let name = if k.1 == "seglog" { format!("{} {}", k.0, k.2) } else { format!("{} {}", k.0, k.1) };
+                    plot::Series::line(name, h.cdf())
                 })
             })
             .collect()
     };
-    put("latency-cdf-produce.svg", &svg::latency_cdf("Append latency by I/O mode (produce)", cdf_of(&["produce"])))?;
+    put("latency-cdf-produce.svg", &plot::latency_cdf("Append latency by I/O mode (produce)", cdf_of(&["produce"])))?;
     put(
         "latency-cdf-durable.svg",
-        &svg::latency_cdf("Durable append latency (ack after fdatasync)", cdf_of(&["durable"])),
+        &plot::latency_cdf("Durable append latency (ack after fdatasync)", cdf_of(&["durable"])),
     )?;
     put(
         "latency-cdf-reads.svg",
-        &svg::latency_cdf("Fetch latency: tail, seek, catch-up", cdf_of(&["tail", "seek", "lag", "lag-cold"])),
+        &plot::latency_cdf("Fetch latency: tail, seek, catch-up", cdf_of(&["tail", "seek", "lag", "lag-cold"])),
     )?;
     put(
         "latency-cdf-lookups.svg",
-        &svg::latency_cdf("Lookups: warm offset (in shard), time", cdf_of(&["lookup-warm", "time"])),
+        &plot::latency_cdf("Lookups: warm offset (in shard), time", cdf_of(&["lookup-warm", "time"])),
     )?;
     // Throughput over time: the first repetition of each produce run.
     let mut seen = std::collections::BTreeSet::new();
@@ -1407,12 +1567,12 @@ pub fn plots(dir: &Path, r: &Results) -> std::io::Result<Vec<PathBuf>> {
             } else {
                 format!("{} {}", run.workload, run.system)
             };
-            tput.push(svg::Series { name, points: run.timeline.clone() });
+            tput.push(plot::Series::line(name, run.timeline.clone()));
         }
     }
     put(
         "throughput-over-time.svg",
-        &svg::Chart {
+        &plot::Chart {
             title: "Throughput over time (first repetition, 100 ms buckets)".into(),
             x_label: "seconds".into(),
             y_label: "MB/s".into(),
@@ -1426,7 +1586,7 @@ pub fn plots(dir: &Path, r: &Results) -> std::io::Result<Vec<PathBuf>> {
         };
         put(
             "lookup-vs-interval.svg",
-            &svg::Chart {
+            &plot::Chart {
                 title: format!(
                     "Offset lookup cost vs index.interval.bytes ({} B batches, in memory)",
                     r.plan.interval_batch_bytes
@@ -1436,21 +1596,21 @@ pub fn plots(dir: &Path, r: &Results) -> std::io::Result<Vec<PathBuf>> {
                 x_log: true,
                 y_log: true,
                 series: vec![
-                    svg::Series { name: "p50 ns".into(), points: pts(|p| p.lookup_p50_ns) },
-                    svg::Series { name: "p99 ns".into(), points: pts(|p| p.lookup_p99_ns) },
+                    plot::Series::line("p50 ns", pts(|p| p.lookup_p50_ns)),
+                    plot::Series::line("p99 ns", pts(|p| p.lookup_p99_ns)),
                 ],
                 ..Default::default()
             },
         )?;
         put(
             "walk-vs-interval.svg",
-            &svg::Chart {
+            &plot::Chart {
                 title: "Phase-2 walk vs index.interval.bytes".into(),
                 x_label: "index.interval.bytes (log scale)".into(),
                 y_label: "bytes walked per lookup (mean, log scale)".into(),
                 x_log: true,
                 y_log: true,
-                series: vec![svg::Series { name: "bytes walked".into(), points: pts(|p| p.mean_bytes_scanned) }],
+                series: vec![plot::Series::line("bytes walked", pts(|p| p.mean_bytes_scanned))],
                 ..Default::default()
             },
         )?;
@@ -1464,4 +1624,104 @@ pub fn plots(dir: &Path, r: &Results) -> std::io::Result<Vec<PathBuf>> {
 pub struct Cli {
     #[command(flatten)]
     pub args: Args,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    fn run(workload: &str, system: &str, mode: &str, latencies_us: &[u64]) -> RunReport {
+        let mut hist = Hist::new();
+        latencies_us.iter().for_each(|&us| hist.record_ns(us * 1000));
+        RunReport {
+            workload: workload.into(),
+            system: system.into(),
+            mode: mode.into(),
+            timeline: vec![(0.1, 100.0), (0.2, 150.0), (0.3, 120.0)],
+            hist,
+            ..Default::default()
+        }
+    }
+
+    /// `--plot DIR` writes the charts the docs show, each a well-formed SVG document with its
+    /// title and one legend entry per (workload, system, mode); charts with no data are left out.
+    #[test]
+    fn plots_write_the_documented_charts() {
+        let runs = vec![
+            run("produce", "seglog", "direct", &[10, 20, 30, 400]),
+            run("produce", "seglog", "buffered", &[5, 6, 7]),
+            run("produce", "kafka-ref", "buffered", &[8, 9]),
+            run("durable", "seglog", "direct", &[900, 1000]),
+            run("tail", "seglog", "direct", &[2, 3]),
+            run("seek", "seglog", "direct", &[50]),
+        ];
+        let intervals = [1u32, 4096, 1 << 20]
+            .iter()
+            .map(|&i| IntervalPoint {
+                index_interval_bytes: i,
+                lookup_p50_ns: 100.0 + f64::from(i).sqrt(),
+                lookup_p99_ns: 200.0 + f64::from(i).sqrt(),
+                mean_bytes_scanned: f64::from(i) / 2.0 + 1.0,
+                ..Default::default()
+            })
+            .collect();
+        let plan = Plan::from_args(&Cli::parse_from(["seglog-bench"]).args);
+        let results = Results {
+            machine: Machine::default(),
+            plan,
+            summary: summarize(&runs),
+            targets: vec![],
+            references: vec![],
+            intervals,
+            recovery: vec![],
+            open: vec![],
+            runs,
+            skipped: vec![],
+            steps: vec![],
+            seconds: 1.0,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let written = plots(dir.path(), &results).unwrap();
+        let names: Vec<String> =
+            written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert_eq!(
+            names,
+            [
+                "latency-cdf-produce.svg",
+                "latency-cdf-durable.svg",
+                "latency-cdf-reads.svg",
+                "throughput-over-time.svg",
+                "lookup-vs-interval.svg",
+                "walk-vs-interval.svg",
+            ],
+            "no lookups ran: no latency-cdf-lookups.svg"
+        );
+        let texts = |name: &str| -> Vec<String> {
+            let s = std::fs::read_to_string(dir.path().join(name)).unwrap();
+            let doc = roxmltree::Document::parse(&s).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(doc.root_element().tag_name().name(), "svg", "{name}");
+            doc.descendants()
+                .filter(|n| n.has_tag_name("text"))
+                .filter_map(|n| n.text().map(|t| t.trim().to_string()))
+                .collect()
+        };
+        for (name, want) in [
+            (
+                "latency-cdf-produce.svg",
+                &["Append latency by I/O mode (produce)", "produce direct", "produce buffered", "produce kafka-ref"][..],
+            ),
+            ("latency-cdf-durable.svg", &["durable direct", "99.9%"]),
+            ("latency-cdf-reads.svg", &["tail direct", "seek direct"]),
+            ("throughput-over-time.svg", &["MB/s", "produce direct", "produce kafka-ref"]),
+            ("lookup-vs-interval.svg", &["p50 ns", "p99 ns", "index.interval.bytes (log scale)"]),
+            ("walk-vs-interval.svg", &["bytes walked", "Phase-2 walk vs index.interval.bytes"]),
+        ] {
+            let t = texts(name);
+            for w in want {
+                assert!(t.iter().any(|x| x == w), "{name}: no {w:?} in {t:?}");
+            }
+        }
+    }
 }

@@ -5,7 +5,7 @@
 //! - [`workload`]: produce, tail, catch-up, seek, lookups, time lookups, mixed, recovery, through
 //!   the engine; [`refs`] runs the reference designs ([`kafka_ref`], the `commitlog` crate) on the
 //!   same batches; [`fio`] runs and parses fio; [`cli`] is `seglog bench` (the driver, the summary,
-//!   `--json`, `--plot`); [`svg`] draws the charts.
+//!   `--json`, `--plot`); [`plot`] draws every chart (these and `seglog index-report --plot`'s).
 //! - [`append`] is the older append-only comparison behind the `append-vs-fio` binary.
 
 pub mod append;
@@ -13,9 +13,9 @@ pub mod cli;
 pub mod fio;
 pub mod kafka_ref;
 pub mod pct;
+pub mod plot;
 pub mod refs;
 pub mod rusage;
-pub mod svg;
 pub mod workload;
 
 /// Environment variable: `0` (or `false`, `no`, `off`) keeps the engine's write-buffer pool

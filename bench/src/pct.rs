@@ -1,17 +1,9 @@
-//! Percentiles (nearest rank), medians, and latency histograms (HDR: 3 significant digits from
-//! 1 ns to 100 s, so a run of millions of operations costs a few kilobytes, not a sorted vector).
+//! Latency histograms (HDR, the `hdrhistogram` crate: 3 significant digits from 1 ns to 100 s, so
+//! a run of millions of operations costs a few kilobytes, not a sorted vector) and their
+//! summaries, and the exact median of the few figures that repetitions give.
 
-/// Nearest-rank percentile of a sorted slice; 0 for an empty one.
-pub fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    // The epsilon keeps float error (99.9 / 100 * 1000 = 999.0000000000001) from moving a rank.
-    let r = (p * sorted.len() as f64 / 100.0 - 1e-9).ceil() as usize;
-    sorted[r.clamp(1, sorted.len()) - 1]
-}
-
-/// Median of floats (mean of the middle two for an even count).
+/// Median of floats (mean of the middle two for an even count): exact, for the handful of
+/// per-repetition figures a summary takes the median of (not for latencies: see [`Hist`]).
 pub fn median(v: &[f64]) -> f64 {
     if v.is_empty() {
         return 0.0;
@@ -61,17 +53,6 @@ impl Latency {
             max_us: us(h.max()),
         }
     }
-
-    pub fn from_ns(mut ns: Vec<u64>) -> Latency {
-        ns.sort_unstable();
-        let us = |v: u64| v as f64 / 1000.0;
-        Latency {
-            p50_us: us(percentile(&ns, 50.0)),
-            p99_us: us(percentile(&ns, 99.0)),
-            p999_us: us(percentile(&ns, 99.9)),
-            max_us: us(ns.last().copied().unwrap_or(0)),
-        }
-    }
 }
 
 /// A latency histogram in nanoseconds.
@@ -104,6 +85,14 @@ impl Hist {
     pub fn latency(&self) -> Latency {
         Latency::from_hist(self)
     }
+    /// The latency at quantile `q` (0.5 for the median), in nanoseconds; 0 when empty.
+    pub fn quantile_ns(&self, q: f64) -> u64 {
+        if self.0.is_empty() {
+            0
+        } else {
+            self.0.value_at_quantile(q)
+        }
+    }
     /// Points of the cumulative distribution, `(latency us, fraction at or below)`, spaced evenly
     /// in "nines" (0.5, 0.9, 0.99, ...) up to the maximum: what a latency CDF plot draws.
     pub fn cdf(&self) -> Vec<(f64, f64)> {
@@ -130,10 +119,8 @@ impl Hist {
 mod tests {
     use super::*;
     #[test]
-    fn ranks() {
-        let v: Vec<u64> = (1..=1000).collect();
-        assert_eq!(percentile(&v, 50.0), 500);
-        assert_eq!(percentile(&v, 99.9), 999);
+    fn medians() {
+        assert_eq!(median(&[]), 0.0);
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
     }
@@ -148,6 +135,10 @@ mod tests {
         assert!((l.p50_us - 500.0).abs() < 1.0, "{l:?}");
         assert!((l.p99_us - 990.0).abs() < 2.0, "{l:?}");
         assert!((l.max_us - 1000.0).abs() < 1.0, "{l:?}");
+        // Three significant digits: within 0.1 % of the exact value.
+        let p999 = h.quantile_ns(0.999);
+        assert!(p999 >= 999_000 && p999 - 999_000 <= 999, "{p999}");
+        assert_eq!(Hist::new().quantile_ns(0.5), 0);
         let cdf = h.cdf();
         assert!(cdf.windows(2).all(|w| w[0].1 <= w[1].1 && w[0].0 <= w[1].0));
         assert_eq!(cdf.last().unwrap().1, 1.0);

@@ -11,7 +11,7 @@
 //! Memory is bounded whatever the files hold: one segment at a time, first a walk of its `.log`
 //! (headers only) beside its `.index` (read in chunks) that feeds every model at once, then the
 //! replay; what is kept is what the report prints (counts, maxima, distributions in bounded
-//! memory, the plot binned per pixel column). The engine loads the `.index` whole for the replay,
+//! memory, the plot binned per column). The engine loads the `.index` whole for the replay,
 //! so one longer than `--segment-index-bytes` (Kafka never writes one) is not loaded, and that
 //! segment's lookups are not replayed; its `.timeindex` is not loaded at all (a lookup by offset
 //! never reads it).
@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use seglog::segment::{Segment, SegmentResources, SegmentSettings};
+use seglog_bench::plot;
 use serde::Serialize;
 
 use crate::indexcheck::OffsetIndexStream;
@@ -27,7 +28,6 @@ use crate::indexsim::{Inference, Inferrer, SimBatch, Simulator, WalkMax};
 use crate::layout::{self, PartitionDir, SegmentFiles};
 use crate::logscan::LogWalker;
 use crate::overlay::OverlayStorage;
-use crate::plot;
 use crate::progress::Progress;
 use crate::stats::{Distribution, Summary, EXACT_DISTINCT_VALUES};
 use crate::units::human_bytes;
@@ -43,8 +43,7 @@ pub struct Args {
     /// allowed: 4KiB). Nothing is written.
     #[arg(long = "interval", value_name = "N", value_parser = crate::units::parse_bytes)]
     intervals: Vec<u64>,
-    /// Draw bytes scanned per offset to FILE: SVG, or PNG when FILE ends in .png. Needs a single
-    /// partition directory.
+    /// Draw bytes scanned per offset to FILE, as SVG. Needs a single partition directory.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
     /// Replay the lookup of every Nth offset only (default: every offset), for very large logs.
@@ -549,7 +548,7 @@ fn replay(
     p: &PartitionDir,
     segs: &[SegFacts],
     args: &Args,
-    mut points: Option<&mut plot::Points>,
+    mut points: Option<&mut plot::Columns>,
 ) -> Result<Replay, String> {
     let settings = SegmentSettings {
         index_interval_bytes: 4096,
@@ -589,7 +588,7 @@ fn replay(
             bytes.add(cost.bytes_scanned as u64);
             hops.add(cost.hops as u64);
             if let Some(pts) = points.as_deref_mut() {
-                pts.add(offset, cost.bytes_scanned as u64);
+                pts.add(offset as f64, cost.bytes_scanned as f64);
             }
             lookups += 1;
             n += 1;
@@ -622,14 +621,14 @@ fn lookup_range(segs: &[SegFacts], every: u64) -> (i64, i64) {
 }
 
 /// Builds the report for one partition; fills `points` for a plot.
-fn report(p: &PartitionDir, args: &Args, want_plot: bool) -> Result<(Report, Option<plot::Points>), String> {
+fn report(p: &PartitionDir, args: &Args, want_plot: bool) -> Result<(Report, Option<plot::Columns>), String> {
     let mut part = Partition::new(&args.intervals);
     for s in p.log_segments() {
         part.walk_segment(s, u64::from(args.segment_index_bytes))?;
     }
     let mut points = want_plot.then(|| {
         let (x0, x1) = lookup_range(&part.segs, args.every);
-        plot::Points::new(x0, x1)
+        plot::Columns::new(x0 as f64, x1 as f64)
     });
     let replay = replay(p, &part.segs, args, points.as_mut())?;
     let existing = part.existing();
@@ -648,7 +647,7 @@ fn report(p: &PartitionDir, args: &Args, want_plot: bool) -> Result<(Report, Opt
     let batch_sizes = part.sizes.summary();
     if batch_sizes.approximate || replay.bytes_scanned.approximate || replay.header_hops.approximate {
         notes.push(format!(
-            "medians and p99s marked ~ are approximate: with more than {EXACT_DISTINCT_VALUES} distinct values they come from a histogram, at most 1/128 (0.8%) above the exact value"
+            "medians and p99s marked ~ are approximate: with more than {EXACT_DISTINCT_VALUES} distinct values they come from a histogram, at most 1/1024 (0.1%) above the exact value"
         ));
     }
     let report = Report {
@@ -789,13 +788,24 @@ fn print_what_if(what_if: &[WhatIf]) {
     }
 }
 
-fn plot_title(dir: &Path, r: &Report) -> String {
-    format!(
-        "{}: bytes scanned per offset ({} lookups, max {})",
-        dir.display(),
-        r.replay.lookups,
-        r.replay.bytes_scanned.max
-    )
+/// The `--plot` chart: bytes scanned per offset (min and max per column), segment starts as
+/// guides, the bound as a dashed line.
+fn chart(p: &PartitionDir, r: &Report, points: &plot::Columns) -> plot::Chart {
+    plot::Chart {
+        title: format!(
+            "{}: bytes scanned per offset ({} lookups, max {})",
+            p.path.display(),
+            r.replay.lookups,
+            r.replay.bytes_scanned.max
+        ),
+        x_label: "offset".into(),
+        y_label: "bytes scanned (phase 2)".into(),
+        x_range: Some(points.x_range()),
+        x_guides: p.log_segments().map(|s| s.base_offset as f64).collect(),
+        y_marks: r.existing.bound.iter().map(|&b| (b as f64, format!("bound {b}"))).collect(),
+        series: vec![points.series("")],
+        ..Default::default()
+    }
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
@@ -803,6 +813,13 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     crate::live::warn_if_live(std::iter::once(args.dir.as_path()).chain(d.partitions.iter().map(|p| p.path.as_path())));
     if d.partitions.is_empty() {
         return Err(format!("{}: no partition directories found", args.dir.display()).into());
+    }
+    if let Some(path) = args.plot.as_ref().filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("png"))) {
+        return Err(format!(
+            "--plot {}: plots are written as SVG only (name the file .svg; an SVG converts to PNG with e.g. rsvg-convert)",
+            path.display()
+        )
+        .into());
     }
     if args.plot.is_some() && d.partitions.len() != 1 {
         return Err(format!(
@@ -816,10 +833,7 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     for p in &d.partitions {
         let (r, points) = report(p, &args, args.plot.is_some())?;
         if let (Some(path), Some(points)) = (&args.plot, &points) {
-            let starts: Vec<i64> = p.log_segments().map(|s| s.base_offset).collect();
-            let pl =
-                plot::Plot { title: plot_title(&p.path, &r), points, bound: r.existing.bound, segment_starts: &starts };
-            plot::write(path, &pl).map_err(|e| format!("{}: {e}", path.display()))?;
+            plot::write(path, &chart(p, &r, points)).map_err(|e| format!("{}: {e}", path.display()))?;
             if !args.json {
                 eprintln!("plot written to {}", path.display());
             }

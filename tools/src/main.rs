@@ -16,7 +16,6 @@ mod layout;
 mod live;
 mod logscan;
 mod overlay;
-mod plot;
 mod progress;
 mod rebuild_index;
 mod recover;

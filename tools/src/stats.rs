@@ -1,5 +1,7 @@
 //! Order statistics for reports (min, median, p99, max) over integer samples: over a slice
-//! ([`summarize`]), or over a stream in bounded memory ([`Distribution`]).
+//! ([`summarize`]), or over a stream in bounded memory ([`Distribution`]: exact while the values
+//! are few, then an HDR histogram from `hdrhistogram`). Nearest-rank percentiles throughout, so a
+//! report's figures are exact wherever the values allow it (the demo, the fixtures, the tests).
 
 use std::collections::BTreeMap;
 
@@ -11,8 +13,8 @@ pub struct Summary {
     pub median: u64,
     pub p99: u64,
     pub max: u64,
-    /// The median and p99 come from a histogram (see [`Distribution`]): each is at most 1/128
-    /// (0.8 %) above the exact value, never below it. Min, max and count are always exact.
+    /// The median and p99 come from a histogram (see [`Distribution`]): each is at most 1/1024
+    /// (0.1 %) above the exact value, never below it. Min, max and count are always exact.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub approximate: bool,
 }
@@ -37,44 +39,30 @@ pub fn summarize(samples: &[u64]) -> Summary {
 /// a histogram.
 pub const EXACT_DISTINCT_VALUES: usize = 1 << 16;
 
-/// Linear sub-buckets per power of two in the histogram: 2^SUB_BITS, so a bucket is at most
-/// 1/128 of its values wide.
-const SUB_BITS: u32 = 7;
-const SUB: u64 = 1 << SUB_BITS;
-/// Buckets for every `u64`: the first `SUB` values one each, then `SUB` per power of two.
-const BUCKETS: usize = (SUB as usize) * (64 - SUB_BITS as usize + 1);
+/// Significant decimal digits the histogram keeps: a value is at most 1/1024 (0.1 %) below the
+/// top of its bucket, and values under 2048 are exact.
+const SIGNIFICANT_DIGITS: u8 = 3;
 
-fn bucket_of(v: u64) -> usize {
-    if v < SUB {
-        return v as usize;
-    }
-    let shift = 63 - v.leading_zeros() - SUB_BITS;
-    (SUB + u64::from(shift) * SUB + ((v >> shift) & (SUB - 1))) as usize
-}
-
-/// The largest value that lands in bucket `b`.
-fn upper_edge(b: usize) -> u64 {
-    let b = b as u64;
-    if b < SUB {
-        return b;
-    }
-    let shift = (b - SUB) / SUB;
-    let lower = (SUB + (b - SUB) % SUB) << shift;
-    lower + ((1u64 << shift) - 1)
-}
+type Histogram = hdrhistogram::Histogram<u64>;
 
 #[derive(Clone, Debug)]
 enum Counts {
     /// Value -> count, while there are at most [`EXACT_DISTINCT_VALUES`] values.
     Exact(BTreeMap<u64, u64>),
-    /// Log-linear buckets ([`BUCKETS`] counters, 58 KiB).
-    Histogram(Box<[u64]>),
+    /// An HDR histogram (`hdrhistogram`, [`SIGNIFICANT_DIGITS`]), grown to the largest value
+    /// recorded: 1,024 counters per power of two above 2048, 440 KiB for values up to `u64::MAX`.
+    Histogram(Box<Histogram>),
+}
+
+/// Records `count` times `v`; the histogram grows to cover it.
+fn record(h: &mut Histogram, v: u64, count: u64) {
+    h.record_n(v, count).expect("a 64-bit usize indexes a histogram of every u64");
 }
 
 /// The distribution of a stream of values, in bounded memory: exact (every distinct value
-/// counted) up to [`EXACT_DISTINCT_VALUES`] distinct values, then a log-linear histogram whose
-/// median and p99 are at most 1/128 above the exact ones ([`Summary::approximate`]). Count, min
-/// and max stay exact.
+/// counted) up to [`EXACT_DISTINCT_VALUES`] distinct values, then an HDR histogram whose median
+/// and p99 are at most 1/1024 above the exact ones ([`Summary::approximate`]). Count, min and max
+/// stay exact.
 #[derive(Clone, Debug)]
 pub struct Distribution {
     counts: Counts,
@@ -102,14 +90,14 @@ impl Distribution {
             Counts::Exact(m) => {
                 *m.entry(v).or_insert(0) += 1;
                 if m.len() > EXACT_DISTINCT_VALUES {
-                    let mut h = vec![0u64; BUCKETS].into_boxed_slice();
+                    let mut h = Histogram::new(SIGNIFICANT_DIGITS).expect("valid HDR precision");
                     for (&v, &c) in m.iter() {
-                        h[bucket_of(v)] += c;
+                        record(&mut h, v, c);
                     }
-                    self.counts = Counts::Histogram(h);
+                    self.counts = Counts::Histogram(Box::new(h));
                 }
             }
-            Counts::Histogram(h) => h[bucket_of(v)] += 1,
+            Counts::Histogram(h) => record(h, v, 1),
         }
     }
 
@@ -142,9 +130,9 @@ impl Distribution {
                 false
             }
             Counts::Histogram(h) => {
-                for (b, &c) in h.iter().enumerate().filter(|(_, &c)| c > 0) {
-                    // The bucket's upper edge, within what was seen.
-                    visit(upper_edge(b).clamp(self.min, self.max), c);
+                for b in h.iter_recorded() {
+                    // The bucket's top, within what was seen.
+                    visit(b.value_iterated_to().clamp(self.min, self.max), b.count_at_value());
                 }
                 true
             }
@@ -173,18 +161,17 @@ pub(crate) mod tests {
         assert_eq!(summarize(&v).p99, 99);
     }
 
+    /// The histogram grows with the largest value, to 56,320 counters (440 KiB) for `u64::MAX`.
     #[test]
-    fn buckets_cover_every_value_in_order() {
-        let mut prev = None;
-        for b in 0..BUCKETS {
-            let hi = upper_edge(b);
-            assert_eq!(bucket_of(hi), b, "bucket {b}");
-            if let Some(p) = prev {
-                assert_eq!(bucket_of(p + 1), b, "the value after bucket {} ends", b - 1);
-            }
-            prev = Some(hi);
-        }
-        assert_eq!(prev, Some(u64::MAX));
+    fn the_histogram_is_bounded() {
+        let mut d = Distribution::new();
+        (0..=EXACT_DISTINCT_VALUES as u64).for_each(|v| d.add(v * 1000));
+        let Counts::Histogram(h) = &d.counts else { panic!("a histogram past the exact values") };
+        let small = h.distinct_values();
+        d.add(u64::MAX);
+        let Counts::Histogram(h) = &d.counts else { unreachable!() };
+        assert!(small < h.distinct_values() && h.distinct_values() <= 56_320, "{small} {}", h.distinct_values());
+        assert_eq!(d.summary().max, u64::MAX);
     }
 
     /// A seeded xorshift64 generator for the tests' random inputs.
@@ -198,7 +185,7 @@ pub(crate) mod tests {
         }
     }
 
-    /// Exact while few distinct values; past that within 1/128 above, never below.
+    /// Exact while few distinct values; past that within 1/1024 above, never below.
     #[test]
     fn a_distribution_is_exact_then_close() {
         let mut rng = xorshift(3);
@@ -215,7 +202,7 @@ pub(crate) mod tests {
             } else {
                 assert!(got.approximate);
                 for (g, e) in [(got.median, exact.median), (got.p99, exact.p99)] {
-                    assert!(g >= e && (g - e) as f64 <= e as f64 / 128.0, "{g} against {e}");
+                    assert!(g >= e && (g - e) as f64 <= e as f64 / 1024.0, "{g} against {e}");
                 }
             }
         }
