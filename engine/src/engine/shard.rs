@@ -12,7 +12,7 @@ use super::{Doorbell, Durability, EngineConfig, Request, SyncMethod, TopicPartit
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::io::{IoMode, Storage};
-use crate::log::{AppendInfo, Log, LogOptions};
+use crate::log::{AppendInfo, FetchData, Log, LogOptions};
 
 /// Counters of one shard.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -311,56 +311,12 @@ impl Shard {
                     let closed = self.closed.iter().map(|(tp, c)| (tp.clone(), c.recovery_point, c.log_start_offset));
                     done.complete(Ok(open.chain(closed).collect()));
                 }
-                Request::WithLog { tp, f } => {
-                    let before = self.logs.get(&tp).map(|l| l.log_end_offset());
-                    f(self.logs.get_mut(&tp));
-                    // An append done through the log directly must still reach the file.
-                    if let (Some(log), Some(_)) = (self.logs.get(&tp), before) {
-                        if log.unwritten_bytes() > 0 {
-                            dirty.insert(tp.clone());
-                        }
-                    }
-                }
-                Request::Append { tp, mut records, leader_epoch, done } => {
-                    let Some(log) = self.logs.get_mut(&tp) else {
-                        done.complete(Err(unknown(&tp)));
-                        continue;
-                    };
-                    let r = match leader_epoch {
-                        Some(epoch) => log.append_as_leader(&mut records, epoch),
-                        None => log.append_as_follower(&records),
-                    };
-                    match r {
-                        Ok(info) => {
-                            self.stats.appended_batches += info.batches as u64;
-                            self.stats.appended_bytes += info.bytes;
-                            // One clone of the name per partition and turn, not per append.
-                            if !dirty.contains(&tp) {
-                                dirty.insert(tp.clone());
-                            }
-                            self.waiting.entry(tp).or_default().push((done, info));
-                        }
-                        Err(e) => done.complete(Err(e)),
-                    }
+                Request::WithLog { tp, f } => self.with_log(tp, f, &mut dirty),
+                Request::Append { tp, records, leader_epoch, done } => {
+                    self.append(tp, records, leader_epoch, done, &mut dirty)
                 }
                 Request::Fetch { tp, offset, max_bytes, upper_bound, min_one, done } => {
-                    self.stats.fetches += 1;
-                    let r = match self.logs.get(&tp) {
-                        Some(log) => {
-                            let before = crate::io::thread_stats().ops;
-                            let ra_before = crate::io::readahead::thread_stats().used;
-                            let r = log.read(offset, max_bytes, upper_bound, min_one);
-                            // No I/O and no read-ahead taken: served from the tail cache.
-                            if crate::io::thread_stats().ops == before
-                                && crate::io::readahead::thread_stats().used == ra_before
-                            {
-                                self.stats.tail_cache_hits += 1;
-                            }
-                            r
-                        }
-                        None => Err(unknown(&tp)),
-                    };
-                    done.complete(r);
+                    done.complete(self.fetch(&tp, offset, max_bytes, upper_bound, min_one))
                 }
                 Request::ListOffset { tp, target, done } => {
                     done.complete(match self.logs.get(&tp) {
@@ -396,6 +352,70 @@ impl Shard {
             return true;
         }
         false
+    }
+
+    /// Runs an embedder's closure on a log; an append it made still reaches the file.
+    fn with_log(&mut self, tp: TopicPartition, f: super::request::LogFn, dirty: &mut BTreeSet<TopicPartition>) {
+        let before = self.logs.get(&tp).map(|l| l.log_end_offset());
+        f(self.logs.get_mut(&tp));
+        if let (Some(log), Some(_)) = (self.logs.get(&tp), before) {
+            if log.unwritten_bytes() > 0 {
+                dirty.insert(tp);
+            }
+        }
+    }
+
+    /// Appends to the partition's memory tail; the append is acknowledged once the turn's write
+    /// covering it completes ([`Shard::poll_writes`]).
+    fn append(
+        &mut self,
+        tp: TopicPartition,
+        mut records: Vec<u8>,
+        leader_epoch: Option<i32>,
+        done: crate::completion::Completer<AppendInfo>,
+        dirty: &mut BTreeSet<TopicPartition>,
+    ) {
+        let Some(log) = self.logs.get_mut(&tp) else {
+            done.complete(Err(unknown(&tp)));
+            return;
+        };
+        let r = match leader_epoch {
+            Some(epoch) => log.append_as_leader(&mut records, epoch),
+            None => log.append_as_follower(&records),
+        };
+        match r {
+            Ok(info) => {
+                self.stats.appended_batches += info.batches as u64;
+                self.stats.appended_bytes += info.bytes;
+                // One clone of the name per partition and turn, not per append.
+                if !dirty.contains(&tp) {
+                    dirty.insert(tp.clone());
+                }
+                self.waiting.entry(tp).or_default().push((done, info));
+            }
+            Err(e) => done.complete(Err(e)),
+        }
+    }
+
+    /// Reads from the partition, counting a read served with no I/O and no read-ahead (from the
+    /// tail cache) by this thread's I/O counters.
+    fn fetch(
+        &mut self,
+        tp: &TopicPartition,
+        offset: i64,
+        max_bytes: u32,
+        upper_bound: Option<i64>,
+        min_one: bool,
+    ) -> Result<FetchData> {
+        self.stats.fetches += 1;
+        let log = self.logs.get(tp).ok_or_else(|| unknown(tp))?;
+        let before = crate::io::thread_stats().ops;
+        let ra_before = crate::io::readahead::thread_stats().used;
+        let r = log.read(offset, max_bytes, upper_bound, min_one);
+        if crate::io::thread_stats().ops == before && crate::io::readahead::thread_stats().used == ra_before {
+            self.stats.tail_cache_hits += 1;
+        }
+        r
     }
 
     /// Hands the appended bytes of every dirty partition without a write in flight to the kernel
