@@ -15,7 +15,7 @@ use seglog::format::checkpoint::{LeaderEpochCheckpoint, PartitionMetadata};
 use seglog::format::filename;
 use seglog::format::record;
 use seglog::format::Compression;
-use seglog::io::OpenMode;
+use seglog::io::{OpenMode, Storage};
 use seglog::log::{ListOffset, Log, LogOptions, Recovery};
 use seglog::segment::{
     BatchScanner, LogOffsetPosition, Segment, SegmentResources, SegmentSettings, TimestampAndOffset,
@@ -318,8 +318,7 @@ fn rebuild(p: &Partition, seg: &Seg) -> Rebuilt {
     let copied = copy_segment_files(&p.dir, seg.base, tmp.path());
     assert_eq!(copied.len(), 3, "{} {}: {copied:?}", p.name, seg.base);
     let (mut s, missing_index) =
-        Segment::open_existing(&*storage, tmp.path(), seg.base, settings(), &SegmentResources::process_default())
-            .unwrap_or_else(|e| panic!("{} {}: open: {e}", p.name, seg.base));
+        open_segment(&*storage, tmp.path(), seg.base).unwrap_or_else(|e| panic!("{} {}: open: {e}", p.name, seg.base));
     assert!(!missing_index);
     let r = s.recover().unwrap_or_else(|e| panic!("{} {}: recover: {e}", p.name, seg.base));
     assert_eq!(r.truncated_bytes, 0, "{} {}: recovery cut bytes: {:?}", p.name, seg.base, r.first_error);
@@ -344,6 +343,11 @@ fn rebuild(p: &Partition, seg: &Seg) -> Rebuilt {
 /// 1. Every batch of every `.log` walks with seglog's scanner, passes `validate_batch` (CRC-32C),
 ///    and decodes into exactly its declared records with offsets `base + delta`; the walk ends
 ///    exactly at the end of each file.
+/// A broker segment copied to `dir`, opened with its indexes read (nothing rebuilt).
+fn open_segment(storage: &dyn Storage, dir: &Path, base: i64) -> seglog::Result<(Segment, bool)> {
+    Segment::open_existing(storage, dir, base, settings(), &SegmentResources::process_default())
+}
+
 #[test]
 fn every_batch_reads_and_passes_crc() {
     let root = fixture(KAFKA_PINTEREST);
@@ -520,14 +524,7 @@ fn rebuilt_time_index_matches_broker() {
             }
 
             // seglog's lookups through the broker's own files (nothing rebuilt).
-            let (s, _) = Segment::open_existing(
-                &*storage,
-                tmp.path(),
-                seg.base,
-                settings(),
-                &SegmentResources::process_default(),
-            )
-            .unwrap_or_else(|e| panic!("{at}: {e}"));
+            let (s, _) = open_segment(&*storage, tmp.path(), seg.base).unwrap_or_else(|e| panic!("{at}: {e}"));
             s.sanity_check().unwrap_or_else(|e| panic!("{at}: {e}"));
             let offsets = decode_offset_index(seg.base, &read_file(&p.dir.join(filename::index_file_name(seg.base))));
             for &(ts, _) in &broker {
@@ -568,14 +565,8 @@ fn offset_lookup_through_broker_index_matches_scan() {
         let tmp = copy_dir_to_temp(&p.dir);
         for seg in &p.segs {
             let at = format!("{} {}", p.name, seg.base);
-            let (s, missing_index) = Segment::open_existing(
-                &*storage,
-                tmp.path(),
-                seg.base,
-                settings(),
-                &SegmentResources::process_default(),
-            )
-            .unwrap_or_else(|e| panic!("{at}: {e}"));
+            let (s, missing_index) =
+                open_segment(&*storage, tmp.path(), seg.base).unwrap_or_else(|e| panic!("{at}: {e}"));
             assert!(!missing_index);
             let mut bi = 0usize;
             for offset in seg.base..=seg.last_offset() {
