@@ -338,16 +338,16 @@ fn rebuild(p: &Partition, seg: &Seg) -> Rebuilt {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-
-/// 1. Every batch of every `.log` walks with seglog's scanner, passes `validate_batch` (CRC-32C),
-///    and decodes into exactly its declared records with offsets `base + delta`; the walk ends
-///    exactly at the end of each file.
 /// A broker segment copied to `dir`, opened with its indexes read (nothing rebuilt).
 fn open_segment(storage: &dyn Storage, dir: &Path, base: i64) -> seglog::Result<(Segment, bool)> {
     Segment::open_existing(storage, dir, base, settings(), &SegmentResources::process_default())
 }
 
+// ---------------------------------------------------------------------------------------------
+
+/// 1. Every batch of every `.log` walks with seglog's scanner, passes `validate_batch` (CRC-32C),
+///    and decodes into exactly its declared records with offsets `base + delta`; the walk ends
+///    exactly at the end of each file.
 #[test]
 fn every_batch_reads_and_passes_crc() {
     let root = fixture(KAFKA_PINTEREST);
