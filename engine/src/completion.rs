@@ -34,13 +34,13 @@ pub struct Completion<T> {
 
 /// The sending side, held by the shard.
 #[derive(Debug)]
-pub struct Completer<T> {
+pub(crate) struct Completer<T> {
     slot: Option<Arc<Slot<T>>>,
 }
 
 /// How long [`Completion::wait`] spins before it sleeps when it has nothing to adapt to (and the
 /// least it adapts to).
-pub const DEFAULT_SPIN: Duration = Duration::from_micros(20);
+pub(crate) const DEFAULT_SPIN: Duration = Duration::from_micros(20);
 
 /// A yield that took longer than this gave the core to another thread for a scheduler slice:
 /// the spin ends there. With nothing else runnable `sched_yield` took 0.65 us at p50 and 1.0 us
@@ -89,7 +89,7 @@ fn next_typical(typical_ns: u64, took_ns: u64) -> u64 {
 }
 
 /// A connected completer and completion.
-pub fn pair<T>() -> (Completer<T>, Completion<T>) {
+pub(crate) fn pair<T>() -> (Completer<T>, Completion<T>) {
     let slot =
         Arc::new(Slot { state: Mutex::new(State { value: None, waker: None, sleepers: 0 }), cv: Condvar::new() });
     (Completer { slot: Some(slot.clone()) }, Completion { slot })
@@ -97,7 +97,7 @@ pub fn pair<T>() -> (Completer<T>, Completion<T>) {
 
 impl<T> Completion<T> {
     /// A completion that is already resolved.
-    pub fn ready(value: Result<T>) -> Completion<T> {
+    pub(crate) fn ready(value: Result<T>) -> Completion<T> {
         let (c, r) = pair();
         c.complete(value);
         r
@@ -105,7 +105,7 @@ impl<T> Completion<T> {
 
     /// Blocks the calling thread until the result is there, spinning first (yielding the core
     /// each round) for twice as long as this thread's recent waits typically took (so that a
-    /// usual wait ends inside the spin), at most 500 us, or for [`DEFAULT_SPIN`] when they
+    /// usual wait ends inside the spin), at most 500 us, or for 20 us when they
     /// typically took longer than that. Answers served from memory come
     /// within microseconds; a durable append's within a device write and flush (100-200 us on
     /// the machine measured). Sleeping through such a wait costs a wake-up on top of it (tens
@@ -205,7 +205,7 @@ impl<T> Future for Completion<T> {
 
 impl<T> Completer<T> {
     /// Delivers the result and wakes the waiter.
-    pub fn complete(mut self, value: Result<T>) {
+    pub(crate) fn complete(mut self, value: Result<T>) {
         if let Some(slot) = self.slot.take() {
             deliver(&slot, value);
         }

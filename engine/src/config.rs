@@ -67,7 +67,7 @@ impl Default for LogConfig {
 }
 
 /// The smallest `segment.bytes` Kafka accepts (`LegacyRecord.RECORD_OVERHEAD_V0`).
-pub const MIN_SEGMENT_BYTES: u32 = 14;
+pub(crate) const MIN_SEGMENT_BYTES: u32 = 14;
 
 impl LogConfig {
     /// Checks the ranges Kafka's `LogConfig` enforces.
@@ -104,7 +104,7 @@ impl LogConfig {
     }
 
     /// Kafka's `randomSegmentJitter`: 0 without jitter, else a value in `[0, min(jitter, segment.ms))`.
-    pub fn random_segment_jitter_ms(&self, random: u64) -> i64 {
+    pub(crate) fn random_segment_jitter_ms(&self, random: u64) -> i64 {
         if self.segment_jitter_ms == 0 {
             0
         } else {

@@ -48,7 +48,7 @@ impl LatencyHistogram {
         LatencyHistogram::default()
     }
 
-    pub fn record(&mut self, d: Duration) {
+    pub(crate) fn record(&mut self, d: Duration) {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         self.hdr.saturating_record(ns.min(MAX_NS));
         self.max_ns = self.max_ns.max(ns);

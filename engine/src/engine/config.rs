@@ -189,11 +189,10 @@ pub struct EngineConfig {
     /// falls back to sync mode and says why. For tests and for comparing modes.
     pub simulate_uring_refusal: bool,
     /// Permission bits of every file the engine creates (segments, indexes, checkpoints), before
-    /// the process umask. Default [`DEFAULT_FILE_MODE`](crate::io::select::DEFAULT_FILE_MODE):
-    /// owner-only, as log data is users' data.
+    /// the process umask. Default 0o600: owner-only, as log data is users' data.
     pub file_mode: u32,
     /// Permission bits of the directories it creates (the data directory if missing, partition
-    /// directories). Default [`DEFAULT_DIR_MODE`](crate::io::select::DEFAULT_DIR_MODE).
+    /// directories). Default 0o700.
     pub dir_mode: u32,
     /// Pages behind each shard's index arena; [`Engine::index_memory`] says what it got.
     /// Default `Auto`: explicit huge pages if reserved, else transparent, else normal.
@@ -244,7 +243,7 @@ impl EngineConfig {
 impl EngineConfig {
     /// Checks every setting (and `log_config`) together; [`Engine::open`] calls it first. An
     /// error names the setting and the range it must be in; nothing was created or opened.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let bad = |setting: &str, detail: String| Err(Error::InvalidConfig(format!("{setting} {detail}")));
         self.log_config.validate()?;
         if self.data_dir.as_os_str().is_empty() {

@@ -57,7 +57,7 @@ impl TopicPartition {
         filename::partition_dir_name(&self.topic, self.partition)
     }
     /// FNV-1a over the topic bytes and the partition: stable across runs and machines.
-    pub fn stable_hash(&self) -> u64 {
+    pub(crate) fn stable_hash(&self) -> u64 {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in self.topic.bytes().chain(self.partition.to_be_bytes()) {
             h ^= b as u64;

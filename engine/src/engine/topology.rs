@@ -14,7 +14,7 @@ pub struct Topology {
 }
 
 impl Topology {
-    pub fn detect() -> Topology {
+    pub(crate) fn detect() -> Topology {
         #[cfg(feature = "hwloc")]
         if let Some(allowed) = detect_hwloc() {
             return Topology { allowed, source: "hwloc" };
@@ -23,7 +23,7 @@ impl Topology {
     }
 
     /// The topology without hwloc: the affinity mask, then the online CPU count.
-    pub fn detect_fallback() -> Topology {
+    pub(crate) fn detect_fallback() -> Topology {
         if let Some(ids) = core_affinity::get_core_ids() {
             if !ids.is_empty() {
                 return Topology { allowed: ids.into_iter().map(|c| c.id).collect(), source: "sched_getaffinity" };

@@ -12,7 +12,7 @@ use crate::io::Storage;
 
 /// The cache and its file.
 #[derive(Debug)]
-pub struct LeaderEpochCache {
+pub(crate) struct LeaderEpochCache {
     entries: Vec<(i32, i64)>,
     path: PathBuf,
     storage: Arc<dyn Storage>,
@@ -22,7 +22,7 @@ impl LeaderEpochCache {
     /// Loads `leader-epoch-checkpoint` from `dir` (empty if absent). A file that does not parse
     /// comes back as the error in the second element, with an empty cache: the caller rebuilds
     /// the cache from the batches' leader epochs (which is where it came from).
-    pub fn load(storage: Arc<dyn Storage>, dir: &Path) -> Result<(LeaderEpochCache, Option<Error>)> {
+    pub(crate) fn load(storage: Arc<dyn Storage>, dir: &Path) -> Result<(LeaderEpochCache, Option<Error>)> {
         let path = dir.join(LEADER_EPOCH_CHECKPOINT_FILE);
         let mut entries = Vec::new();
         let mut problem = None;
@@ -50,17 +50,13 @@ impl LeaderEpochCache {
         Ok((LeaderEpochCache { entries: clean, path, storage }, problem))
     }
 
-    pub fn entries(&self) -> &[(i32, i64)] {
+    pub(crate) fn entries(&self) -> &[(i32, i64)] {
         &self.entries
-    }
-
-    pub fn latest_epoch(&self) -> Option<i32> {
-        self.entries.last().map(|e| e.0)
     }
 
     /// Records that `epoch` starts at `start_offset`, if it is newer than the latest epoch.
     /// Returns true when the cache changed (and was written).
-    pub fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<bool> {
+    pub(crate) fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<bool> {
         if epoch < 0 {
             return Ok(false);
         }
@@ -75,7 +71,7 @@ impl LeaderEpochCache {
     }
 
     /// Removes entries starting at or after `end_offset` (log truncation).
-    pub fn truncate_from_end(&mut self, end_offset: i64) -> Result<()> {
+    pub(crate) fn truncate_from_end(&mut self, end_offset: i64) -> Result<()> {
         let before = self.entries.len();
         self.entries.retain(|&(_, o)| o < end_offset);
         if self.entries.len() != before {
@@ -86,7 +82,7 @@ impl LeaderEpochCache {
 
     /// Drops entries wholly before `start_offset` (log start moved): the last entry at or below
     /// it is kept with its start moved up, as Kafka does.
-    pub fn truncate_from_start(&mut self, start_offset: i64) -> Result<()> {
+    pub(crate) fn truncate_from_start(&mut self, start_offset: i64) -> Result<()> {
         let Some(last_below) = self.entries.iter().rposition(|&(_, o)| o <= start_offset) else {
             return Ok(());
         };
@@ -102,7 +98,7 @@ impl LeaderEpochCache {
     /// Kafka's `endOffsetFor`: for a follower at `epoch`, the largest epoch `<=` it that this
     /// log knows and the offset where the next epoch starts (the log end for the latest).
     /// `None` when every known epoch is newer.
-    pub fn end_offset_for(&self, epoch: i32, log_end_offset: i64) -> Option<(i32, i64)> {
+    pub(crate) fn end_offset_for(&self, epoch: i32, log_end_offset: i64) -> Option<(i32, i64)> {
         let i = self.entries.iter().rposition(|&(e, _)| e <= epoch)?;
         let end = self.entries.get(i + 1).map(|&(_, o)| o).unwrap_or(log_end_offset);
         Some((self.entries[i].0, end))
@@ -114,7 +110,7 @@ impl LeaderEpochCache {
     }
 
     /// Rewrites the checkpoint (after recovery rebuilt entries).
-    pub fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         self.persist()
     }
 }

@@ -308,7 +308,7 @@ impl Log {
         self.epochs.entries()
     }
 
-    /// Kafka's `endOffsetForEpoch`: see [`super::epoch::LeaderEpochCache::end_offset_for`].
+    /// Kafka's `endOffsetForEpoch`: see `super::epoch::LeaderEpochCache::end_offset_for`.
     pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
         self.epochs.end_offset_for(epoch, self.log_end_offset)
     }

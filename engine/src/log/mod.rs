@@ -4,13 +4,13 @@
 //!
 //! A `Log` is single-threaded (`&mut self` for writes); the shard layer gives each log one owner.
 
-pub mod epoch;
+pub(crate) mod epoch;
 mod load;
 mod maintenance;
 mod read;
 mod validate;
 
-pub use crate::segment::FetchBytes;
+pub use crate::segment::{FetchBytes, ResourceConfig, SegmentResources, TimestampAndOffset};
 pub use load::{LoadReport, Recovery, RecoveryProgress};
 pub use maintenance::RetentionReport;
 pub use read::{FetchData, FileRange, ListOffset};
@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::format::batch::{self, BatchHeader};
 use crate::format::filename;
 use crate::io::{InFlight, Storage};
-use crate::segment::{ActiveSegment, SealedSegment, Segment, SegmentResources, SegmentSettings};
+use crate::segment::{ActiveSegment, SealedSegment, Segment, SegmentSettings};
 use load::segment_settings;
 
 /// How a log is opened.
@@ -651,7 +651,7 @@ impl Log {
         self.active_segment().zero_fill_stats()
     }
 
-    /// See [`crate::segment::ActiveSegment::zero_fill_started`].
+    /// See `crate::segment::ActiveSegment::zero_fill_started`.
     pub fn zero_fill_started(&mut self, io: crate::io::AsyncIo) {
         self.active_mut().zero_fill_started(io);
     }
