@@ -11,7 +11,7 @@
 //! The memory is either the heap (a `Vec`, for tools, tests and indexes being rebuilt) or a slot
 //! of the io layer's [`IndexArena`]: a growth slot of `segment.index.bytes` for an active index
 //! (appends never reallocate), an exact-size packed slot for a sealed one
-//! ([`OffsetIndex::pack`], [`OffsetIndex::load`]). [`OffsetIndex::prefault_warm`] keeps the warm
+//! (`OffsetIndex::pack`, [`OffsetIndex::load`]). [`OffsetIndex::prefault_warm`] keeps the warm
 //! section (the last 8 KiB of entries, where tail lookups land) resident.
 
 /// The methods the offset index and the time index share: construction (empty and
@@ -40,7 +40,7 @@ macro_rules! index_common {
 
             /// [`Self::create`] with the entries in a growth slot of `arena` holding
             /// `max_index_bytes`: appends never reallocate.
-            pub fn create_in(
+            pub(crate) fn create_in(
                 arena: &IndexArena,
                 base_offset: i64,
                 max_index_bytes: u32,
@@ -67,12 +67,12 @@ macro_rules! index_common {
             }
 
             /// Moves the entries to an exact-size packed slot of `arena` (a sealed index).
-            pub fn pack(&mut self, arena: &IndexArena) {
+            pub(crate) fn pack(&mut self, arena: &IndexArena) {
                 self.inner.pack(arena)
             }
             /// Moves the entries to a growth slot of `arena` with room for
             /// [`Self::max_entries`].
-            pub fn reserve(&mut self, arena: &IndexArena) {
+            pub(crate) fn reserve(&mut self, arena: &IndexArena) {
                 self.inner.reserve(arena)
             }
             /// Makes the warm section (the last 8 KiB of entries) resident: after this, a lookup
@@ -85,10 +85,12 @@ macro_rules! index_common {
                 self.inner.bytes.storage()
             }
             /// Bytes of memory the entries hold (a slot's capacity, or the `Vec`'s).
-            pub fn memory_bytes(&self) -> usize {
+            pub(crate) fn memory_bytes(&self) -> usize {
                 self.inner.bytes.memory_bytes()
             }
-            pub fn base_offset(&self) -> i64 {
+            // The crate reads an offset index's base, not a time index's (one macro for both).
+            #[allow(dead_code)]
+            pub(crate) fn base_offset(&self) -> i64 {
                 self.base_offset
             }
             pub fn entries(&self) -> usize {
@@ -102,27 +104,27 @@ macro_rules! index_common {
                 self.inner.bytes.as_slice()
             }
             /// Removes every entry (Kafka's `reset`, used before a rebuild).
-            pub fn reset(&mut self) -> Result<()> {
+            pub(crate) fn reset(&mut self) -> Result<()> {
                 self.inner.truncate_entries(0)
             }
             /// Writes pending entries to the file.
-            pub fn flush(&mut self) -> Result<()> {
+            pub(crate) fn flush(&mut self) -> Result<()> {
                 self.inner.flush()
             }
             /// Trims the file to its entries (at seal and close).
-            pub fn trim_to_valid_size(&mut self) -> Result<()> {
+            pub(crate) fn trim_to_valid_size(&mut self) -> Result<()> {
                 self.inner.trim()
             }
             /// Sets the file length to `max_index_bytes` rounded down (preallocation for an
             /// active segment) and the entry cap with it (Kafka's `resize`).
-            pub fn resize(&mut self, max_index_bytes: u32) -> Result<()> {
+            pub(crate) fn resize(&mut self, max_index_bytes: u32) -> Result<()> {
                 self.inner.set_capacity(max_index_bytes)
             }
             /// Replaces the backing file (after a rename).
-            pub fn set_file(&mut self, file: Option<Arc<dyn IoFile>>) {
+            pub(crate) fn set_file(&mut self, file: Option<Arc<dyn IoFile>>) {
                 self.inner.set_file(file)
             }
-            pub fn file(&self) -> Option<&Arc<dyn IoFile>> {
+            pub(crate) fn file(&self) -> Option<&Arc<dyn IoFile>> {
                 self.inner.file.as_ref()
             }
         }
@@ -134,7 +136,8 @@ mod search;
 mod time;
 
 pub use offset::{OffsetIndex, OffsetPosition};
-pub use search::{index_slot_range_for, SlotRange, WARM_SECTION_BYTES};
+pub(crate) use search::WARM_SECTION_BYTES;
+pub use search::{index_slot_range_for, SlotRange};
 pub use time::{TimeIndex, TimestampOffset};
 
 use std::sync::Arc;

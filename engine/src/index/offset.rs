@@ -54,7 +54,7 @@ impl OffsetIndex {
     /// one of this segment's (a negative relative offset, or one that overflows `i64` added to a
     /// base near `i64::MAX`). [`OffsetIndex::entry`] saturates instead; the sanity checks use this
     /// so that a damaged index is refused, never trusted with a saturated offset.
-    pub fn checked_entry(&self, slot: usize) -> std::result::Result<OffsetPosition, String> {
+    pub(crate) fn checked_entry(&self, slot: usize) -> std::result::Result<OffsetPosition, String> {
         let e = OffsetEntry::decode(self.inner.bytes.as_slice(), slot);
         if e.relative_offset < 0 {
             return Err(format!("entry {slot} has a negative relative offset ({})", e.relative_offset));
@@ -77,7 +77,7 @@ impl OffsetIndex {
     }
 
     /// Kafka's `canAppendOffset`: the offset must fit in a relative i32.
-    pub fn can_append_offset(&self, offset: i64) -> bool {
+    pub(crate) fn can_append_offset(&self, offset: i64) -> bool {
         offset.checked_sub(self.base_offset).is_some_and(|rel| (0..=i32::MAX as i64).contains(&rel))
     }
 
@@ -87,7 +87,7 @@ impl OffsetIndex {
     /// When Kafka's rule is broken (a bug in the caller, which checks [`OffsetIndex::is_full`] and
     /// [`OffsetIndex::can_append_offset`] and appends growing offsets of validated batches): the
     /// index is full, the offset is not larger than the last entry's, or it does not fit.
-    pub fn append(&mut self, offset: i64, position: u32) {
+    pub(crate) fn append(&mut self, offset: i64, position: u32) {
         assert!(!self.is_full(), "append of offset {offset} to a full index {:?}", self.inner.path_buf());
         assert!(
             self.entries() == 0 || offset > self.last_entry().offset,
@@ -119,7 +119,7 @@ impl OffsetIndex {
 
     /// [`OffsetIndex::lookup`], and the first entry with offset `> target` if there is one, from
     /// the same search.
-    pub fn lookup_with_next(&self, target: i64) -> (OffsetPosition, Option<OffsetPosition>) {
+    pub(crate) fn lookup_with_next(&self, target: i64) -> (OffsetPosition, Option<OffsetPosition>) {
         let r = self.slot_range(target);
         // `upper` is the smallest entry `>=` target (Kafka's bracket); on an exact hit the next
         // one is above it (offsets strictly increase).

@@ -14,7 +14,7 @@
 //! so even then the slot is Kafka's.
 
 /// Bytes of entries at the end of an index that form its warm section.
-pub const WARM_SECTION_BYTES: usize = 8192;
+pub(crate) const WARM_SECTION_BYTES: usize = 8192;
 
 /// The slots bracketing a target: `lower` is the largest entry `<=` target (or -1), `upper` the
 /// smallest entry `>=` target (or -1).

@@ -52,7 +52,7 @@ impl TimeIndex {
     /// Entry `slot`, made absolute with checked arithmetic: `Err` says why the entry cannot be
     /// one of this segment's (a negative relative offset, or one that overflows `i64` added to a
     /// base near `i64::MAX`). [`TimeIndex::entry`] saturates instead.
-    pub fn checked_entry(&self, slot: usize) -> std::result::Result<TimestampOffset, String> {
+    pub(crate) fn checked_entry(&self, slot: usize) -> std::result::Result<TimestampOffset, String> {
         let e = TimeEntry::decode(self.inner.bytes.as_slice(), slot);
         if e.relative_offset < 0 {
             return Err(format!("entry {slot} has a negative relative offset ({})", e.relative_offset));

@@ -21,7 +21,7 @@
 //! anything.
 //! [`thread_pool_stats`] says which happened on this thread.
 //!
-//! The segment tail ([`crate::segment::TailFile`]) keeps the active segment's last bytes in a
+//! The segment tail (`crate::segment::TailFile`) keeps the active segment's last bytes in a
 //! chain of chunks and writes straight from them ([`WriteBuf::pooled`]): no copy and no
 //! allocation per write.
 #![allow(unsafe_code)]

@@ -14,7 +14,7 @@ impl ActiveSegment {
     /// `segment.index.bytes` (rounded down to the entry size); in memory each index gets a growth
     /// slot of that size in the arena of `res`. The `.log` stays
     /// open; the index files are lazily opened files under the descriptor limit.
-    pub fn create(
+    pub(crate) fn create(
         storage: Arc<dyn Storage>,
         dir: &Path,
         base_offset: i64,
@@ -105,7 +105,7 @@ impl ActiveSegment {
     /// went by since the last entry, checked before the batch is counted. The time index gets
     /// `(max timestamp so far, last offset of the batch holding it)` at the same moments, if the
     /// timestamp grew.
-    pub fn append(&mut self, records: &[u8], batches: &[batch::BatchHeader]) -> Result<()> {
+    pub(crate) fn append(&mut self, records: &[u8], batches: &[batch::BatchHeader]) -> Result<()> {
         let (Some(first), Some(last)) = (batches.first(), batches.last()) else {
             return Ok(());
         };
@@ -170,7 +170,7 @@ impl ActiveSegment {
     /// ([`ActiveSegment::index_entries_needed`]): besides Kafka's `isFull` checks, the indexes must
     /// have room for all of them (only a multi-batch append can need more than one).
     #[allow(clippy::too_many_arguments)]
-    pub fn should_roll(
+    pub(crate) fn should_roll(
         &mut self,
         segment_bytes: u32,
         segment_ms: i64,
@@ -193,20 +193,20 @@ impl ActiveSegment {
 
     /// How many index entries appending `batches` would add: the append rule replayed on the
     /// byte counter, without touching anything.
-    pub fn index_entries_needed(&self, batches: &[batch::BatchHeader]) -> usize {
+    pub(crate) fn index_entries_needed(&self, batches: &[batch::BatchHeader]) -> usize {
         entries_needed(self.bytes_since_last_index_entry, self.seg.index_interval_bytes, batches)
     }
 
     /// True when a new, empty segment's indexes could take the entries appending `batches` to it
     /// would add (what a roll makes room for).
-    pub fn fits_new_segment(&self, batches: &[batch::BatchHeader]) -> bool {
+    pub(crate) fn fits_new_segment(&self, batches: &[batch::BatchHeader]) -> bool {
         let n = entries_needed(0, self.seg.index_interval_bytes, batches);
         n == 0 || (n <= self.seg.offset_index.max_entries() && n < self.seg.time_index.max_entries())
     }
 
     /// True when both indexes can take `entries` more entries (the time index keeps its last slot
     /// for the entry written at roll).
-    pub fn has_index_room(&self, entries: usize) -> bool {
+    pub(crate) fn has_index_room(&self, entries: usize) -> bool {
         entries == 0
             || (self.seg.offset_index.entries() + entries <= self.seg.offset_index.max_entries()
                 && self.seg.time_index.entries() + entries < self.seg.time_index.max_entries())
@@ -215,7 +215,7 @@ impl ActiveSegment {
     /// Kafka's `LogSegment.truncateTo`: removes every batch holding an offset `>= offset` (a
     /// batch that straddles `offset` goes whole, as in Kafka), from the indexes, the memory tail
     /// and the file. Returns the bytes removed and the offset the segment now ends before.
-    pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<(u64, i64)> {
+    pub(crate) fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<(u64, i64)> {
         assert!(!self.tail.write_in_flight(), "truncating a segment with a data write in flight");
         self.settle_zero_fill();
         let Some(m) = self.seg.translate_offset(offset, 0)? else {
@@ -250,7 +250,7 @@ impl ActiveSegment {
 
     /// Kafka's `timeWaitedForRoll`: by the first batch's timestamp when it has one, else by wall
     /// clock since the segment was created.
-    pub fn time_waited_for_roll(&mut self, now_ms: i64, message_timestamp: i64) -> Result<i64> {
+    pub(crate) fn time_waited_for_roll(&mut self, now_ms: i64, message_timestamp: i64) -> Result<i64> {
         if self.rolling_based_timestamp.is_none() {
             let mut scan = self.seg.scanner(0);
             if let Some(b) = scan.next_batch()? {
@@ -272,7 +272,7 @@ impl ActiveSegment {
     /// (usually one). With `sync` they are linked in a chain ending in the fdatasync, which so
     /// runs only after all of them succeeded. Empty when there is nothing to do. Complete them
     /// with [`ActiveSegment::complete_writes`].
-    pub fn take_writes(&mut self, tag: u64, sync: bool) -> Vec<IoOp> {
+    pub(crate) fn take_writes(&mut self, tag: u64, sync: bool) -> Vec<IoOp> {
         let mut ops = self.tail.prepare_write(self.file.clone(), tag);
         // A data write must never race a zero write over the same bytes: when the data has
         // caught up with zero writes still in flight (a lead too short for the rate), wait.
@@ -302,7 +302,7 @@ impl ActiveSegment {
     /// durable after a successful fdatasync or when every write was an RWF_DSYNC one. A batch
     /// the storage lost ([`AsyncOutcome::Lost`]) is a failed write: its bytes are not known to
     /// be in the file.
-    pub fn complete_writes(&mut self, outcome: AsyncOutcome) -> Result<()> {
+    pub(crate) fn complete_writes(&mut self, outcome: AsyncOutcome) -> Result<()> {
         let completions = match outcome {
             AsyncOutcome::Done(done) => done,
             AsyncOutcome::Lost => {
@@ -345,14 +345,14 @@ impl ActiveSegment {
 
     /// True when every byte already in the file is known to be durable, so RWF_DSYNC writes of
     /// the unwritten bytes alone make the whole segment durable (no fdatasync needed).
-    pub fn written_is_synced(&self) -> bool {
+    pub(crate) fn written_is_synced(&self) -> bool {
         self.tail.written_is_synced()
     }
 
     /// Writes every appended byte to the file (one submission), with an fdatasync when `sync`.
     /// The caller has completed any write of [`ActiveSegment::take_writes`] first (the log
     /// settles its writes in flight before anything but an append touches the segment).
-    pub fn write_pending(&mut self, sync: bool) -> Result<()> {
+    pub(crate) fn write_pending(&mut self, sync: bool) -> Result<()> {
         let ops = self.take_writes(0, sync);
         if ops.is_empty() {
             return Ok(());
@@ -362,21 +362,17 @@ impl ActiveSegment {
     }
 
     /// The `.log` file under the in-memory tail.
-    pub fn log_file_inner(&self) -> &Arc<dyn IoFile> {
+    pub(crate) fn log_file_inner(&self) -> &Arc<dyn IoFile> {
         &self.file
     }
 
     /// Appended bytes not yet handed to the kernel.
-    pub fn unwritten_bytes(&self) -> u64 {
+    pub(crate) fn unwritten_bytes(&self) -> u64 {
         self.tail.unwritten()
     }
 
-    pub fn tail_stats(&self) -> TailStats {
-        self.tail.stats()
-    }
-
     /// Writes pending index entries and every appended byte, and makes the log's data durable.
-    pub fn flush(&mut self) -> Result<()> {
+    pub(crate) fn flush(&mut self) -> Result<()> {
         self.seg.offset_index.flush()?;
         self.seg.time_index.flush()?;
         self.write_pending(true)
@@ -390,12 +386,12 @@ impl ActiveSegment {
     ///
     /// It runs on `&mut self`: on an error the segment stays the caller's (and reads as before);
     /// [`ActiveSegment::into_sealed`] then consumes it once sealing succeeded.
-    pub fn seal(&mut self) -> Result<()> {
+    pub(crate) fn seal(&mut self) -> Result<()> {
         self.finish()
     }
 
     /// The sealed segment, after a successful [`ActiveSegment::seal`].
-    pub fn into_sealed(mut self) -> SealedSegment {
+    pub(crate) fn into_sealed(mut self) -> SealedSegment {
         let lf = LazyFile::adopt(self.storage.clone(), self.file, Reopen::Log, &self.seg.res.files);
         self.seg.log = lf.clone();
         self.seg.lazy_log = Some(lf);
@@ -427,17 +423,13 @@ impl ActiveSegment {
 
     /// What a clean close leaves on disk: the same as sealing (Kafka's `close` appends the final
     /// time-index entry and trims), but the segment stays the active one on the next open.
-    pub fn close(mut self) -> Result<()> {
+    pub(crate) fn close(mut self) -> Result<()> {
         self.finish()
-    }
-
-    pub fn settings(&self) -> SegmentSettings {
-        self.settings
     }
 
     /// Turns this segment into a plain [`Segment`] after writing what is buffered (for
     /// truncation paths and reopening).
-    pub fn into_segment(mut self) -> Result<Segment> {
+    pub(crate) fn into_segment(mut self) -> Result<Segment> {
         self.write_out()?;
         self.seg.log = self.file;
         Ok(self.seg)
@@ -445,7 +437,7 @@ impl ActiveSegment {
 
     /// What [`ActiveSegment::into_segment`] writes, on `&mut self`: a caller that must keep the
     /// segment when this fails calls it first, and `into_segment` then has nothing left to fail.
-    pub fn write_out(&mut self) -> Result<()> {
+    pub(crate) fn write_out(&mut self) -> Result<()> {
         self.settle_zero_fill();
         self.write_pending(false)
     }

@@ -70,7 +70,7 @@ impl FetchBytes {
         FetchBytes { repr: Repr::Shared { buf, start, len } }
     }
 
-    pub fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         match &self.repr {
             Repr::Owned(v) => v,
             Repr::Shared { buf, start, len } => &buf.full()[*start..*start + *len],

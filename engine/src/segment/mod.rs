@@ -1,8 +1,8 @@
 //! One segment: a `.log` file of v2 batches with its `.index` and `.timeindex`, named by its base
 //! offset.
 //!
-//! [`ActiveSegment`] takes appends and applies Kafka's index rule; [`ActiveSegment::seal`] writes
-//! the final time-index entry, trims both indexes and the log, and returns a [`SealedSegment`],
+//! [`ActiveSegment`] takes appends and applies Kafka's index rule; `ActiveSegment::seal` writes
+//! the final time-index entry, trims both indexes and the log, and returns a `SealedSegment`,
 //! which can only be read. Both dereference to [`Segment`], which holds the read paths: offset ->
 //! position (phase 1: index floor, phase 2: header walk), reads bounded by a position, timestamp
 //! -> offset, and recovery (revalidate every batch, rebuild both indexes, cut a torn tail).
@@ -10,7 +10,7 @@
 //! Memory and descriptors: an active segment's indexes live in growth slots of the shard's index
 //! arena and its `.log` stays open. A sealed segment's indexes are packed into exact-size slots and
 //! held by the shard's [`IndexCache`] under a memory budget: they load on first use and may be
-//! evicted (see the `resident` module). Its files (and every index file) are [`LazyFile`]s, opened on use
+//! evicted (see the `resident` module). Its files (and every index file) are `LazyFile`s, opened on use
 //! and closed when idle under the shard's descriptor limit.
 //!
 //! A segment never decides policy (when to roll, what to fsync): the partition log does.
@@ -26,14 +26,11 @@ mod zero_fill;
 
 pub use fetch::FetchBytes;
 
-pub use resident::{
-    IndexCache, IndexCacheStats, IndexPair, IndexRef, ResourceConfig, ResourceReport, SegmentResources,
-};
-pub use scan::{
-    recovery_read_bytes, set_recovery_read_bytes, BatchScanner, ScannedBatch, SequentialBatchReader,
-    RECOVERY_READ_BYTES, SCAN_WINDOW_BYTES,
-};
-pub use tail::{TailFile, TailStats};
+pub(crate) use resident::IndexPair;
+pub use resident::{IndexCache, IndexCacheStats, IndexRef, ResourceConfig, ResourceReport, SegmentResources};
+pub use scan::{recovery_read_bytes, set_recovery_read_bytes, BatchScanner, ScannedBatch};
+pub(crate) use scan::{SequentialBatchReader, SCAN_WINDOW_BYTES};
+pub(crate) use tail::TailFile;
 pub use zero_fill::ZeroFillStats;
 
 use zero_fill::ZeroFillState;
@@ -165,16 +162,16 @@ impl Segment {
     pub fn size(&self) -> u32 {
         self.size
     }
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
-    pub fn log_path(&self) -> PathBuf {
+    pub(crate) fn log_path(&self) -> PathBuf {
         self.dir.join(filename::log_file_name(self.base_offset))
     }
-    pub fn index_path(&self) -> PathBuf {
+    pub(crate) fn index_path(&self) -> PathBuf {
         self.dir.join(filename::index_file_name(self.base_offset))
     }
-    pub fn time_index_path(&self) -> PathBuf {
+    pub(crate) fn time_index_path(&self) -> PathBuf {
         self.dir.join(filename::time_index_file_name(self.base_offset))
     }
     /// The `.log` file. For a sealed segment it is opened on use and may be closed when idle, so
@@ -234,15 +231,6 @@ impl Segment {
     pub fn indexes_resident(&self) -> bool {
         self.sealed.as_ref().is_none_or(|s| s.is_resident())
     }
-    /// Drops a sealed segment's resident indexes now (they load again on next use); false if
-    /// the segment holds its own or they were not resident.
-    pub fn evict_indexes(&self) -> bool {
-        self.sealed.as_ref().is_some_and(|s| s.evict())
-    }
-    /// The arena, index budget and descriptor limit this segment uses.
-    pub fn resources(&self) -> &SegmentResources {
-        &self.res
-    }
 
     fn placeholder_indexes(base_offset: i64) -> (OffsetIndex, TimeIndex) {
         (
@@ -297,7 +285,7 @@ impl Segment {
         self.max_timestamp_so_far
     }
     /// Kafka's `largestTimestamp`: the max timestamp if any, else the file's modification time.
-    pub fn largest_timestamp(&self) -> Result<i64> {
+    pub(crate) fn largest_timestamp(&self) -> Result<i64> {
         if self.max_timestamp_so_far.timestamp >= 0 {
             Ok(self.max_timestamp_so_far.timestamp)
         } else {
@@ -374,7 +362,7 @@ impl Segment {
     /// Like [`Segment::read`], but only finds the byte range of the whole batches it would
     /// return, walking batch headers instead of reading payloads: `(position, length)`. For
     /// handing a file range to `sendfile`/`splice` without copying through user space.
-    pub fn read_range(
+    pub(crate) fn read_range(
         &self,
         start_offset: i64,
         max_size: u32,
@@ -472,7 +460,7 @@ impl Segment {
 
     /// The offset after the last batch (Kafka's `readNextOffset`), walking from the last index
     /// entry.
-    pub fn read_next_offset(&self) -> Result<i64> {
+    pub(crate) fn read_next_offset(&self) -> Result<i64> {
         let last = self.indexes()?.offset().last_entry();
         let mut scan = self.scanner(last.position.min(self.size));
         let mut next = self.base_offset;
@@ -491,16 +479,6 @@ impl Segment {
         }
         Ok(out)
     }
-
-    /// Writes pending index entries and makes the log's data durable.
-    pub fn flush(&mut self) -> Result<()> {
-        // A sealed segment's indexes are on disk already.
-        if self.sealed.is_none() {
-            self.offset_index.flush()?;
-            self.time_index.flush()?;
-        }
-        self.log.sync_data()
-    }
 }
 
 /// Settings a segment needs from the log's configuration.
@@ -516,7 +494,7 @@ pub struct SegmentSettings {
     /// (the lead ramps up from 256 KiB and is refilled once less than half of it is left), so
     /// that appends overwrite initialized blocks
     /// inside the file instead of extending it or converting unwritten extents. 0 for none;
-    /// O_DIRECT files only ([`ActiveSegment::take_zero_fill`]).
+    /// O_DIRECT files only (`ActiveSegment::take_zero_fill`).
     pub zero_fill_bytes: u32,
     /// `segment.bytes`: zero fill stops there.
     pub segment_bytes: u32,
@@ -541,7 +519,7 @@ pub struct ActiveSegment {
 
 /// A segment that can no longer be written.
 #[derive(Debug)]
-pub struct SealedSegment {
+pub(crate) struct SealedSegment {
     seg: Segment,
 }
 
@@ -578,7 +556,7 @@ fn entries_needed(mut since: u32, interval: u32, batches: &[batch::BatchHeader])
 }
 
 impl SealedSegment {
-    pub fn into_segment(self) -> Segment {
+    pub(crate) fn into_segment(self) -> Segment {
         self.seg
     }
 }

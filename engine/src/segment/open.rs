@@ -43,7 +43,7 @@ impl Segment {
     /// the files stay open. A missing `.timeindex` is created
     /// empty (as Kafka does); a missing `.index` is created empty and reported through the return
     /// flag so the caller rebuilds it (Kafka recovers such a segment). For tools and tests: a log
-    /// opens its segments with [`Segment::open_lazy`].
+    /// opens its segments with `Segment::open_lazy`.
     pub fn open_existing(
         storage: &dyn Storage,
         dir: &Path,
@@ -98,7 +98,7 @@ impl Segment {
     /// memory budget of `res`, and its files are [`LazyFile`]s under their descriptor
     /// limit. Only the time index's last entry is read (for the segment's max timestamp). Missing
     /// index files are handled as in [`Segment::open_existing`].
-    pub fn open_lazy(
+    pub(crate) fn open_lazy(
         storage: Arc<dyn Storage>,
         dir: &Path,
         base_offset: i64,
@@ -153,7 +153,7 @@ impl Segment {
 
     /// Recomputes the max timestamp so far from the time index plus a walk after its last entry
     /// (Kafka's `readLargestTimestamp`), for a segment whose time index may lag its log.
-    pub fn reload_max_timestamp(&mut self) -> Result<()> {
+    pub(crate) fn reload_max_timestamp(&mut self) -> Result<()> {
         let (last, pos) = {
             let idx = self.indexes()?;
             let last = idx.time().last_entry();
@@ -172,7 +172,7 @@ impl Segment {
 
     /// Makes the segment read-only: its indexes go to the index cache (packed, under the memory
     /// budget) and its `.log` becomes a lazily opened file (when the segment knows its storage).
-    pub fn into_sealed(mut self) -> SealedSegment {
+    pub(crate) fn into_sealed(mut self) -> SealedSegment {
         self.seal_indexes();
         if let (None, Some(storage)) = (&self.lazy_log, &self.storage) {
             let lf = LazyFile::adopt(storage.clone(), self.log.clone(), Reopen::Log, &self.res.files);
@@ -185,7 +185,7 @@ impl Segment {
     /// Makes this segment the active one again (after truncation removed later segments, or on
     /// open): indexes get room for `segment.index.bytes` again, in growth slots of the arena, and
     /// the `.log` stays open.
-    pub fn into_active(
+    pub(crate) fn into_active(
         mut self,
         storage: Arc<dyn Storage>,
         settings: SegmentSettings,

@@ -8,7 +8,7 @@ impl Segment {
     /// Kafka's `LogSegment.recover`: revalidates every batch (framing, magic, CRC, offsets fit),
     /// rebuilds both indexes with the append rule, and truncates the log at the first invalid
     /// byte. Returns what it found. For a segment followed by another, use
-    /// [`Segment::recover_bounded`].
+    /// `Segment::recover_bounded`.
     pub fn recover(&mut self) -> Result<RecoveryResult> {
         self.recover_bounded(None)
     }
@@ -16,7 +16,7 @@ impl Segment {
     /// [`Segment::recover`] of a segment followed by one at `next_base` (if any): a batch whose
     /// last offset is `>= next_base` is invalid too (baseOffset lies outside the CRC, so a
     /// damaged one can only be caught by where it points), and the log is cut there.
-    pub fn recover_bounded(&mut self, next_base: Option<i64>) -> Result<RecoveryResult> {
+    pub(crate) fn recover_bounded(&mut self, next_base: Option<i64>) -> Result<RecoveryResult> {
         // A sealed segment's indexes are rebuilt from nothing, then handed back to the cache.
         let was_sealed = self.own_indexes(false)?;
         let r = self.rebuild(next_base);
@@ -136,7 +136,7 @@ impl Segment {
 
     /// Sanity-checks both indexes (Kafka's `sanityCheck`), naming the file on failure. A sealed
     /// segment's indexes are loaded for it (as Kafka's lazy indexes are). See
-    /// [`Segment::sanity_check_bounded`], which this is without a following segment.
+    /// `Segment::sanity_check_bounded`, which this is without a following segment.
     pub fn sanity_check(&self) -> Result<()> {
         self.sanity_check_bounded(None)
     }
@@ -157,7 +157,7 @@ impl Segment {
     ///   must not point past the last batch, its timestamp must not be below any walked batch's max
     ///   timestamp, and when it points at a walked batch that batch must hold that timestamp. An
     ///   empty time index over timestamped batches fails too.
-    pub fn sanity_check_bounded(&self, next_base: Option<i64>) -> Result<()> {
+    pub(crate) fn sanity_check_bounded(&self, next_base: Option<i64>) -> Result<()> {
         let idx = self.indexes()?;
         let o = idx.offset();
         let t = idx.time();

@@ -74,7 +74,7 @@ impl SegmentResources {
 
     /// One set per engine shard: the budget and the descriptor limit split evenly, each arena's
     /// first packed region mapped at once so that its report says what the machine gave.
-    pub fn for_shards(config: ResourceConfig, shards: usize) -> Vec<SegmentResources> {
+    pub(crate) fn for_shards(config: ResourceConfig, shards: usize) -> Vec<SegmentResources> {
         let n = shards.max(1);
         (0..n)
             .map(|_| {
@@ -105,7 +105,7 @@ impl SegmentResources {
 
 /// A sealed segment's two indexes, loaded together.
 #[derive(Debug)]
-pub struct IndexPair {
+pub(crate) struct IndexPair {
     pub offset: OffsetIndex,
     pub time: TimeIndex,
 }
@@ -185,17 +185,13 @@ pub struct IndexCache {
 }
 
 impl IndexCache {
-    pub fn new(budget_bytes: u64) -> Arc<IndexCache> {
+    pub(crate) fn new(budget_bytes: u64) -> Arc<IndexCache> {
         Arc::new(IndexCache {
             budget: budget_bytes,
             state: Mutex::new(CacheState::default()),
             tick: AtomicU64::new(1),
             next_id: AtomicU64::new(1),
         })
-    }
-
-    pub fn budget_bytes(&self) -> u64 {
-        self.budget
     }
 
     pub fn stats(&self) -> IndexCacheStats {
@@ -208,19 +204,6 @@ impl IndexCache {
             loads: st.loads,
             evictions: st.evictions,
         }
-    }
-
-    /// Evicts every resident pair that no reader holds; returns how many.
-    pub fn evict_all(&self) -> usize {
-        let mut dropped = Vec::new();
-        let n = {
-            let mut st = self.lock();
-            let before = st.resident.len();
-            self.evict(&mut st, 0, u64::MAX, &mut dropped);
-            before - st.resident.len()
-        };
-        drop(dropped);
-        n
     }
 
     fn lock(&self) -> MutexGuard<'_, CacheState> {
@@ -422,14 +405,6 @@ impl SealedIndexes {
         let time =
             TimeIndex::load(arena, self.base_offset, self.time_index_file.clone(), self.max_index_bytes, self.limit)?;
         Ok(IndexPair { offset, time })
-    }
-
-    /// Drops the resident pair (readers holding it keep it until they finish); true if it was
-    /// resident.
-    pub(crate) fn evict(&self) -> bool {
-        let taken = self.lock_loaded().take();
-        self.cache.forget(self.id);
-        taken.is_some()
     }
 
     /// Takes the pair out of the budget for a segment that becomes writable again: the resident

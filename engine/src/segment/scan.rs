@@ -19,15 +19,15 @@ use crate::format::FormatError;
 use crate::io::{AlignedBuf, IoFile};
 
 /// Largest window for header walks: one read covers several batch headers of small batches.
-pub const SCAN_WINDOW_BYTES: usize = 64 * 1024;
+pub(crate) const SCAN_WINDOW_BYTES: usize = 64 * 1024;
 /// The first read of a walk: most lookups land on or next to their batch, so start small (a
 /// few headers' worth) and double the window on each refill up to the maximum.
-pub const FIRST_READ_BYTES: usize = 512;
+pub(crate) const FIRST_READ_BYTES: usize = 512;
 
 /// Bytes [`SequentialBatchReader`] reads per I/O (recovery): large enough that a device read at
 /// queue depth 1 runs near the disk's sequential speed (fio's `bs=1m`); 4 MiB measured no faster
 /// (docs/benchmarks.md, "Recovery and open"). [`set_recovery_read_bytes`] changes it.
-pub const RECOVERY_READ_BYTES: usize = 1 << 20;
+pub(crate) const RECOVERY_READ_BYTES: usize = 1 << 20;
 /// Window starts and lengths of [`SequentialBatchReader`] and of the one-read fetch are
 /// multiples of this (or of the file's O_DIRECT alignment if larger), and their buffers are
 /// aligned to it, so a direct read goes straight into the buffer, no bounce.
@@ -42,7 +42,7 @@ pub fn set_recovery_read_bytes(bytes: usize) {
     RECOVERY_READ_SET.store(bytes.clamp(READ_ALIGN, 1 << 30), std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The window [`SequentialBatchReader::new`] uses: [`RECOVERY_READ_BYTES`] unless
+/// The window `SequentialBatchReader::new` uses: `RECOVERY_READ_BYTES` unless
 /// [`set_recovery_read_bytes`] changed it.
 pub fn recovery_read_bytes() -> usize {
     match RECOVERY_READ_SET.load(std::sync::atomic::Ordering::Relaxed) {
@@ -220,7 +220,7 @@ impl BatchScanner {
     /// Makes the first read `bytes` long (within the window's bounds) instead of
     /// `FIRST_READ_BYTES`: for a walk known to cover about that many bytes, such as the tail
     /// of a segment after its last index entry, so it costs one read.
-    pub fn with_first_read(mut self, bytes: usize) -> Self {
+    pub(crate) fn with_first_read(mut self, bytes: usize) -> Self {
         self.next_window = bytes.clamp(BATCH_HEADER_SIZE, self.max_window);
         self
     }
@@ -283,7 +283,7 @@ impl BatchScanner {
 /// previous window that the next batch needs are moved to the front, not read again, so every
 /// byte of the file is read once.
 #[derive(Debug)]
-pub struct SequentialBatchReader {
+pub(crate) struct SequentialBatchReader {
     file: Arc<dyn IoFile>,
     pos: u64,
     end: u64,
@@ -305,12 +305,12 @@ pub struct SequentialBatchReader {
 
 impl SequentialBatchReader {
     /// A reader with the recovery window ([`recovery_read_bytes`]).
-    pub fn new(file: Arc<dyn IoFile>, start: u32, end: u32) -> Self {
+    pub(crate) fn new(file: Arc<dyn IoFile>, start: u32, end: u32) -> Self {
         SequentialBatchReader::with_window(file, start, end, recovery_read_bytes())
     }
 
     /// A reader whose refills read `window` bytes (rounded up to the alignment).
-    pub fn with_window(file: Arc<dyn IoFile>, start: u32, end: u32, window: usize) -> Self {
+    pub(crate) fn with_window(file: Arc<dyn IoFile>, start: u32, end: u32, window: usize) -> Self {
         let align = file.direct_alignment().map_or(READ_ALIGN, |a| a.mem.max(a.offset).max(READ_ALIGN));
         let align = if align.is_power_of_two() { align } else { align.next_power_of_two() };
         let window = window.max(align).div_ceil(align) * align;
@@ -330,15 +330,16 @@ impl SequentialBatchReader {
         }
     }
 
+    #[cfg(test)]
     /// The position of the next batch to be read.
-    pub fn position(&self) -> u32 {
+    pub(crate) fn position(&self) -> u32 {
         self.pos as u32
     }
 
     /// The next batch and its bytes (`size()` of them, from its position), `Ok(None)` at the end
     /// of valid data (including a partial trailing batch), or an error naming the file and
     /// position of a corrupt entry.
-    pub fn next_batch(&mut self) -> Result<Option<(ScannedBatch, &[u8])>> {
+    pub(crate) fn next_batch(&mut self) -> Result<Option<(ScannedBatch, &[u8])>> {
         let Some((b, size)) = frame_at(self, self.pos, self.end)? else { return Ok(None) };
         // `frame_at` put the batch inside [pos, end): the refill reads at most what the file holds.
         let off = self.fill(self.pos, size as usize)?;

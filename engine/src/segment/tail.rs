@@ -53,14 +53,15 @@ struct TailState {
 
 /// A segment's `.log` file with its in-memory tail. See the module docs.
 #[derive(Debug)]
-pub struct TailFile {
+pub(crate) struct TailFile {
     inner: Arc<dyn IoFile>,
     state: Mutex<TailState>,
 }
 
-/// Counters of a tail (for shard statistics).
+/// Counters of a tail (the tests read them).
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TailStats {
+pub(crate) struct TailStats {
     /// Reads served entirely from memory.
     pub cache_hits: u64,
     pub buffered_bytes: u64,
@@ -109,7 +110,7 @@ impl TailState {
 impl TailFile {
     /// Wraps `inner`, whose first `size` bytes are the segment's valid data. The partial last
     /// block (for O_DIRECT files) is read back into memory so the next flush can rewrite it whole.
-    pub fn new(inner: Arc<dyn IoFile>, size: u64, cache_bytes: u64) -> Result<TailFile> {
+    pub(crate) fn new(inner: Arc<dyn IoFile>, size: u64, cache_bytes: u64) -> Result<TailFile> {
         let align = inner.direct_alignment().map(|a| a.offset.max(a.mem).max(1) as u64).unwrap_or(1);
         if align > CHUNK || !CHUNK.is_multiple_of(align) {
             return Err(Error::io(
@@ -150,13 +151,8 @@ impl TailFile {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The underlying file.
-    pub fn inner(&self) -> &Arc<dyn IoFile> {
-        &self.inner
-    }
-
     /// Appends bytes at the logical end (memory only).
-    pub fn append(&self, data: &[u8]) {
+    pub(crate) fn append(&self, data: &[u8]) {
         let mut s = self.lock();
         let mut rest = data;
         while !rest.is_empty() {
@@ -174,17 +170,18 @@ impl TailFile {
     }
 
     /// Logical length: every appended byte.
-    pub fn logical_len(&self) -> u64 {
+    pub(crate) fn logical_len(&self) -> u64 {
         self.lock().end
     }
 
     /// Bytes appended but not yet in the file.
-    pub fn unwritten(&self) -> u64 {
+    pub(crate) fn unwritten(&self) -> u64 {
         let s = self.lock();
         s.end - s.written
     }
 
-    pub fn stats(&self) -> TailStats {
+    #[cfg(test)]
+    pub(crate) fn stats(&self) -> TailStats {
         let s = self.lock();
         TailStats { cache_hits: s.hits, buffered_bytes: s.end - s.start, unwritten_bytes: s.end - s.written }
     }
@@ -193,7 +190,7 @@ impl TailFile {
     /// per chunk the range touches, in file order; empty when there is nothing to write. For an
     /// O_DIRECT file they cover whole aligned blocks, the last one zero-padded. Until
     /// [`TailFile::complete_write`] is called no other write may be prepared.
-    pub fn prepare_write(&self, file: Arc<dyn IoFile>, tag: u64) -> Vec<IoOp> {
+    pub(crate) fn prepare_write(&self, file: Arc<dyn IoFile>, tag: u64) -> Vec<IoOp> {
         let mut s = self.lock();
         assert!(s.in_flight_end.is_none(), "a write of this tail is in flight: complete it before preparing another");
         if s.end == s.written {
@@ -228,7 +225,7 @@ impl TailFile {
     }
 
     /// True between [`TailFile::prepare_write`] and [`TailFile::complete_write`].
-    pub fn write_in_flight(&self) -> bool {
+    pub(crate) fn write_in_flight(&self) -> bool {
         self.lock().in_flight_end.is_some()
     }
 
@@ -236,7 +233,7 @@ impl TailFile {
     /// written bytes count as in the file and the in-memory window is trimmed, in whole chunks,
     /// to the tail-cache budget (never past the partial last block, which the next flush
     /// rewrites).
-    pub fn complete_write(&self, ok: bool) {
+    pub(crate) fn complete_write(&self, ok: bool) {
         let mut s = self.lock();
         let Some(end) = s.in_flight_end.take() else { return };
         if !ok {
@@ -259,24 +256,24 @@ impl TailFile {
 
     /// Records that every byte written so far is durable (an fdatasync of the file completed
     /// after the writes, or they were RWF_DSYNC writes).
-    pub fn mark_synced(&self) {
+    pub(crate) fn mark_synced(&self) {
         let mut s = self.lock();
         s.synced = s.written;
     }
 
     /// True when every byte written to the file is known to be durable.
-    pub fn written_is_synced(&self) -> bool {
+    pub(crate) fn written_is_synced(&self) -> bool {
         let s = self.lock();
         s.synced >= s.written
     }
 
     /// The block size writes are aligned to (1 for a file without O_DIRECT).
-    pub fn align(&self) -> u64 {
+    pub(crate) fn align(&self) -> u64 {
         self.lock().align
     }
 
     /// Forgets everything past `len` (truncation), in memory and in the file.
-    pub fn truncate(&self, len: u64) -> Result<()> {
+    pub(crate) fn truncate(&self, len: u64) -> Result<()> {
         let mut s = self.lock();
         if len >= s.end {
             return Ok(());

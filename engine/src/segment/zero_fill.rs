@@ -21,7 +21,7 @@ const ZERO_FILL_ALIGN: u64 = 4096;
 /// 8 MiB lead); 64 KiB measured no better (151-183 against 125-161 us).
 const ZERO_FILL_FIRST_LEAD: u64 = 256 << 10;
 
-/// What zero fill did in one active segment ([`ActiveSegment::zero_fill_stats`]).
+/// What zero fill did in one active segment (`ActiveSegment::zero_fill_stats`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ZeroFillStats {
     /// Refills taken (each one batch of zero writes).
@@ -78,7 +78,7 @@ impl ActiveSegment {
     /// none (a buffered durable p99 of 546 against 255 us, one run of the durable workload while
     /// zero fill was being built; that code is gone, so the figure cannot be re-run), and that fdatasync could consume
     /// the error of a failed writeback of appended data (Linux reports it once per file).
-    pub fn take_zero_fill(&mut self, tag: u64) -> Vec<IoOp> {
+    pub(crate) fn take_zero_fill(&mut self, tag: u64) -> Vec<IoOp> {
         let max_lead = self.settings.zero_fill_bytes as u64;
         // Off (the common case) answers before the tail's lock is taken for the alignment.
         if max_lead == 0 || self.zero.failed || self.zero.pending.is_some() {
@@ -138,14 +138,14 @@ impl ActiveSegment {
     }
 
     /// What zero fill did in this segment so far.
-    pub fn zero_fill_stats(&self) -> ZeroFillStats {
+    pub(crate) fn zero_fill_stats(&self) -> ZeroFillStats {
         self.zero.stats
     }
 
     /// Takes the operations of [`ActiveSegment::take_zero_fill`] back as submitted without
     /// waiting; they are polled by the next [`ActiveSegment::take_zero_fill`] and waited for by
     /// anything that writes where they do.
-    pub fn zero_fill_started(&mut self, io: crate::io::AsyncIo) {
+    pub(crate) fn zero_fill_started(&mut self, io: crate::io::AsyncIo) {
         let Some(range) = self.zero.pending.take() else {
             debug_assert!(false, "zero fill started without take_zero_fill");
             return;
@@ -157,7 +157,7 @@ impl ActiveSegment {
 
     /// Runs zero fill to completion without the engine: the synchronous path (a log that writes
     /// each append through itself).
-    pub fn zero_fill_now(&mut self) {
+    pub(crate) fn zero_fill_now(&mut self) {
         let ops = self.take_zero_fill(0);
         if !ops.is_empty() {
             let done = self.storage.submit(ops);
