@@ -31,28 +31,26 @@ impl AlignedBuf {
         AlignedBuf { ptr, len: 0, layout }
     }
 
-    pub fn align(&self) -> usize {
+    pub(crate) fn align(&self) -> usize {
         self.layout.align()
     }
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.layout.size()
     }
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    pub fn as_ptr(&self) -> *const u8 {
+    #[cfg(test)]
+    pub(crate) fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr()
     }
-    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 
     /// Sets the length. Bytes between the old and new length keep whatever they held (all bytes
     /// are always initialised: zeroed at allocation).
-    pub fn set_len(&mut self, len: usize) {
+    pub(crate) fn set_len(&mut self, len: usize) {
         assert!(len <= self.capacity(), "length {len} beyond capacity {}", self.capacity());
         self.len = len;
     }
@@ -67,19 +65,20 @@ impl AlignedBuf {
     }
 
     /// The whole capacity, initialised bytes all.
-    pub fn full(&self) -> &[u8] {
+    pub(crate) fn full(&self) -> &[u8] {
         // SAFETY: the allocation is `capacity` bytes, zero-initialised at allocation and only
         // written through safe slices since, so every byte is initialised; the borrow of self
         // keeps it alive and unaliased by writers.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.capacity()) }
     }
-    pub fn full_mut(&mut self) -> &mut [u8] {
+    pub(crate) fn full_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `full`, and `&mut self` guarantees exclusive access.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.capacity()) }
     }
 
+    #[cfg(test)]
     /// A copy with a larger capacity (same alignment and contents).
-    pub fn grown(&self, capacity: usize) -> AlignedBuf {
+    pub(crate) fn grown(&self, capacity: usize) -> AlignedBuf {
         let mut b = AlignedBuf::new(capacity.max(self.capacity()), self.align());
         b.extend_from_slice(self);
         b

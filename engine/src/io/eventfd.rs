@@ -23,24 +23,24 @@ impl EventFd {
         Ok(EventFd { fd })
     }
 
-    pub fn raw(&self) -> RawFd {
+    pub(crate) fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 
     /// Rings the doorbell (adds 1 to the counter). A full counter (EAGAIN) already means "wake
     /// up", so the result needs no handling.
-    pub fn notify(&self) {
+    pub(crate) fn notify(&self) {
         let _ = self.fd.write(1);
     }
 
     /// Resets the counter, returning its value (0 if it was not rung).
-    pub fn drain(&self) -> u64 {
+    pub(crate) fn drain(&self) -> u64 {
         self.fd.read().unwrap_or(0)
     }
 
     /// Sleeps in poll(2) until rung or `timeout` passes, then drains. The plain-syscall wait used
     /// when io_uring is not available.
-    pub fn wait_plain(&self, timeout: Option<Duration>) -> u64 {
+    pub(crate) fn wait_plain(&self, timeout: Option<Duration>) -> u64 {
         let ms = timeout.map_or(PollTimeout::NONE, |d| PollTimeout::try_from(d).unwrap_or(PollTimeout::MAX));
         let _ = poll(&mut [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)], ms);
         super::record_io(0, 1, 0, 0, 0);

@@ -1,10 +1,10 @@
-//! Descriptors under a limit: a [`LazyFile`] is a file that is opened on first use and may be
+//! Descriptors under a limit: a `LazyFile` is a file that is opened on first use and may be
 //! closed when idle, so that a log with 100,000 segments does not hold 100,000 (or 300,000)
 //! descriptors. A [`FileCache`] counts the lazily opened files of a shard and, when a new one
 //! would pass `max_open_files`, closes the least recently used idle ones first.
 //!
 //! A file is idle when nothing but its `LazyFile` holds the open handle: a read in progress or a
-//! pinned handle ([`LazyFile::pin`], for sendfile) keeps it open. When every open file is in use,
+//! pinned handle (`LazyFile::pin`, for sendfile) keeps it open. When every open file is in use,
 //! opening another is [`Error::TooManyOpenFiles`], never a crash; so is the process running out of
 //! descriptors (EMFILE) with nothing idle left to close.
 //!
@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 
 /// How a lazily opened file is opened again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reopen {
+pub(crate) enum Reopen {
     /// [`Storage::open`] (index files).
     Plain,
     /// [`Storage::open_log`] (a segment's `.log`: O_DIRECT in direct mode).
@@ -67,7 +67,7 @@ pub struct FileCache {
 
 impl FileCache {
     /// A cache that keeps at most `limit` lazily opened files open (at least 1).
-    pub fn new(limit: usize) -> Arc<FileCache> {
+    pub(crate) fn new(limit: usize) -> Arc<FileCache> {
         Arc::new(FileCache {
             limit: limit.max(1),
             state: Mutex::new(CacheState::default()),
@@ -78,7 +78,7 @@ impl FileCache {
 
     /// Half of the process's soft descriptor limit (`RLIMIT_NOFILE`), at least 64: the other
     /// half is left for active segments' `.log` files, sockets and everything else.
-    pub fn default_limit() -> usize {
+    pub(crate) fn default_limit() -> usize {
         // "Max open files  <soft>  <hard>  files" in /proc/self/limits.
         let soft = std::fs::read_to_string("/proc/self/limits")
             .ok()
@@ -89,10 +89,6 @@ impl FileCache {
             })
             .unwrap_or(1024);
         (soft / 2).max(64)
-    }
-
-    pub fn limit(&self) -> usize {
-        self.limit
     }
 
     pub fn stats(&self) -> FileCacheStats {
@@ -173,7 +169,7 @@ impl FileCache {
 
     /// Closes up to `n` idle files now (for tests and for shedding descriptors); returns how
     /// many were closed.
-    pub fn close_idle_files(&self, n: usize) -> usize {
+    pub(crate) fn close_idle_files(&self, n: usize) -> usize {
         let mut dropped = Vec::new();
         let closed = {
             let mut st = self.lock();
@@ -188,7 +184,7 @@ impl FileCache {
 
 /// A file opened on demand through a [`FileCache`], closed by the cache when idle. It is an
 /// [`IoFile`]: every call opens the file first if it is closed.
-pub struct LazyFile {
+pub(crate) struct LazyFile {
     id: u64,
     path: PathBuf,
     storage: Arc<dyn Storage>,
@@ -208,7 +204,7 @@ impl std::fmt::Debug for LazyFile {
 
 impl LazyFile {
     /// A file at `path`, not opened yet; it opens with `ReadWrite` on first use.
-    pub fn new(storage: Arc<dyn Storage>, path: &Path, reopen: Reopen, cache: &Arc<FileCache>) -> Arc<LazyFile> {
+    pub(crate) fn new(storage: Arc<dyn Storage>, path: &Path, reopen: Reopen, cache: &Arc<FileCache>) -> Arc<LazyFile> {
         Arc::new_cyclic(|me| LazyFile {
             id: cache.next_id.fetch_add(1, Ordering::Relaxed),
             path: path.to_path_buf(),
@@ -225,7 +221,7 @@ impl LazyFile {
     /// Takes an open file under the cache's management (it may be closed when idle and reopened
     /// with `ReadWrite` later). Counted even if the cache is full, since it is open already; idle
     /// files are closed to make room.
-    pub fn adopt(
+    pub(crate) fn adopt(
         storage: Arc<dyn Storage>,
         file: Arc<dyn IoFile>,
         reopen: Reopen,
@@ -240,7 +236,7 @@ impl LazyFile {
     }
 
     /// Creates (or opens) the file at once, as [`LazyFile::adopt`] of `storage.open(path, mode)`.
-    pub fn create(
+    pub(crate) fn create(
         storage: Arc<dyn Storage>,
         path: &Path,
         mode: OpenMode,
@@ -252,7 +248,7 @@ impl LazyFile {
         Ok(lf)
     }
 
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.lock_slot().is_some()
     }
 
@@ -263,7 +259,7 @@ impl LazyFile {
     /// The open file, opening it if needed. The handle returned keeps the descriptor open (the
     /// cache will not close a file whose handle is held): for sendfile and other raw-descriptor
     /// uses, hold it for as long as the descriptor is used.
-    pub fn pin(&self) -> Result<Arc<dyn IoFile>> {
+    pub(crate) fn pin(&self) -> Result<Arc<dyn IoFile>> {
         self.open_with(OpenMode::ReadWrite)
     }
 
@@ -310,26 +306,11 @@ impl LazyFile {
 
     /// Takes the file out of the cache's management and returns it open (for a sealed segment
     /// that becomes active again and keeps its `.log` open).
-    pub fn detach(&self) -> Result<Arc<dyn IoFile>> {
+    pub(crate) fn detach(&self) -> Result<Arc<dyn IoFile>> {
         let f = self.pin()?;
         *self.lock_slot() = None;
         self.cache.forget(self.id);
         Ok(f)
-    }
-
-    /// Closes the file now if it is idle; true if it is closed afterwards.
-    pub fn close_if_idle(&self) -> bool {
-        let mut slot = self.lock_slot();
-        match slot.as_ref() {
-            None => true,
-            Some(h) if Arc::strong_count(h) == 1 => {
-                *slot = None;
-                drop(slot);
-                self.cache.forget(self.id);
-                true
-            }
-            Some(_) => false,
-        }
     }
 }
 

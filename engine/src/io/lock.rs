@@ -15,7 +15,7 @@
 //! ignore them. Each is released when its guard is dropped (or the process dies).
 //!
 //! Who holds a lock is read from `/proc/locks` (matched by device and inode), which never takes or
-//! disturbs a lock: read-only commands use [`lock_holder`] to say a directory is live.
+//! disturbs a lock: read-only commands use `lock_holder` to say a directory is live.
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::File;
@@ -30,7 +30,7 @@ use super::Storage;
 use crate::error::{Error, Result};
 
 /// The name of Kafka's log-directory lock file.
-pub const LOCK_FILE: &str = ".lock";
+pub(crate) const LOCK_FILE: &str = ".lock";
 
 /// Which lock [`crate::io::Storage::lock`] takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,15 +57,12 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(path: &Path, kind: LockKind, held: impl std::fmt::Debug + Send + Sync + 'static) -> LockGuard {
+    pub fn new(path: &Path, kind: LockKind, held: impl std::fmt::Debug + Send + Sync + 'static) -> LockGuard {
         LockGuard { path: path.to_path_buf(), kind, claims: Mutex::new(HashSet::new()), _held: Box::new(held) }
     }
     /// The directory locked (a log directory for the `LogDir` kinds).
     pub fn path(&self) -> &Path {
         &self.path
-    }
-    pub fn kind(&self) -> LockKind {
-        self.kind
     }
 }
 
@@ -190,7 +187,7 @@ fn whole_file(kind: libc::c_int) -> libc::flock {
 /// `Partition`) with real system calls, creating a missing `.lock` with `file_mode`; what
 /// [`crate::io::Storage::lock`] does on a real filesystem. `Ok(None)` for
 /// [`LockKind::LogDirShared`] when the directory has no `.lock`.
-pub fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<LockGuard>> {
+pub(crate) fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<LockGuard>> {
     match kind {
         LockKind::LogDir => {
             let lock = path.join(LOCK_FILE);
@@ -251,13 +248,6 @@ pub fn lock_path(path: &Path, kind: LockKind, file_mode: u32) -> Result<Option<L
     }
 }
 
-/// [`lock_partition`] on the real filesystem, without creating anything: for a command that
-/// changes a partition directory without opening a [`crate::log::Log`] (`seglog rebuild-index
-/// --write`).
-pub fn lock_partition_dir(dir: &Path) -> Result<PartitionLocks> {
-    lock_partition(&super::std_backend::StdStorage::default(), dir, None, false)
-}
-
 /// `F_OFD_SETLK` of `kind` over the whole file, without waiting.
 fn ofd_lock(f: &File, path: &Path, kind: libc::c_int) -> Result<()> {
     match fcntl(f, FcntlArg::F_OFD_SETLK(&whole_file(kind))) {
@@ -285,7 +275,7 @@ fn noted_pid(f: &File) -> Option<u32> {
 /// Who holds a lock on the file or directory at `path`, read from `/proc/locks` without touching
 /// any lock: `Some(pid)` (0 when the kernel does not say which process) or `None` when nobody
 /// does (or `path` does not exist).
-pub fn lock_holder(path: &Path) -> Option<u32> {
+pub(crate) fn lock_holder(path: &Path) -> Option<u32> {
     let m = std::fs::symlink_metadata(path).ok()?;
     holder_of(m.dev(), m.ino())
 }

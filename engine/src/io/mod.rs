@@ -9,7 +9,7 @@
 //!
 //! Errors from this layer already carry the operation and the path.
 
-pub mod aligned;
+pub(crate) mod aligned;
 pub mod arena;
 pub mod eventfd;
 pub mod file_cache;
@@ -19,22 +19,21 @@ pub mod pool;
 pub mod probe;
 pub mod readahead;
 pub mod select;
-pub mod sendfile;
+pub(crate) mod sendfile;
 pub mod shutdown;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod std_backend;
-pub mod uring;
+pub(crate) mod uring;
 
 pub use aligned::AlignedBuf;
-pub use arena::{ArenaConfig, ArenaReport, ArenaSlice, HugePages, IndexArena, PageBacking};
-pub use file_cache::{FileCache, LazyFile, Reopen};
+pub(crate) use arena::ArenaSlice;
+pub use arena::{ArenaConfig, ArenaReport, HugePages, IndexArena, PageBacking};
+pub(crate) use file_cache::{FileCache, LazyFile, Reopen};
 pub use in_flight::{poll_slot, InFlight};
-pub use pool::{Chunk, Pool, PoolStats, WriteBuf};
-pub use probe::{dio_alignment, dio_alignment_fd};
-pub use select::{open_storage, open_storage_with, open_storage_with_permissions, OpenedStorage, Permissions};
+pub use pool::{PoolStats, WriteBuf};
 pub use sendfile::send_file_range;
-pub use uring::{wait_eventfd, wait_eventfd_plain, with_thread_ring, Ring, UringFile, UringStorage};
+pub use uring::UringStorage;
 
 use std::cell::Cell;
 use std::fmt::Debug;
@@ -147,7 +146,7 @@ thread_local! {
 }
 
 /// Counts an O_DIRECT read made through a bounce buffer ([`IoStats::bounced_reads`]).
-pub fn record_bounced_read() {
+pub(crate) fn record_bounced_read() {
     STATS.with(|s| {
         let mut v = s.get();
         v.bounced_reads += 1;
@@ -156,7 +155,7 @@ pub fn record_bounced_read() {
 }
 
 /// Counts write operations on this thread (backends call it once per write handed to the kernel).
-pub fn record_writes(n: u64) {
+pub(crate) fn record_writes(n: u64) {
     STATS.with(|s| {
         let mut v = s.get();
         v.writes += n;
@@ -170,7 +169,7 @@ pub fn thread_stats() -> IoStats {
 }
 
 /// Adds to this thread's counters (backends call it).
-pub fn record_io(ops: u64, enters: u64, read: u64, written: u64, fsyncs: u64) {
+pub(crate) fn record_io(ops: u64, enters: u64, read: u64, written: u64, fsyncs: u64) {
     STATS.with(|s| {
         let mut v = s.get();
         v.ops += ops;
@@ -201,7 +200,7 @@ pub enum OpenMode {
 /// number of aligned blocks and gets them without a bounce, and its `min` need not be aligned.
 /// `on_read` sees what each read returned (0 for the one that found the end); a failed read ends
 /// the loop with its error, which names the file.
-pub fn read_up_to<F: IoFile + ?Sized>(
+pub(crate) fn read_up_to<F: IoFile + ?Sized>(
     file: &F,
     pos: u64,
     buf: &mut [u8],
@@ -377,7 +376,7 @@ pub fn storage_for_mode(requested: IoMode) -> select::OpenedStorage {
 /// rule: a failed operation with `link_next` cancels the next one (ECANCELED). The default of
 /// [`Storage::submit`], and the io_uring backends' fallback when a file has no descriptor or the
 /// thread has no ring.
-pub fn submit_one_by_one(ops: Vec<IoOp>) -> Vec<IoCompletion> {
+pub(crate) fn submit_one_by_one(ops: Vec<IoOp>) -> Vec<IoCompletion> {
     let mut out = Vec::with_capacity(ops.len());
     let mut cancel = false;
     for op in ops {
@@ -390,7 +389,7 @@ pub fn submit_one_by_one(ops: Vec<IoOp>) -> Vec<IoCompletion> {
 
 impl IoOp {
     /// Runs the operation through its file's own methods: bytes written, or 0 for an fdatasync.
-    pub fn run(&self) -> Result<usize> {
+    pub(crate) fn run(&self) -> Result<usize> {
         match &self.kind {
             IoOpKind::Write { buf, pos, dsync: false } => self.file.write_all_at(buf, *pos).map(|_| buf.len()),
             IoOpKind::Write { buf, pos, dsync: true } => self.file.write_all_at_dsync(buf, *pos).map(|_| buf.len()),
@@ -400,7 +399,7 @@ impl IoOp {
 
     /// The error of an operation cancelled because the one linked before it failed
     /// (ECANCELED, as io_uring reports it).
-    pub fn cancelled(&self) -> crate::Error {
+    pub(crate) fn cancelled(&self) -> crate::Error {
         crate::Error::io("submit", self.file.path(), std::io::Error::from_raw_os_error(libc::ECANCELED))
     }
 }
@@ -420,7 +419,7 @@ pub enum AsyncIo {
 
 /// [`Storage::claim_async`] for a backend that runs every batch at once: a ready batch is done,
 /// anything else is not this backend's to account for.
-pub fn claim_ready(io: AsyncIo) -> AsyncOutcome {
+pub(crate) fn claim_ready(io: AsyncIo) -> AsyncOutcome {
     match io {
         AsyncIo::Ready(v) => AsyncOutcome::Done(v),
         AsyncIo::Ring(_) | AsyncIo::Queued(_) => AsyncOutcome::Lost,
@@ -499,7 +498,7 @@ pub fn wait_doorbell_or_io(bell: &eventfd::EventFd, mode: IoMode, timeout: std::
 
 /// Sleeps until the doorbell rings or `timeout` passes: in io_uring_enter (a read of the eventfd
 /// on this thread's ring) in the io_uring modes, in poll(2) in sync mode.
-pub fn wait_doorbell(bell: &eventfd::EventFd, mode: IoMode, timeout: Option<std::time::Duration>) -> u64 {
+pub(crate) fn wait_doorbell(bell: &eventfd::EventFd, mode: IoMode, timeout: Option<std::time::Duration>) -> u64 {
     if mode != IoMode::Sync {
         if let Ok(v) = uring::wait_eventfd(bell.raw(), timeout) {
             return v.unwrap_or(0);

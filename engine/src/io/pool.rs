@@ -1,17 +1,17 @@
 //! Per-thread pools of aligned write buffers, registered with the thread's io_uring as fixed
 //! buffers.
 //!
-//! A [`Pool`] owns its memory for its whole life: 32 MiB anonymous mappings ("slabs", aligned to
-//! 2 MiB and advised for transparent huge pages), each cut into [`CHUNK_BYTES`] chunks. It hands
-//! out a chunk as a [`Chunk`], which gives the slot back when dropped; a slot is never handed out
+//! A `Pool` owns its memory for its whole life: 32 MiB anonymous mappings ("slabs", aligned to
+//! 2 MiB and advised for transparent huge pages), each cut into `CHUNK_BYTES` chunks. It hands
+//! out a chunk as a `Chunk`, which gives the slot back when dropped; a slot is never handed out
 //! twice while its `Chunk` lives, and a slab is unmapped only when the pool itself goes, which
 //! happens after the last `Chunk` and the last ring that registered it have gone (each holds the
 //! pool). So memory the kernel may read through a registered buffer is never freed or reused
 //! under it. Chunks are numbered in the order the pool first hands them out, and a freed chunk is
 //! reused before any new one, so the numbers in use stay low.
 //!
-//! Registration is the ring's business ([`super::uring`]): the first io_uring submission on a
-//! thread reserves a sparse table of [`MAX_REGISTERED_CHUNKS`] buffers on that thread's ring
+//! Registration is the ring's business (`super::uring`): the first io_uring submission on a
+//! thread reserves a sparse table of `MAX_REGISTERED_CHUNKS` buffers on that thread's ring
 //! (IORING_REGISTER_BUFFERS2 with IORING_RSRC_REGISTER_SPARSE) and puts chunk `i` at index `i`
 //! (IORING_REGISTER_BUFFERS_UPDATE) once the pool has handed it out, so only memory in use is
 //! pinned. A write from pool memory goes out as WRITE_FIXED with its chunk's index when the
@@ -19,10 +19,10 @@
 //! otherwise: on another thread's ring, past the table, when the kernel or RLIMIT_MEMLOCK refused
 //! the registration, or after [`set_buffer_registration`]`(false)`. Sync mode never registers
 //! anything.
-//! [`thread_pool_stats`] says which happened on this thread.
+//! `thread_pool_stats` says which happened on this thread.
 //!
 //! The segment tail (`crate::segment::TailFile`) keeps the active segment's last bytes in a
-//! chain of chunks and writes straight from them ([`WriteBuf::pooled`]): no copy and no
+//! chain of chunks and writes straight from them (`WriteBuf::pooled`): no copy and no
 //! allocation per write.
 #![allow(unsafe_code)]
 
@@ -37,15 +37,15 @@ use super::AlignedBuf;
 
 /// Bytes of one chunk: the unit a segment tail grows and shrinks by, and the most one write entry
 /// covers. A multiple of every O_DIRECT block size.
-pub const CHUNK_BYTES: usize = 256 * 1024;
+pub(crate) const CHUNK_BYTES: usize = 256 * 1024;
 /// Bytes of one slab: one mapping (so 10,000 partitions' tails need a few dozen maps, not
 /// thousands). Only the pages of chunks handed out are ever touched or pinned.
-pub const SLAB_BYTES: usize = 32 * 1024 * 1024;
+pub(crate) const SLAB_BYTES: usize = 32 * 1024 * 1024;
 /// Chunks per slab.
-pub const CHUNKS_PER_SLAB: usize = SLAB_BYTES / CHUNK_BYTES;
+pub(crate) const CHUNKS_PER_SLAB: usize = SLAB_BYTES / CHUNK_BYTES;
 /// Size of each ring's sparse registered-buffer table: chunks `0..MAX_REGISTERED_CHUNKS` (2 GiB)
 /// can be registered; chunks numbered past it are written from unregistered.
-pub const MAX_REGISTERED_CHUNKS: u32 = 8192;
+pub(crate) const MAX_REGISTERED_CHUNKS: u32 = 8192;
 
 /// Whether rings register pool memory (see [`set_buffer_registration`]).
 static REGISTRATION_ON: AtomicBool = AtomicBool::new(true);
@@ -154,7 +154,7 @@ fn map_slab() -> NonNull<u8> {
 
 /// A pool of [`CHUNK_BYTES`] aligned chunks. Cloning gives another handle to the same pool.
 #[derive(Clone, Debug)]
-pub struct Pool {
+pub(crate) struct Pool {
     inner: Arc<PoolInner>,
 }
 
@@ -166,7 +166,7 @@ impl Default for Pool {
 
 impl Pool {
     /// An empty pool: slabs are mapped as chunks are needed.
-    pub fn new() -> Pool {
+    pub(crate) fn new() -> Pool {
         Pool {
             inner: Arc::new(PoolInner {
                 id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
@@ -176,14 +176,14 @@ impl Pool {
     }
 
     /// This pool's identity (rings record which pool they registered).
-    pub fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> u64 {
         self.inner.id
     }
 
     /// A free chunk: one given back before if any, else the next new one (mapping a new slab
     /// when the last is used up). Its bytes are whatever the previous holder left (zero in a new
     /// chunk): callers zero what they write and did not fill.
-    pub fn alloc(&self) -> Chunk {
+    pub(crate) fn alloc(&self) -> Chunk {
         let mut s = self.inner.lock();
         let index = match s.free.pop() {
             Some(i) => i,
@@ -206,17 +206,17 @@ impl Pool {
     }
 
     /// Slabs mapped so far (they are never unmapped while the pool lives).
-    pub fn slab_count(&self) -> usize {
+    pub(crate) fn slab_count(&self) -> usize {
         self.inner.lock().slabs.len()
     }
 
     /// Chunks handed out and not yet given back.
-    pub fn chunks_in_use(&self) -> usize {
+    pub(crate) fn chunks_in_use(&self) -> usize {
         self.inner.lock().in_use
     }
 
     /// How many chunks have ever been handed out: chunks `0..n` exist.
-    pub fn chunks_handed_out(&self) -> u32 {
+    pub(crate) fn chunks_handed_out(&self) -> u32 {
         self.inner.lock().handed
     }
 
@@ -234,7 +234,7 @@ impl Pool {
 
 /// One chunk of a pool: [`CHUNK_BYTES`] bytes at a 4096-aligned (in fact 256 KiB-aligned)
 /// address, owned exclusively until dropped, when the slot goes back to the pool.
-pub struct Chunk {
+pub(crate) struct Chunk {
     pool: Arc<PoolInner>,
     index: u32,
     ptr: NonNull<u8>,
@@ -248,7 +248,7 @@ unsafe impl Sync for Chunk {}
 
 impl Chunk {
     /// All [`CHUNK_BYTES`] bytes.
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: the slot is CHUNK_BYTES of mapped, initialised (zero-filled at mapping, written
         // only through these slices since) memory inside a slab the held pool keeps mapped; the
         // slot is ours alone and `&self` excludes writers.
@@ -256,27 +256,29 @@ impl Chunk {
     }
 
     /// All [`CHUNK_BYTES`] bytes, writable.
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `bytes`, and `&mut self` makes the access exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), CHUNK_BYTES) }
     }
 
+    #[cfg(test)]
     /// The slab holding this chunk.
-    pub fn slab(&self) -> u32 {
+    pub(crate) fn slab(&self) -> u32 {
         self.index / CHUNKS_PER_SLAB as u32
     }
 
     /// The chunk's number in its pool (and its registered-buffer index).
-    pub fn index(&self) -> u32 {
+    pub(crate) fn index(&self) -> u32 {
         self.index
     }
 
     /// The pool it came from.
-    pub fn pool_id(&self) -> u64 {
+    pub(crate) fn pool_id(&self) -> u64 {
         self.pool.id
     }
 
-    pub fn as_ptr(&self) -> *const u8 {
+    #[cfg(test)]
+    pub(crate) fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr()
     }
 }
@@ -313,7 +315,7 @@ enum Repr {
 }
 
 /// The largest [`WriteBuf::zeros`].
-pub const ZERO_BUF_BYTES: usize = 1 << 20;
+pub(crate) const ZERO_BUF_BYTES: usize = 1 << 20;
 
 /// One aligned buffer of zeros for the whole process, never written after it is made.
 fn zero_buf() -> &'static AlignedBuf {
@@ -328,28 +330,29 @@ fn zero_buf() -> &'static AlignedBuf {
 
 impl WriteBuf {
     /// `len` bytes of `chunk` from `off`.
-    pub fn pooled(chunk: Arc<Chunk>, off: usize, len: usize) -> WriteBuf {
+    pub(crate) fn pooled(chunk: Arc<Chunk>, off: usize, len: usize) -> WriteBuf {
         assert!(off.checked_add(len).is_some_and(|e| e <= CHUNK_BYTES), "range {off}+{len} outside the chunk");
         WriteBuf { repr: Repr::Pooled { chunk, off, len } }
     }
 
     /// `len` zero bytes (at most [`ZERO_BUF_BYTES`]), aligned for O_DIRECT, shared by every
     /// such buffer: writing zeros costs no allocation and no fill.
-    pub fn zeros(len: usize) -> WriteBuf {
+    pub(crate) fn zeros(len: usize) -> WriteBuf {
         assert!(len <= ZERO_BUF_BYTES, "{len} zero bytes asked, at most {ZERO_BUF_BYTES}");
         WriteBuf { repr: Repr::Zeros(len) }
     }
 
     /// For pool memory: the pool and the chunk (registered-buffer index) holding every byte.
-    pub fn pool_slot(&self) -> Option<(u64, u32)> {
+    pub(crate) fn pool_slot(&self) -> Option<(u64, u32)> {
         match &self.repr {
             Repr::Owned(_) | Repr::Zeros(_) => None,
             Repr::Pooled { chunk, .. } => Some((chunk.pool_id(), chunk.index())),
         }
     }
 
+    #[cfg(test)]
     /// The owned buffer, if this is one.
-    pub fn as_aligned(&self) -> Option<&AlignedBuf> {
+    pub(crate) fn as_aligned(&self) -> Option<&AlignedBuf> {
         match &self.repr {
             Repr::Owned(b) => Some(b),
             Repr::Pooled { .. } | Repr::Zeros(_) => None,
@@ -400,7 +403,7 @@ thread_local! {
 }
 
 /// This thread's pool, created on first use. During thread teardown a fresh private pool.
-pub fn thread_pool() -> Pool {
+pub(crate) fn thread_pool() -> Pool {
     THREAD_POOL
         .try_with(|p| {
             p.try_borrow_mut().ok().map(|mut slot| slot.get_or_insert_with(Pool::new).clone()).unwrap_or_default()
@@ -446,9 +449,10 @@ pub(crate) fn registration_disabled() -> Option<String> {
     (!REGISTRATION_ON.load(Ordering::Relaxed)).then(|| "switched off (set_buffer_registration(false))".to_string())
 }
 
+#[cfg(test)]
 /// Makes registration on this thread's next new ring fail as a refusing kernel would (tests).
 /// Takes effect for a ring that has not registered yet.
-pub fn refuse_registration_on_this_thread(refuse: bool) {
+pub(crate) fn refuse_registration_on_this_thread(refuse: bool) {
     let _ = REFUSE_FOR_TEST.try_with(|c| c.set(refuse));
 }
 
@@ -469,12 +473,12 @@ pub enum BufferMode {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PoolStats {
     pub mode: BufferMode,
-    /// Slabs ([`SLAB_BYTES`] each, mapped; only chunks handed out are touched) of this thread's
+    /// Slabs (`SLAB_BYTES` each, mapped; only chunks handed out are touched) of this thread's
     /// pool.
     pub slabs: u64,
     /// Pool memory registered with this thread's ring (chunks handed out at least once).
     pub registered_bytes: u64,
-    /// Chunks ([`CHUNK_BYTES`] each) in use.
+    /// Chunks (`CHUNK_BYTES` each) in use.
     pub chunks_in_use: u64,
     /// Writes from pool memory submitted as WRITE_FIXED.
     pub fixed_writes: u64,
@@ -484,7 +488,7 @@ pub struct PoolStats {
 
 /// This thread's write-buffer counters. `sync_mode`: the storage does not use io_uring, so
 /// nothing is registered and the mode says so.
-pub fn thread_pool_stats(sync_mode: bool) -> PoolStats {
+pub(crate) fn thread_pool_stats(sync_mode: bool) -> PoolStats {
     let (fixed_writes, unregistered_writes) = COUNTERS.try_with(|c| c.get()).unwrap_or((0, 0));
     let reg = REGISTRATION.try_with(|c| c.borrow().clone()).unwrap_or_default();
     let (slabs, chunks_in_use) =

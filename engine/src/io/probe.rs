@@ -12,12 +12,12 @@ use nix::errno::Errno;
 use super::DirectAlignment;
 
 /// The alignment assumed when nothing better is known.
-pub const FALLBACK_ALIGNMENT: usize = 4096;
+pub(crate) const FALLBACK_ALIGNMENT: usize = 4096;
 
 /// Checks that io_uring can be used by this process: `/proc/sys/kernel/io_uring_disabled` does
 /// not forbid it, io_uring_setup succeeds, and the kernel has every opcode the engine needs.
 /// `Err` carries a one-line reason.
-pub fn uring_available() -> Result<(), String> {
+pub(crate) fn uring_available() -> Result<(), String> {
     let sysctl = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled").ok();
     let sysctl = sysctl.as_deref().map(str::trim);
     if sysctl == Some("2") {
@@ -56,7 +56,7 @@ pub fn uring_available() -> Result<(), String> {
     Ok(())
 }
 
-/// O_DIRECT alignment of the file (or directory) at `path`; see [`dio_alignment_fd`].
+/// O_DIRECT alignment of the file (or directory) at `path`; see `dio_alignment_fd`.
 pub fn dio_alignment(path: &Path) -> DirectAlignment {
     match CString::new(path.as_os_str().as_bytes()) {
         Ok(c) => statx_alignment(libc::AT_FDCWD, &c, 0),
@@ -68,7 +68,7 @@ pub fn dio_alignment(path: &Path) -> DirectAlignment {
 /// that report it), else the logical block size of the filesystem's block device (sysfs
 /// `/sys/dev/block/<major>:<minor>/queue/logical_block_size`, for both memory and offset), else
 /// [`FALLBACK_ALIGNMENT`].
-pub fn dio_alignment_fd(fd: RawFd) -> DirectAlignment {
+pub(crate) fn dio_alignment_fd(fd: RawFd) -> DirectAlignment {
     statx_alignment(fd, c"", libc::AT_EMPTY_PATH)
 }
 
@@ -99,7 +99,7 @@ fn statx_alignment(dirfd: RawFd, path: &CStr, flags: libc::c_int) -> DirectAlign
 }
 
 /// A block device's logical block size from sysfs (a partition's is its disk's).
-pub fn logical_block_size(major: u32, minor: u32) -> Option<usize> {
+pub(crate) fn logical_block_size(major: u32, minor: u32) -> Option<usize> {
     if major == 0 {
         return None; // anonymous device (tmpfs, overlayfs, btrfs subvolumes...)
     }

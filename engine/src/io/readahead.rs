@@ -52,7 +52,7 @@ struct ReadAhead {
 
 /// What a collected read-ahead holds: `got` bytes of the file at `pos`, in `buf`.
 #[derive(Debug)]
-pub struct ReadAheadHit {
+pub(crate) struct ReadAheadHit {
     pub buf: Arc<AlignedBuf>,
     pub pos: u64,
     pub got: usize,
@@ -63,7 +63,7 @@ pub struct ReadAheadHit {
 pub struct ReadAheadStats {
     /// Reads started.
     pub started: u64,
-    /// Reads collected by [`take`] (the rest were evicted unused or failed).
+    /// Reads collected by `take` (the rest were evicted unused or failed).
     pub used: u64,
 }
 
@@ -271,13 +271,13 @@ fn with<R>(f: impl FnOnce(&mut ReadAhead) -> io::Result<R>) -> Option<R> {
 /// aligned as an O_DIRECT read needs), for a later [`take`] with the same `key` on this thread.
 /// False when it was not started (no descriptor, read-ahead off, the same read already under
 /// way); `buf` is dropped then.
-pub fn start(key: Arc<dyn IoFile>, file: Arc<dyn IoFile>, pos: u64, len: usize, buf: Arc<AlignedBuf>) -> bool {
+pub(crate) fn start(key: Arc<dyn IoFile>, file: Arc<dyn IoFile>, pos: u64, len: usize, buf: Arc<AlignedBuf>) -> bool {
     with(|ra| ra.start(key, file, pos, len, buf)).unwrap_or(false)
 }
 
 /// The completed read-ahead of `key` covering `[start, end)`, waiting for it if it is still in
 /// flight; `None` when there is none (or it failed: the caller reads again and sees the error).
-pub fn take(key: &Arc<dyn IoFile>, start: u64, end: u64) -> Option<ReadAheadHit> {
+pub(crate) fn take(key: &Arc<dyn IoFile>, start: u64, end: u64) -> Option<ReadAheadHit> {
     with(|ra| ra.take(key, start, end)).flatten()
 }
 

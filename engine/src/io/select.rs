@@ -20,14 +20,14 @@ pub struct OpenedStorage {
 
 /// Permission bits of files a storage creates unless told otherwise (before the umask):
 /// owner-only, as log directories hold users' data.
-pub const DEFAULT_FILE_MODE: u32 = 0o600;
+pub(crate) const DEFAULT_FILE_MODE: u32 = 0o600;
 /// Permission bits of directories a storage creates unless told otherwise (before the umask).
-pub const DEFAULT_DIR_MODE: u32 = 0o700;
+pub(crate) const DEFAULT_DIR_MODE: u32 = 0o700;
 
 /// Permission bits of the files and directories a storage creates (before the umask). Owner-only
 /// by default ([`DEFAULT_FILE_MODE`], [`DEFAULT_DIR_MODE`]): log directories hold users' data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Permissions {
+pub(crate) struct Permissions {
     pub file_mode: u32,
     pub dir_mode: u32,
 }
@@ -45,12 +45,16 @@ pub fn open_storage(requested: IoMode) -> OpenedStorage {
 
 /// Like [`open_storage`], behaving as if io_uring were refused when `force_refusal` (as
 /// `EngineConfig::simulate_uring_refusal` asks).
-pub fn open_storage_with(requested: IoMode, force_refusal: bool) -> OpenedStorage {
+pub(crate) fn open_storage_with(requested: IoMode, force_refusal: bool) -> OpenedStorage {
     open_storage_with_permissions(requested, force_refusal, Permissions::default())
 }
 
 /// Like [`open_storage_with`], creating files and directories with `perms`.
-pub fn open_storage_with_permissions(requested: IoMode, force_refusal: bool, perms: Permissions) -> OpenedStorage {
+pub(crate) fn open_storage_with_permissions(
+    requested: IoMode,
+    force_refusal: bool,
+    perms: Permissions,
+) -> OpenedStorage {
     let std = || Arc::new(StdStorage { file_mode: perms.file_mode, dir_mode: perms.dir_mode });
     if requested == IoMode::Sync {
         return OpenedStorage { storage: std(), mode: IoMode::Sync, fallback: None };

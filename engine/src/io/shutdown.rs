@@ -16,8 +16,9 @@ pub const FS_GOING_DOWN_METADATA: u32 = 1;
 /// Shut down at once without flushing the journal: the closest thing to pulling the plug.
 pub const FS_GOING_DOWN_NOLOGFLUSH: u32 = 2;
 
+#[cfg(test)]
 /// `_IOR('X', 125, __u32)`: direction read (2) << 30 | size 4 << 16 | type 'X' << 8 | number 125.
-pub const FS_IOC_SHUTDOWN: u64 = nix::request_code_read!(b'X', 125, std::mem::size_of::<u32>()) as u64;
+pub(crate) const FS_IOC_SHUTDOWN: u64 = nix::request_code_read!(b'X', 125, std::mem::size_of::<u32>()) as u64;
 
 mod sys {
     // linux/fs.h: `#define FS_IOC_SHUTDOWN _IOR('X', 125, __u32)`. Despite the _IOR, the kernel

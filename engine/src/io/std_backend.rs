@@ -30,7 +30,7 @@ impl Default for StdStorage {
 }
 
 #[derive(Debug)]
-pub struct StdFile {
+pub(crate) struct StdFile {
     file: File,
     path: PathBuf,
 }

@@ -24,11 +24,6 @@ pub fn thread_page_faults() -> PageFaults {
     rusage(UsageWho::RUSAGE_THREAD)
 }
 
-/// Page faults of the whole process so far.
-pub fn process_page_faults() -> PageFaults {
-    rusage(UsageWho::RUSAGE_SELF)
-}
-
 /// Memory maps of this process (lines of `/proc/self/maps`): what `vm.max_map_count` limits.
 pub fn map_count() -> usize {
     std::fs::read_to_string("/proc/self/maps").map(|t| t.lines().count()).unwrap_or(0)

@@ -12,12 +12,12 @@
 //!   pages: a page only becomes memory when an entry is written to it. A huge page per active
 //!   index would cost 2 MiB of memory per partition for a few entries.
 //!
-//! A slot is an [`ArenaSlice`]: exclusive access to its bytes, given back when dropped. Regions
+//! A slot is an `ArenaSlice`: exclusive access to its bytes, given back when dropped. Regions
 //! are never unmapped while a slice points into them (each slice holds the arena). Freed memory
 //! is returned to the kernel (`MADV_DONTNEED`) in whole pages, whole huge pages for huge-page
 //! regions.
 //!
-//! [`ArenaSlice::prefault`] keeps a range resident: `MADV_WILLNEED`, then `MADV_POPULATE_READ`
+//! `ArenaSlice::prefault` keeps a range resident: `MADV_WILLNEED`, then `MADV_POPULATE_READ`
 //! (Linux 5.14+), or a read of each page where the kernel lacks it. With `lock_memory`, regions
 //! are locked with `mlock2(MLOCK_ONFAULT)`, one call per region, so locking never splits a map.
 //!
@@ -25,7 +25,7 @@
 //! maps and descriptors of the process, the machine's huge-page reservation).
 //!
 //! Parts: this file has the settings, the reports and [`IndexArena`]; `slot.rs` the regions'
-//! bookkeeping (free ranges, best fit) and [`ArenaSlice`]; `map.rs` the kernel side (mapping,
+//! bookkeeping (free ranges, best fit) and `ArenaSlice`; `map.rs` the kernel side (mapping,
 //! huge pages, advice, locking, residency); `counters.rs` the process counters.
 
 mod counters;
@@ -39,15 +39,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::Result;
 
-pub use counters::{map_count, open_fd_count, process_page_faults, thread_page_faults, PageFaults};
+pub use counters::{map_count, open_fd_count, thread_page_faults, PageFaults};
 pub use map::{huge_page_status, thp_mode, HugePageStatus};
-pub use slot::ArenaSlice;
+pub(crate) use slot::ArenaSlice;
 use slot::{ArenaInner, SlotKind, State};
 
 /// Size of an x86-64 huge page (the size `MAP_HUGE_2MB` asks for).
-pub const HUGE_PAGE_BYTES: usize = 2 << 20;
+pub(crate) const HUGE_PAGE_BYTES: usize = 2 << 20;
 /// Alignment (and size granularity) of packed slots: one cache line.
-pub const PACKED_ALIGN: usize = 64;
+pub(crate) const PACKED_ALIGN: usize = 64;
 
 /// Which pages back the packed regions: the setting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -66,7 +66,7 @@ pub enum HugePages {
 }
 
 impl HugePages {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             HugePages::Auto => "auto",
             HugePages::Explicit => "explicit",
@@ -231,7 +231,7 @@ fn round_up(v: usize, to: usize) -> usize {
 }
 
 impl IndexArena {
-    /// An arena with `config`. Nothing is mapped until the first slot (or [`IndexArena::probe`]).
+    /// An arena with `config`. Nothing is mapped until the first slot (or `IndexArena::probe`).
     pub fn new(config: ArenaConfig) -> IndexArena {
         let mut config = config;
         config.packed_region_bytes = round_up(config.packed_region_bytes.max(HUGE_PAGE_BYTES), HUGE_PAGE_BYTES);
@@ -247,13 +247,9 @@ impl IndexArena {
         }
     }
 
-    pub fn config(&self) -> &ArenaConfig {
-        &self.inner.config
-    }
-
     /// Maps the first packed region now (if none is mapped), so that [`IndexArena::report`] says
     /// what the machine gave. Engines call this at start.
-    pub fn probe(&self) -> Result<ArenaReport> {
+    pub(crate) fn probe(&self) -> Result<ArenaReport> {
         {
             let mut st = lock(&self.inner.state);
             if !st.regions.iter().any(|r| r.kind == SlotKind::Packed) {
@@ -267,13 +263,13 @@ impl IndexArena {
     }
 
     /// A slot of exactly `len` bytes (rounded up to 64) in a packed region: for a sealed index.
-    pub fn alloc_packed(&self, len: usize) -> Result<ArenaSlice> {
+    pub(crate) fn alloc_packed(&self, len: usize) -> Result<ArenaSlice> {
         self.inner.alloc(&self.inner, SlotKind::Packed, len)
     }
 
     /// A slot of `capacity` bytes (rounded up to a page) in a growth region: for an active index,
     /// which fills it entry by entry. Only the pages written become memory.
-    pub fn alloc_growth(&self, capacity: usize) -> Result<ArenaSlice> {
+    pub(crate) fn alloc_growth(&self, capacity: usize) -> Result<ArenaSlice> {
         self.inner.alloc(&self.inner, SlotKind::Growth, capacity)
     }
 

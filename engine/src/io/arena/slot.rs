@@ -126,7 +126,7 @@ impl Drop for ArenaInner {
 
 /// Exclusive use of one slot of an [`IndexArena`](super::IndexArena): `capacity()` bytes, zero-filled when new.
 /// Dropping it gives the slot back.
-pub struct ArenaSlice {
+pub(crate) struct ArenaSlice {
     ptr: NonNull<u8>,
     len: usize,
     /// Region index and offset in it; `arena` is `None` for an empty slice.
@@ -152,31 +152,31 @@ impl std::fmt::Debug for ArenaSlice {
 
 impl ArenaSlice {
     /// A slice of no bytes, outside any region.
-    pub fn empty() -> ArenaSlice {
+    pub(crate) fn empty() -> ArenaSlice {
         ArenaSlice { ptr: NonNull::dangling(), len: 0, region: usize::MAX, offset: 0, gran: 4096, arena: None }
     }
 
     /// Bytes in the slot.
     #[inline]
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.len
     }
 
     #[inline]
-    pub fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         // SAFETY: `ptr..ptr+len` lies inside a mapped region (or is dangling with len 0), is owned
         // by this slice alone and is initialised (anonymous memory starts zeroed and is only ever
         // written through byte slices).
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as in `as_slice`; `&mut self` makes this the only reference to the bytes.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
     /// The backing of the region this slot is in (`None` for an empty slice).
-    pub fn backing(&self) -> Option<PageBacking> {
+    pub(crate) fn backing(&self) -> Option<PageBacking> {
         let arena = self.arena.as_ref()?;
         let st = lock(&arena.state);
         st.regions.get(self.region).map(|r| r.backing)
@@ -186,7 +186,7 @@ impl ArenaSlice {
     /// then `MADV_POPULATE_READ`, or a read of one byte per page where the kernel lacks it. After
     /// this, reading the range does not page-fault (the arena's memory is anonymous: it leaves
     /// memory only through swap, which `lock_memory` rules out).
-    pub fn prefault(&self, range: Range<usize>) {
+    pub(crate) fn prefault(&self, range: Range<usize>) {
         let Some(arena) = &self.arena else { return };
         let end = range.end.min(self.len);
         if range.start >= end {

@@ -35,7 +35,7 @@ pub(super) fn eventfd_err(fd: RawFd, e: io::Error) -> Error {
 /// in one enter; where a kernel answers it with EAGAIN, the wait is retried as a POLL_ADD (plus
 /// the timeout) and a non-blocking read(2). Falls back to [`wait_eventfd_plain`] if this
 /// thread cannot have a ring.
-pub fn wait_eventfd(fd: RawFd, timeout: Option<Duration>) -> Result<Option<u64>> {
+pub(crate) fn wait_eventfd(fd: RawFd, timeout: Option<Duration>) -> Result<Option<u64>> {
     match with_thread_ring(|ring| wait_eventfd_on(ring, fd, timeout)) {
         Ok(r) => r,
         Err(_) => wait_eventfd_plain(fd, timeout),
@@ -128,7 +128,7 @@ pub(super) fn read_eventfd_raw(fd: RawFd) -> io::Result<Option<u64>> {
 
 /// The plain fallback for sync mode: poll(2) for readability (with the timeout), then read(2).
 /// Returns `Some(counter)` when woken, `None` on timeout.
-pub fn wait_eventfd_plain(fd: RawFd, timeout: Option<Duration>) -> Result<Option<u64>> {
+pub(crate) fn wait_eventfd_plain(fd: RawFd, timeout: Option<Duration>) -> Result<Option<u64>> {
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
         let wait = deadline.map_or(PollTimeout::NONE, |d| poll_timeout(d.saturating_duration_since(Instant::now())));

@@ -3,6 +3,7 @@
 
 #![allow(unsafe_code)]
 
+#[cfg(test)]
 use nix::errno::Errno;
 use nix::fcntl::FallocateFlags;
 
@@ -13,7 +14,7 @@ use super::*;
 /// (kind `InvalidInput`, what EINVAL maps to) of an [`Error::Io`]; find it with
 /// `source.get_ref().and_then(|e| e.downcast_ref::<Misaligned>())`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Misaligned {
+pub(crate) struct Misaligned {
     pub what: &'static str,
     pub value: u64,
     pub align: usize,
@@ -31,8 +32,9 @@ impl std::fmt::Display for Misaligned {
 
 impl std::error::Error for Misaligned {}
 
+#[cfg(test)]
 /// The errno an error carries: the OS one, or EINVAL for a [`Misaligned`] refusal.
-pub fn error_errno(e: &Error) -> Option<i32> {
+pub(crate) fn error_errno(e: &Error) -> Option<i32> {
     match e {
         Error::Io { source, .. } => source.raw_os_error().or_else(|| {
             source.get_ref().and_then(|inner| inner.downcast_ref::<Misaligned>()).map(|_| Errno::EINVAL as i32)
@@ -65,7 +67,7 @@ pub(super) fn check_direct_write(a: DirectAlignment, pos: u64, len: usize, addr:
 /// A file whose I/O goes through the calling thread's ring. `direct` is set when it was opened
 /// O_DIRECT.
 #[derive(Debug)]
-pub struct UringFile {
+pub(crate) struct UringFile {
     pub(super) file: File,
     pub(super) path: PathBuf,
     pub(super) direct: Option<DirectAlignment>,

@@ -39,8 +39,6 @@ use std::time::{Duration, Instant};
 use io_uring::{opcode, squeue, types, IoUring};
 
 /// The io_uring crate, re-exported so callers can build their own entries for [`Ring::run`].
-pub use io_uring as sys;
-
 use super::pool::{self, Pool, Registration, WriteBuf};
 use super::select::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE};
 use super::{
@@ -50,7 +48,7 @@ use super::{
 use crate::error::{Error, Result};
 
 /// Submission-queue entries of each thread's ring (the completion queue has twice as many).
-pub const RING_ENTRIES: u32 = 256;
+pub(crate) const RING_ENTRIES: u32 = 256;
 /// Entries of a one-off ring used when the thread's ring is already borrowed (nested use).
 const TEMP_RING_ENTRIES: u32 = 16;
 /// Largest read or write put in one entry (the kernel caps a single transfer near 2 GiB anyway).
@@ -93,14 +91,14 @@ mod storage;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use doorbell::*;
-pub use file::*;
-pub use ring::*;
+pub(crate) use doorbell::*;
+pub(crate) use file::*;
+pub(crate) use ring::*;
 pub use storage::*;
 
 /// One io_uring instance, owned by one thread (it is neither `Send` nor `Sync`: the ring is
 /// created with IORING_SETUP_SINGLE_ISSUER when the kernel has it).
-pub struct Ring {
+pub(crate) struct Ring {
     ring: IoUring,
     /// Set when the ring failed in a way that left it unusable (the errno): no entry is ever
     /// submitted on it again, and [`with_thread_ring`] replaces it.

@@ -108,18 +108,19 @@ impl Ring {
     }
 
     /// Submission-queue size: the most entries in flight at once.
-    pub fn sq_entries(&self) -> usize {
+    pub(crate) fn sq_entries(&self) -> usize {
         self.ring.params().sq_entries() as usize
     }
 
+    #[cfg(test)]
     /// The ring's file descriptor.
-    pub fn raw_fd(&self) -> RawFd {
+    pub(crate) fn raw_fd(&self) -> RawFd {
         self.ring.as_raw_fd()
     }
 
     /// Whether the kernel supports an opcode (`io_uring::opcode::X::CODE`), by
     /// IORING_REGISTER_PROBE; false when the probe itself fails.
-    pub fn supports(&self, code: u8) -> bool {
+    pub(crate) fn supports(&self, code: u8) -> bool {
         let mut probe = io_uring::Probe::new();
         self.ring.submitter().register_probe(&mut probe).is_ok() && probe.is_supported(code)
     }
@@ -459,7 +460,7 @@ impl Ring {
     /// Every buffer, path, timespec or other memory an entry points to must stay valid, and
     /// unaliased where the kernel writes, until this returns. Entries must each produce exactly
     /// one completion (no multishot, no IOSQE_CQE_SKIP_SUCCESS).
-    pub unsafe fn run(&mut self, entries: &[squeue::Entry]) -> Vec<i32> {
+    pub(crate) unsafe fn run(&mut self, entries: &[squeue::Entry]) -> Vec<i32> {
         let n = entries.len();
         if n == 0 {
             return Vec::new();
@@ -600,7 +601,7 @@ thread_local! {
 /// Runs `f` with this thread's ring, creating it on the thread's first use ([`RING_ENTRIES`]
 /// entries). Fails only if no ring can be created (io_uring refused). A nested call (from inside
 /// `f`) or a call during thread teardown gets a one-off ring instead of panicking.
-pub fn with_thread_ring<R>(f: impl FnOnce(&mut Ring) -> R) -> io::Result<R> {
+pub(crate) fn with_thread_ring<R>(f: impl FnOnce(&mut Ring) -> R) -> io::Result<R> {
     let mut f = Some(f);
     let outcome = THREAD_RING.try_with(|cell| -> Option<io::Result<R>> {
         let mut slot = cell.try_borrow_mut().ok()?;
