@@ -224,7 +224,7 @@ impl ReadAhead {
         if res >= 0 {
             let _ = STATS.try_with(|c| c.set(ReadAheadStats { used: c.get().used + 1, ..c.get() }));
         }
-        Ok((res >= 0).then(|| ReadAheadHit { buf: s.buf, pos: s.pos, got: res as usize }))
+        Ok((res >= 0).then_some(ReadAheadHit { buf: s.buf, pos: s.pos, got: res as usize }))
     }
 }
 
