@@ -1,22 +1,21 @@
 //! Heap buffers aligned for O_DIRECT: the start address is a multiple of `align` (a power of two,
 //! at least 512 for direct I/O) and the capacity is a multiple of it too.
-#![allow(unsafe_code)]
+//!
+//! Safe code: the buffer is a zeroed heap slice `align - 1` bytes longer than the capacity, and
+//! the aligned part starts at the first address in it that is a multiple of `align`. (The slice
+//! is never grown, so its address never changes.)
 
-use std::alloc::{self, Layout};
 use std::ops::{Deref, DerefMut};
-use std::ptr::NonNull;
 
 /// An owned, zero-initialised, aligned byte buffer with a length (`len <= capacity`).
 pub struct AlignedBuf {
-    ptr: NonNull<u8>,
+    /// `cap + align - 1` bytes; the aligned part is `bytes[start..start + cap]`.
+    bytes: Box<[u8]>,
+    start: usize,
+    cap: usize,
+    align: usize,
     len: usize,
-    layout: Layout,
 }
-
-// SAFETY: AlignedBuf owns its allocation exclusively (like Vec<u8>); nothing else aliases it.
-unsafe impl Send for AlignedBuf {}
-// SAFETY: shared references only allow reads of initialised bytes, as for Vec<u8>.
-unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
     /// A zeroed buffer of `capacity` bytes (rounded up to `align`) with length 0. `align` must be
@@ -24,28 +23,27 @@ impl AlignedBuf {
     pub fn new(capacity: usize, align: usize) -> AlignedBuf {
         assert!(align.is_power_of_two(), "alignment {align} is not a power of two");
         let cap = capacity.max(align).div_ceil(align) * align;
-        let layout = Layout::from_size_align(cap, align).expect("valid layout");
-        // SAFETY: the layout has a non-zero size (cap >= align >= 1).
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else { alloc::handle_alloc_error(layout) };
-        AlignedBuf { ptr, len: 0, layout }
+        let bytes = vec![0u8; cap + align - 1].into_boxed_slice();
+        let addr = bytes.as_ptr() as usize;
+        let start = addr.next_multiple_of(align) - addr;
+        AlignedBuf { bytes, start, cap, align, len: 0 }
     }
 
     pub(crate) fn align(&self) -> usize {
-        self.layout.align()
+        self.align
     }
     pub(crate) fn capacity(&self) -> usize {
-        self.layout.size()
+        self.cap
     }
     pub(crate) fn len(&self) -> usize {
         self.len
     }
     #[cfg(test)]
     pub(crate) fn as_ptr(&self) -> *const u8 {
-        self.ptr.as_ptr()
+        self.full().as_ptr()
     }
     pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.ptr.as_ptr()
+        self.full_mut().as_mut_ptr()
     }
 
     /// Sets the length. Bytes between the old and new length keep whatever they held (all bytes
@@ -66,18 +64,14 @@ impl AlignedBuf {
 
     /// The whole capacity, initialised bytes all.
     pub(crate) fn full(&self) -> &[u8] {
-        // SAFETY: the allocation is `capacity` bytes, zero-initialised at allocation and only
-        // written through safe slices since, so every byte is initialised; the borrow of self
-        // keeps it alive and unaliased by writers.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.capacity()) }
+        &self.bytes[self.start..self.start + self.cap]
     }
     pub(crate) fn full_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `full`, and `&mut self` guarantees exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.capacity()) }
+        &mut self.bytes[self.start..self.start + self.cap]
     }
 
-    #[cfg(test)]
     /// A copy with a larger capacity (same alignment and contents).
+    #[cfg(test)]
     pub(crate) fn grown(&self, capacity: usize) -> AlignedBuf {
         let mut b = AlignedBuf::new(capacity.max(self.capacity()), self.align());
         b.extend_from_slice(self);
@@ -95,13 +89,6 @@ impl DerefMut for AlignedBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
         let len = self.len;
         &mut self.full_mut()[..len]
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: ptr was allocated with exactly this layout and is freed once, here.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
 
@@ -139,6 +126,8 @@ mod tests {
             let g = b.grown(10_000);
             assert_eq!(&g[..], b"abc");
             assert_eq!(g.as_ptr() as usize % align, 0);
+            let moved = Box::new(g);
+            assert_eq!(moved.as_ptr() as usize % align, 0, "moving the buffer keeps its bytes in place");
         }
     }
 }

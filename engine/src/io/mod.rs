@@ -400,7 +400,7 @@ impl IoOp {
     /// The error of an operation cancelled because the one linked before it failed
     /// (ECANCELED, as io_uring reports it).
     pub(crate) fn cancelled(&self) -> crate::Error {
-        crate::Error::io("submit", self.file.path(), std::io::Error::from_raw_os_error(libc::ECANCELED))
+        crate::Error::io("submit", self.file.path(), nix::errno::Errno::ECANCELED.into())
     }
 }
 

@@ -28,10 +28,13 @@
 
 use std::alloc::Layout;
 use std::cell::{Cell, RefCell};
+use std::num::NonZeroUsize;
 use std::ops::Deref;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use nix::sys::mman::{madvise, mmap_anonymous, munmap, MapFlags, MmapAdvise, ProtFlags};
 
 use super::AlignedBuf;
 
@@ -103,7 +106,7 @@ impl Drop for PoolInner {
             // SAFETY: `base` is a SLAB_BYTES mapping made by `map_slab` and unmapped once, here.
             // The pool is being dropped, so no Chunk (each holds the pool) and no ring
             // registration (each holds the pool) refers to it any more.
-            unsafe { libc::munmap(base.as_ptr().cast(), SLAB_BYTES) };
+            let _ = unsafe { munmap(base.cast(), SLAB_BYTES) };
         }
     }
 }
@@ -122,34 +125,34 @@ fn map_slab() -> NonNull<u8> {
     let len = 2 * SLAB_BYTES;
     // SAFETY: an anonymous private mapping at an address of the kernel's choice touches no
     // existing memory.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
+    let mapped = unsafe {
+        mmap_anonymous(
+            None,
+            NonZeroUsize::new(len).expect("2 * SLAB_BYTES > 0"),
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+            MapFlags::MAP_PRIVATE,
         )
     };
-    if p == libc::MAP_FAILED {
+    let Ok(p) = mapped.map(NonNull::cast::<u8>) else {
         std::alloc::handle_alloc_error(Layout::from_size_align(SLAB_BYTES, SLAB_BYTES).expect("valid layout"));
-    }
-    let addr = p as usize;
-    let aligned = addr.next_multiple_of(SLAB_BYTES);
-    let head = aligned - addr;
+    };
+    let addr = p.as_ptr() as usize;
+    let head = addr.next_multiple_of(SLAB_BYTES) - addr;
     let tail = len - head - SLAB_BYTES;
+    let slab = NonNull::new(p.as_ptr().wrapping_add(head)).expect("inside the mapping, so never address 0");
     if head > 0 {
-        // SAFETY: [addr, aligned) is the unaligned head of the mapping just made, used by nobody.
-        unsafe { libc::munmap(p, head) };
+        // SAFETY: [p, slab) is the unaligned head of the mapping just made, used by nobody.
+        let _ = unsafe { munmap(p.cast(), head) };
     }
     if tail > 0 {
-        // SAFETY: the part past the aligned slab, also just mapped and unused.
-        unsafe { libc::munmap((aligned + SLAB_BYTES) as *mut libc::c_void, tail) };
+        // SAFETY: the part past the aligned slab, also just mapped and unused (head + SLAB_BYTES
+        // + tail is the mapping's length, so `slab + SLAB_BYTES` is still inside it).
+        let _ = unsafe { munmap(slab.add(SLAB_BYTES).cast(), tail) };
     }
-    // SAFETY: advice on our own fresh mapping; failure (no THP) is harmless and ignored.
-    unsafe { libc::madvise(aligned as *mut libc::c_void, SLAB_BYTES, libc::MADV_HUGEPAGE) };
-    NonNull::new(aligned as *mut u8).expect("mmap never returns address 0 here")
+    // SAFETY: advice on our own fresh mapping that changes no contents; failure (no THP) is
+    // harmless and ignored.
+    let _ = unsafe { madvise(slab.cast(), SLAB_BYTES, MmapAdvise::MADV_HUGEPAGE) };
+    slab
 }
 
 /// A pool of [`CHUNK_BYTES`] aligned chunks. Cloning gives another handle to the same pool.
@@ -228,6 +231,7 @@ impl Pool {
         }
         let base = s.slabs[i as usize / CHUNKS_PER_SLAB];
         let off = (i as usize % CHUNKS_PER_SLAB) * CHUNK_BYTES;
+        // libc's iovec, not nix's IoSlice: io_uring's register_buffers_update takes this type.
         Some(libc::iovec { iov_base: base.as_ptr().wrapping_add(off).cast(), iov_len: CHUNK_BYTES })
     }
 }

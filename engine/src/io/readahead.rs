@@ -20,6 +20,7 @@ use std::io;
 use std::sync::Arc;
 
 use io_uring::{opcode, types, IoUring};
+use nix::errno::Errno;
 
 use super::{record_io, AlignedBuf, IoFile};
 
@@ -116,8 +117,10 @@ impl ReadAhead {
             match self.ring.submit_and_wait(1) {
                 Ok(_) => {}
                 Err(e)
-                    if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY))
-                        && tries < super::uring::MAX_RETRIES =>
+                    if matches!(
+                        e.raw_os_error().map(Errno::from_raw),
+                        Some(Errno::EINTR | Errno::EAGAIN | Errno::EBUSY)
+                    ) && tries < super::uring::MAX_RETRIES =>
                 {
                     tries += 1;
                 }
@@ -177,8 +180,10 @@ impl ReadAhead {
                     return Ok(true);
                 }
                 Err(e)
-                    if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY))
-                        && tries < super::uring::MAX_RETRIES =>
+                    if matches!(
+                        e.raw_os_error().map(Errno::from_raw),
+                        Some(Errno::EINTR | Errno::EAGAIN | Errno::EBUSY)
+                    ) && tries < super::uring::MAX_RETRIES =>
                 {
                     tries += 1;
                 }
@@ -219,7 +224,7 @@ impl ReadAhead {
         if res >= 0 {
             let _ = STATS.try_with(|c| c.set(ReadAheadStats { used: c.get().used + 1, ..c.get() }));
         }
-        Ok((res >= 0).then(|| ReadAheadHit { buf: s.buf, pos: s.pos, got: res as usize }))
+        Ok((res >= 0).then_some(ReadAheadHit { buf: s.buf, pos: s.pos, got: res as usize }))
     }
 }
 

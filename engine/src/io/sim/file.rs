@@ -25,7 +25,7 @@ impl SimFile {
         if self.writable {
             Ok(())
         } else {
-            Err(Error::io(op, &self.path, std::io::Error::from_raw_os_error(libc::EBADF)))
+            Err(Error::io(op, &self.path, Errno::EBADF.into()))
         }
     }
 }
@@ -52,7 +52,7 @@ impl IoFile for SimFile {
                 || !(buf.len() as u64).is_multiple_of(o)
                 || !(buf.as_ptr() as usize).is_multiple_of(m)
             {
-                return Err(Error::io("write", &self.path, std::io::Error::from_raw_os_error(libc::EINVAL)));
+                return Err(Error::io("write", &self.path, Errno::EINVAL.into()));
             }
         }
         let mut s = self.lock();

@@ -38,6 +38,8 @@ use std::fmt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use nix::errno::Errno;
+
 use super::{AsyncIo, AsyncOutcome, DirectAlignment, IoFile, IoMode, IoOp, IoOpKind, OpenMode, Storage};
 use crate::error::{Error, Result};
 
@@ -340,7 +342,7 @@ impl SimState {
             OpKind::Allocate => None,
         };
         if self.faults.contains(&Fault::Op(ops)) || nth.is_some_and(|f| self.faults.contains(&f)) {
-            return Err(Error::io(op, path, std::io::Error::from_raw_os_error(libc::EIO)));
+            return Err(Error::io(op, path, Errno::EIO.into()));
         }
         Ok(())
     }
@@ -522,7 +524,7 @@ impl SimStorage {
         let align = if log { s.direct_alignment } else { None };
         let existing = match s.entry(&path) {
             Some(Entry::Dir) => {
-                return Err(Error::io("open", &path, std::io::Error::from_raw_os_error(libc::EISDIR)));
+                return Err(Error::io("open", &path, Errno::EISDIR.into()));
             }
             Some(Entry::File(ino)) => Some(ino),
             None => None,
@@ -682,9 +684,7 @@ impl Storage for SimStorage {
         let mut s = self.lock();
         match s.entry(&path) {
             Some(Entry::File(_)) => {}
-            Some(Entry::Dir) => {
-                return Err(Error::io("unlink", &path, std::io::Error::from_raw_os_error(libc::EISDIR)))
-            }
+            Some(Entry::Dir) => return Err(Error::io("unlink", &path, Errno::EISDIR.into())),
             None => return Err(not_found("unlink", &path)),
         }
         let (parent, name) = split(&path).ok_or_else(|| not_found("unlink", &path))?;

@@ -199,7 +199,7 @@ fn a_linked_operation_waits_for_and_is_cancelled_by_its_predecessor() {
     let Ok(AsyncOutcome::Done(done)) = st.claim_async(io, true) else { panic!("waited") };
     assert!(done[0].result.is_err());
     let Err(Error::Io { source, .. }) = &done[1].result else { panic!("{:?}", done[1].result) };
-    assert_eq!(source.raw_os_error(), Some(libc::ECANCELED));
+    assert_eq!(source.raw_os_error(), Some(Errno::ECANCELED as i32));
     assert_eq!(st.counters().syncs, 1, "the cancelled fdatasync never ran");
     // A batch this storage never made is lost, not done.
     assert!(matches!(st.claim_async(AsyncIo::Queued(999), true), Ok(AsyncOutcome::Lost)));

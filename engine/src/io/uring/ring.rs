@@ -3,6 +3,9 @@
 
 #![allow(unsafe_code)]
 
+use nix::errno::Errno;
+use nix::poll::PollFlags;
+
 use super::*;
 
 impl Ring {
@@ -16,12 +19,12 @@ impl Ring {
             .setup_taskrun_flag()
             .setup_submit_all()
             .build(entries)
-            .or_else(|e| match e.raw_os_error() {
-                Some(libc::EINVAL) => IoUring::builder().setup_submit_all().build(entries),
+            .or_else(|e| match errno_of(&e) {
+                Some(Errno::EINVAL) => IoUring::builder().setup_submit_all().build(entries),
                 _ => Err(e),
             })
-            .or_else(|e| match e.raw_os_error() {
-                Some(libc::EINVAL) => IoUring::new(entries),
+            .or_else(|e| match errno_of(&e) {
+                Some(Errno::EINVAL) => IoUring::new(entries),
                 _ => Err(e),
             })?;
         let ext_arg = ring.params().is_feature_ext_arg();
@@ -79,8 +82,8 @@ impl Ring {
                     changed = true;
                 }
                 Err(e) => {
-                    let why = match e.raw_os_error() {
-                        Some(libc::ENOMEM) | Some(libc::EPERM) => " (RLIMIT_MEMLOCK?)",
+                    let why = match errno_of(&e) {
+                        Some(Errno::ENOMEM | Errno::EPERM) => " (RLIMIT_MEMLOCK?)",
                         _ => "",
                     };
                     f.stopped = Some(format!(
@@ -129,7 +132,8 @@ impl Ring {
     fn wait_only(&self, want: usize) -> io::Result<usize> {
         record_io(0, 1, 0, 0, 0);
         // SAFETY: no argument pointer is passed (None), and GETEVENTS with to_submit = 0 only
-        // waits; the kernel reads no memory of ours.
+        // waits; the kernel reads no memory of ours. (`libc::sigset_t` only names the type of the
+        // absent signal mask, as io_uring's own `submit` does.)
         unsafe {
             self.ring.submitter().enter::<libc::sigset_t>(0, want as u32, io_uring::EnterFlags::GETEVENTS.bits(), None)
         }
@@ -210,7 +214,7 @@ impl Ring {
         self.reap_async();
         match r {
             Ok(_) => Ok(()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)) => Ok(()),
+            Err(e) if matches!(errno_of(&e), Some(Errno::EINTR | Errno::EBUSY | Errno::EAGAIN)) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -241,7 +245,7 @@ impl Ring {
         self.reap_async();
         match r {
             Ok(_) => Ok(()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)) => Ok(()),
+            Err(e) if matches!(errno_of(&e), Some(Errno::ETIME | Errno::EINTR | Errno::EBUSY)) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -311,7 +315,7 @@ impl Ring {
         if !self.sq_room(1) {
             return false;
         }
-        let e = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32).build().user_data(DOORBELL_UD);
+        let e = opcode::PollAdd::new(types::Fd(fd), PollFlags::POLLIN.bits() as u32).build().user_data(DOORBELL_UD);
         // SAFETY: a POLL_ADD points to no memory of ours (the eventfd is named by number, and the
         // kernel holds its own reference to the file while the poll is armed); without a
         // multishot flag it produces exactly one completion, which `async_arrived` recognises by
@@ -336,7 +340,7 @@ impl Ring {
             match r {
                 Ok(_) => {}
                 Err(e)
-                    if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY))
+                    if matches!(errno_of(&e), Some(Errno::EINTR | Errno::EAGAIN | Errno::EBUSY))
                         && tries < MAX_RETRIES =>
                 {
                     tries += 1;
@@ -347,7 +351,7 @@ impl Ring {
                     }
                 }
                 Err(e) => {
-                    let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                    let errno = e.raw_os_error().unwrap_or(Errno::EIO as i32);
                     self.fail_unsubmitted(left, errno);
                     self.retire(errno);
                     return Err(e);
@@ -438,7 +442,7 @@ impl Ring {
         }
         let Some(b) = self.async_batches.remove(&id) else { return Some(AsyncOutcome::Lost) };
         let AsyncOps { ops, fds, idx, mut results } = b.keep;
-        let raw: Vec<i32> = b.raw.into_iter().map(|r| r.unwrap_or(-libc::EIO)).collect();
+        let raw: Vec<i32> = b.raw.into_iter().map(|r| r.unwrap_or(-(Errno::EIO as i32))).collect();
         let counts = settle_round(self, &ops, &fds, &idx, &raw, &mut results);
         let results = finish_batch(&ops, results, counts);
         Some(AsyncOutcome::Done(completions(ops, results)))
@@ -514,11 +518,11 @@ impl Ring {
                 busy = 0;
                 continue;
             };
-            let errno = e.raw_os_error().unwrap_or(libc::EIO);
-            if errno == libc::EINTR {
+            let errno = e.raw_os_error().unwrap_or(Errno::EIO as i32);
+            if Errno::from_raw(errno) == Errno::EINTR {
                 continue;
             }
-            if (errno == libc::EAGAIN || errno == libc::EBUSY) && busy < 10_000 {
+            if matches!(Errno::from_raw(errno), Errno::EAGAIN | Errno::EBUSY) && busy < 10_000 {
                 busy += 1;
                 if inflight > left {
                     // Let something finish before trying again.
@@ -535,7 +539,7 @@ impl Ring {
             while inflight > left {
                 match self.wait_only(inflight - left) {
                     Ok(_) => {}
-                    Err(w) if w.raw_os_error() == Some(libc::EINTR) => {}
+                    Err(w) if errno_of(&w) == Some(Errno::EINTR) => {}
                     Err(w) => {
                         eprintln!(
                             "seglog: io_uring_enter failed ({e}) and waiting for {} in-flight operations failed \
@@ -554,7 +558,7 @@ impl Ring {
             break;
         }
         record_io(submitted, 0, 0, 0, 0);
-        let fail = -hard_errno.unwrap_or(libc::EIO);
+        let fail = -hard_errno.unwrap_or(Errno::EIO as i32);
         res.into_iter().map(|r| r.unwrap_or(fail)).collect()
     }
 
@@ -640,12 +644,17 @@ pub(crate) fn with_thread_ring<R>(f: impl FnOnce(&mut Ring) -> R) -> io::Result<
 pub(super) unsafe fn run_one(ring: &mut Ring, e: squeue::Entry) -> io::Result<usize> {
     // SAFETY: forwarded to the caller.
     let r = unsafe { ring.run(std::slice::from_ref(&e)) };
-    cqe_result(r.first().copied().unwrap_or(-libc::EIO))
+    cqe_result(r.first().copied().unwrap_or(-(Errno::EIO as i32)))
+}
+
+/// The errno of a failed system call, as nix's [`Errno`].
+fn errno_of(e: &io::Error) -> Option<Errno> {
+    e.raw_os_error().map(Errno::from_raw)
 }
 
 /// Whether an errno is worth retrying the same operation for.
 pub(super) fn transient(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EAGAIN))
+    matches!(errno_of(e), Some(Errno::EINTR | Errno::EAGAIN))
 }
 
 /// One READ at `pos` into `buf` (at most [`MAX_RW_CHUNK`] bytes), retried on EINTR/EAGAIN.
@@ -724,7 +733,7 @@ pub(super) fn fsync_on(ring: &mut Ring, fd: RawFd, datasync: bool) -> io::Result
     loop {
         // SAFETY: an fsync entry points to no memory of ours.
         match unsafe { run_one(ring, fsync_op(fd, datasync)) } {
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) && tries < MAX_RETRIES => tries += 1,
+            Err(e) if errno_of(&e) == Some(Errno::EINTR) && tries < MAX_RETRIES => tries += 1,
             r => {
                 record_io(0, 0, 0, 0, 1);
                 return r.map(|_| ());
