@@ -42,8 +42,8 @@ impl Latency {
         }
     }
 
-    /// The summary of the engine's own histogram (`ShardStats::write_latency`): upper bucket
-    /// edges, at most 3.1 % above the true values.
+    /// The summary of the engine's own histogram (`ShardStats::write_latency`): an HDR histogram
+    /// at two significant digits, each quantile at most 1 % above the true value.
     pub fn from_engine(h: &seglog::LatencyHistogram) -> Latency {
         let us = |d: std::time::Duration| d.as_nanos() as f64 / 1000.0;
         Latency {

@@ -22,7 +22,7 @@
 //! - [`Error`] and [`Result`];
 //! - [`format`](mod@format): Kafka's byte layouts and rules as pure functions (no I/O);
 //! - bringing your own storage: [`io::Storage`], [`io::IoFile`], [`io::OpenMode`],
-//!   [`io::IoOp`], [`io::AsyncIo`], [`io::AsyncOutcome`], [`io::InFlight`], [`IoMode`],
+//!   [`io::IoOp`], [`io::AsyncIo`], [`io::AsyncOutcome`], [`IoMode`],
 //!   [`io::storage_for_mode`], and `io::sim::SimStorage` (cargo feature `sim`), a simulated
 //!   crash disk for testing code built on seglog.
 //!

@@ -107,7 +107,8 @@ enum Step {
     Append(Vec<BatchSpec>),
     /// `Log::flush`.
     Flush,
-    /// The engine's group commit: `take_writes(sync)`, one `submit`, `complete_writes`.
+    /// The engine's group commit: `take_writes(sync)` and the zero writes, one `submit_async`,
+    /// `writes_started`, then `poll_writes` (the write may be left in flight: see `group_commit`).
     GroupCommit,
     Roll,
     /// Clean close, then reopen with `Recovery::Clean`.
@@ -538,10 +539,13 @@ fn run(wl: &Workload, sim: &SimStorage) -> (Model, bool) {
 /// writes if they were left in flight, then the data writes with their fdatasync and the zero
 /// writes that keep the zero-fill lead as a batch of their own, both submitted at once. With
 /// `wait` the data batch is then completed; without, it is polled once and may stay in flight
-/// (the zero batch is polled by the log). True when this turn's writes completed.
+/// (the zero batch is polled by the log). True when a group commit completed (this turn's, or
+/// one left in flight before): every commit holds an fdatasync.
 fn group_commit(log: &mut Log, sim: &SimStorage, wait: bool) -> seglog::Result<bool> {
+    let mut synced = false;
     while let Some(r) = log.poll_writes(true) {
         r?;
+        synced = true;
     }
     let leo = log.log_end_offset();
     let ops = log.take_writes(7, true)?;
@@ -554,7 +558,7 @@ fn group_commit(log: &mut Log, sim: &SimStorage, wait: bool) -> seglog::Result<b
     }
     match log.poll_writes(wait) {
         Some(r) => r.map(|()| true),
-        None => Ok(!log.writes_outstanding()),
+        None => Ok(synced || !log.writes_outstanding()),
     }
 }
 

@@ -8,23 +8,23 @@ use super::{AsyncIo, AsyncOutcome, Storage};
 /// it ends before, the range it zeroes...). Claim it with [`InFlight::poll`] on the storage that
 /// submitted it.
 #[derive(Debug)]
-pub struct InFlight<M> {
+pub(crate) struct InFlight<M> {
     io: AsyncIo,
     meta: M,
 }
 
 impl<M> InFlight<M> {
-    pub fn new(io: AsyncIo, meta: M) -> InFlight<M> {
+    pub(crate) fn new(io: AsyncIo, meta: M) -> InFlight<M> {
         InFlight { io, meta }
     }
 
-    pub fn meta(&self) -> &M {
+    pub(crate) fn meta(&self) -> &M {
         &self.meta
     }
 
     /// The note and the batch's outcome once it is done (with `wait`, blocking until then), or
     /// the batch back while it is in flight.
-    pub fn poll(self, storage: &dyn Storage, wait: bool) -> Result<(M, AsyncOutcome), InFlight<M>> {
+    pub(crate) fn poll(self, storage: &dyn Storage, wait: bool) -> Result<(M, AsyncOutcome), InFlight<M>> {
         let InFlight { io, meta } = self;
         match storage.claim_async(io, wait) {
             Ok(outcome) => Ok((meta, outcome)),
@@ -35,7 +35,11 @@ impl<M> InFlight<M> {
 
 /// Polls the batch in `slot`, if any: its note and outcome once done (the slot is then empty),
 /// else `None` with the batch left in place.
-pub fn poll_slot<M>(slot: &mut Option<InFlight<M>>, storage: &dyn Storage, wait: bool) -> Option<(M, AsyncOutcome)> {
+pub(crate) fn poll_slot<M>(
+    slot: &mut Option<InFlight<M>>,
+    storage: &dyn Storage,
+    wait: bool,
+) -> Option<(M, AsyncOutcome)> {
     match slot.take()?.poll(storage, wait) {
         Ok(done) => Some(done),
         Err(back) => {

@@ -30,7 +30,7 @@ pub use aligned::AlignedBuf;
 pub(crate) use arena::ArenaSlice;
 pub use arena::{ArenaConfig, ArenaReport, HugePages, IndexArena, PageBacking};
 pub(crate) use file_cache::{FileCache, LazyFile, Reopen};
-pub use in_flight::{poll_slot, InFlight};
+pub(crate) use in_flight::{poll_slot, InFlight};
 pub use pool::{PoolStats, WriteBuf};
 pub use sendfile::send_file_range;
 pub use uring::UringStorage;

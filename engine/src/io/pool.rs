@@ -403,6 +403,10 @@ thread_local! {
     static THREAD_POOL: RefCell<Option<Pool>> = const { RefCell::new(None) };
     static COUNTERS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
     static REGISTRATION: RefCell<Registration> = const { RefCell::new(Registration::NotTried) };
+}
+
+#[cfg(test)]
+thread_local! {
     static REFUSE_FOR_TEST: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -447,6 +451,7 @@ pub(crate) fn count_pool_writes(fixed: u64, plain: u64) {
 
 /// Whether registration is switched off ([`set_buffer_registration`], or a test on this thread).
 pub(crate) fn registration_disabled() -> Option<String> {
+    #[cfg(test)]
     if REFUSE_FOR_TEST.try_with(|c| c.get()).unwrap_or(false) {
         return Some("refused on purpose (test)".to_string());
     }

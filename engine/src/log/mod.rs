@@ -167,7 +167,9 @@ pub struct Log {
     /// write rolls the log back to it.
     written: i64,
     /// Its outcome, when an operation that had to wait for it (a roll, a flush) got it first.
-    write_settled: Option<Result<()>>,
+    write_settled: std::collections::VecDeque<Result<()>>,
+    /// Writes taken by [`Log::take_writes`] and not yet handed back: the log end they cover.
+    taken: Option<i64>,
     failed: Option<String>,
     rng: u64,
     tail_cache_bytes: u64,
@@ -624,8 +626,11 @@ impl Log {
     }
 
     /// The writes (and, with `sync`, fdatasync) that put this log's appended bytes in its file,
-    /// for a caller that submits many logs' I/O at once. Complete them with
-    /// [`Log::complete_writes`]; until then no other write of this log may be taken.
+    /// for a caller that submits many logs' I/O at once. Hand them back, submitted, with
+    /// [`Log::writes_started`] (or run them and pass their completions to
+    /// [`Log::complete_writes`]) before the log is changed again: a flush, a roll (an append that
+    /// rolls included), a truncation, a close or another `take_writes` in between is a caller
+    /// bug and panics.
     pub fn take_writes(&mut self, tag: u64, sync: bool) -> Result<Vec<crate::io::IoOp>> {
         self.settle_writes();
         self.check_not_failed()?;
@@ -633,7 +638,11 @@ impl Log {
         // holds the recovery point, so after a crash it is always revalidated and its indexes
         // rebuilt; they reach the files at seal, close and explicit flush. Writing them each turn
         // doubled the I/Os of Durability::EveryBatch (and drove its fdatasync latency).
-        Ok(self.active_mut().take_writes(tag, sync))
+        let ops = self.active_mut().take_writes(tag, sync);
+        if ops.iter().any(|o| matches!(o.kind, crate::io::IoOpKind::Write { .. })) {
+            self.taken = Some(self.log_end_offset);
+        }
+        Ok(ops)
     }
 
     /// The zero writes that keep the active segment's zeroed lead
@@ -656,9 +665,9 @@ impl Log {
         self.active_mut().zero_fill_started(io);
     }
 
-    /// Applies completions of [`Log::take_writes`]. A failed write or fsync puts the log in the
-    /// failed state. With `synced_up_to` (the batch held an fsync), the recovery point advances
-    /// there.
+    /// Applies completions of [`Log::take_writes`] and returns their outcome. A failed write or
+    /// fsync puts the log in the failed state. With `synced_up_to` (the batch held an fsync), the
+    /// recovery point advances there.
     pub fn complete_writes(
         &mut self,
         completions: Vec<crate::io::IoCompletion>,
@@ -666,15 +675,18 @@ impl Log {
     ) -> Result<()> {
         // The same bookkeeping as a write submitted without waiting that is already done.
         self.writes_started(crate::io::AsyncIo::Ready(completions), synced_up_to);
-        self.poll_writes(true).unwrap_or(Ok(()))
+        self.claim_write(true).unwrap_or(Ok(()))
     }
 
     /// Hands back the operations of [`Log::take_writes`] as submitted without waiting
     /// ([`crate::io::Storage::submit_async`] of this log's storage), to be reported by
     /// [`Log::poll_writes`]. With `synced_up_to` (the batch holds an fsync, or is all RWF_DSYNC
     /// writes), a successful batch advances the recovery point there. Appends may go on
-    /// meanwhile; a roll, flush, truncation or close waits for the writes first.
+    /// meanwhile; a roll, flush, truncation, close or the next `take_writes` waits for the
+    /// writes first (their outcome is still reported by `poll_writes`, in order).
     pub fn writes_started(&mut self, io: crate::io::AsyncIo, synced_up_to: Option<i64>) {
+        // The write taken covers the log end as it was then (appends since are not in it).
+        let ends = self.taken.take().unwrap_or(self.log_end_offset);
         self.settle_writes();
         let counted = synced_up_to.map(|_| {
             let counted = (self.unflushed_messages, self.first_unflushed_ms);
@@ -682,18 +694,24 @@ impl Log {
             self.first_unflushed_ms = None;
             counted
         });
-        // take_writes took every appended byte: this write ends at the log end.
-        let note = LogWrite { ends: self.log_end_offset, synced_up_to, counted };
-        self.write = Some(InFlight::new(io, note));
+        self.write = Some(InFlight::new(io, LogWrite { ends, synced_up_to, counted }));
     }
 
-    /// The outcome of the writes of [`Log::writes_started`] once they are done (after `wait`,
-    /// blocking until then): `None` while they are in flight or when none were started. A failed
-    /// write or fsync puts the log in the failed state, as [`Log::complete_writes`] does.
+    /// The outcome of the writes of [`Log::writes_started`], one call per write and in the order
+    /// they were started, once they are done (after `wait`, blocking until then): `None` while
+    /// the oldest is in flight or when none is outstanding. A failed write or fsync puts the log
+    /// in the failed state, as [`Log::complete_writes`] does.
     pub fn poll_writes(&mut self, wait: bool) -> Option<Result<()>> {
-        if let Some(r) = self.write_settled.take() {
+        if let Some(r) = self.write_settled.pop_front() {
             return Some(r);
         }
+        self.claim_write(wait)
+    }
+
+    /// Claims the write in flight once it is done (waiting with `wait`) and applies its outcome:
+    /// the tail, what is visible, the recovery point and the flush counters; a failure rolls the
+    /// log back to the last write that succeeded.
+    fn claim_write(&mut self, wait: bool) -> Option<Result<()>> {
         let (note, outcome) = crate::io::poll_slot(&mut self.write, &*self.storage, wait)?;
         let r = self.active_mut().complete_writes(outcome);
         let r = self.guard(r);
@@ -725,7 +743,7 @@ impl Log {
     /// True while writes of [`Log::writes_started`] have not been reported by
     /// [`Log::poll_writes`].
     pub fn writes_outstanding(&self) -> bool {
-        self.write.is_some() || self.write_settled.is_some()
+        self.write.is_some() || !self.write_settled.is_empty()
     }
 
     /// After a failed write or fsync: every append past the last write known to have succeeded
@@ -762,9 +780,14 @@ impl Log {
     /// Waits for the writes in flight, if any, keeping their outcome for the next poll: called
     /// by everything that changes the active segment other than an append.
     pub(crate) fn settle_writes(&mut self) {
-        if self.write.is_some() && self.write_settled.is_none() {
-            self.write_settled = self.poll_writes(true);
+        assert!(
+            self.taken.is_none(),
+            "writes taken by Log::take_writes were not handed back (writes_started or complete_writes)"
+        );
+        if let Some(r) = self.claim_write(true) {
+            self.write_settled.push_back(r);
         }
+        assert!(self.write.is_none(), "a write claimed on a thread other than the one that submitted it");
     }
 
     /// Bytes appended to the active segment and not yet handed to the kernel.

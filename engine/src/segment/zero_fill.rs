@@ -189,7 +189,10 @@ impl ActiveSegment {
             self.poll_zero_fill(true);
             // Only the thread that submitted a ring batch can complete it (an active segment is
             // written from one thread).
-            debug_assert!(self.zero.in_flight.is_none(), "zero writes submitted on another thread");
+            assert!(
+                self.zero.in_flight.is_none(),
+                "zero writes claimed on a thread other than the one that submitted them"
+            );
         }
     }
 }

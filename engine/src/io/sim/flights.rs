@@ -18,7 +18,6 @@ use crate::io::{AsyncIo, AsyncOutcome, IoCompletion, IoOp, IoOpKind};
 #[derive(Debug)]
 pub(super) struct Flights {
     batches: BTreeMap<u64, Flight>,
-    next_id: u64,
     rng: SimRng,
     /// Chance (percent) that an operation whose turn has come runs at a poll.
     complete_percent: u32,
@@ -34,7 +33,6 @@ impl Default for Flights {
     fn default() -> Self {
         Flights {
             batches: BTreeMap::new(),
-            next_id: 1,
             rng: SimRng::new(0xF11E),
             complete_percent: 50,
             cut: Vec::new(),
@@ -96,13 +94,16 @@ impl Flights {
         self.at_once = true;
     }
 
-    /// Queues `ops` (with each write's inode) as one batch.
-    pub(super) fn submit(&mut self, ops: Vec<IoOp>, inos: Vec<Option<usize>>) -> AsyncIo {
-        if ops.is_empty() || self.at_once {
+    /// Queues `ops` (with each write's inode) as one batch. After the power cut (`halted`) the
+    /// batch fails at once and never lands: no device takes a write issued after power loss.
+    pub(super) fn submit(&mut self, ops: Vec<IoOp>, inos: Vec<Option<usize>>, halted: bool) -> AsyncIo {
+        if ops.is_empty() || self.at_once || halted {
             return AsyncIo::Ready(crate::io::submit_one_by_one(ops));
         }
-        let id = self.next_id;
-        self.next_id += 1;
+        // Unique in the process: a ticket claimed on another simulated disk is lost, not taken
+        // for one of that disk's batches.
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let results = ops.iter().map(|_| None).collect();
         self.batches.insert(id, Flight { ops, inos, results });
         AsyncIo::Queued(id)

@@ -413,7 +413,9 @@ fn not_found(op: &'static str, path: &Path) -> Error {
 #[derive(Clone)]
 pub struct SimStorage {
     state: Arc<Mutex<SimState>>,
-    /// Asynchronous batches not yet claimed ([`flights`]). Never locked together with `state`.
+    /// Asynchronous batches not yet claimed ([`flights`]). When both are held, `flights` is
+    /// taken first (an operation runs under it and locks `state`); `state` is never held while
+    /// `flights` is taken.
     flights: Arc<Mutex<flights::Flights>>,
 }
 
@@ -575,8 +577,9 @@ impl Storage for SimStorage {
             };
             batches.iter().map(|ops| ops.iter().map(ino).collect()).collect()
         };
+        let halted = self.power_cut();
         let mut f = self.flights();
-        batches.into_iter().zip(inos).map(|(ops, inos)| f.submit(ops, inos)).collect()
+        batches.into_iter().zip(inos).map(|(ops, inos)| f.submit(ops, inos, halted)).collect()
     }
     fn claim_async(&self, io: AsyncIo, wait: bool) -> std::result::Result<AsyncOutcome, AsyncIo> {
         match io {
@@ -587,6 +590,8 @@ impl Storage for SimStorage {
     fn poll_async(&self) {
         self.flights().step(&|| self.power_cut());
     }
+    /// True while any batch is in flight: its operations run at polls, so a caller that waits
+    /// for completions must poll.
     fn completions_waiting(&self) -> bool {
         self.flights().any()
     }
