@@ -21,7 +21,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use seglog::format::index_entry::{
-    offset_index_sanity, time_index_sanity, OffsetEntry, TimeEntry, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE,
+    offset_entry_follows, offset_index_sanity, takes_time_entry, time_index_sanity, OffsetEntry, TimeEntry,
+    OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE,
 };
 use seglog::format::record;
 use serde::Serialize;
@@ -365,7 +366,7 @@ pub fn check_offset_index(
             Some(_) => {}
         }
         if let Some(p) = prev {
-            if e.offset <= p.offset || e.position <= p.position {
+            if !offset_entry_follows(p.offset, p.position, e.offset, e.position) {
                 mismatch(
                     None,
                     format!(
@@ -609,7 +610,8 @@ pub fn check_time_index(
                 };
                 error(err, &mut on)?;
             }
-            if prev_ts >= e.timestamp {
+            // Kafka's time index takes an entry only above the last one's timestamp.
+            if !takes_time_entry(prev_ts, e.timestamp) {
                 let err =
                     TimeIndexError::OutOfOrder { slot, index_timestamp: e.timestamp, previous_timestamp: prev_ts };
                 error(err, &mut on)?;

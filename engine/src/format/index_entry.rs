@@ -9,7 +9,8 @@
 //! - the sanity check of an index file ([`offset_index_sanity`], [`time_index_sanity`]): it only
 //!   looks at the file's length and its first and last entries;
 //! - when a segment's batches get entries ([`IndexInterval`]: `index.interval.bytes`) and when the
-//!   time index takes one ([`takes_time_entry`]).
+//!   time index takes one ([`takes_time_entry`]);
+//! - the order of an offset index's entries ([`offset_entry_follows`]).
 
 use super::{be_i32, be_i64};
 
@@ -219,6 +220,14 @@ impl IndexInterval {
     }
 }
 
+/// Kafka's offset index is sorted: an entry at `(offset, position)` may follow one at
+/// `(prev_offset, prev_position)` only when both are above the previous ones (`OffsetIndex.append`
+/// refuses an offset not above the last entry's, and a later batch starts further into the log).
+/// Positions are taken as `i64`, so a damaged (negative) one compares as what it is.
+pub fn offset_entry_follows(prev_offset: i64, prev_position: i64, offset: i64, position: i64) -> bool {
+    offset > prev_offset && position > prev_position
+}
+
 /// Kafka's `TimeIndex.maybeAppend` rule: the time index takes an entry offered with `timestamp`
 /// (the segment's max timestamp so far) only when it is greater than its last entry's
 /// (`last_timestamp`, `NO_TIMESTAMP` = -1 for an empty index). An equal timestamp is ignored, the
@@ -273,6 +282,9 @@ mod tests {
         assert!(time_index_sanity(24, 0, Some((t(5, -1), 1, t(6, 2)))).unwrap_err().contains("entry 0"));
         assert_eq!(time_index_sanity(24, 0, Some((t(5, 1), 1, t(5, 2)))), Ok(()));
         assert!(!takes_time_entry(-1, -1) && takes_time_entry(-1, 0) && !takes_time_entry(5, 5));
+        assert!(offset_entry_follows(10, 100, 11, 101));
+        assert!(!offset_entry_follows(10, 100, 10, 101) && !offset_entry_follows(10, 100, 11, 100));
+        assert!(!offset_entry_follows(10, 100, 11, -5));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! shutdown's files can be trusted.
 
 use super::*;
+use crate::format::index_entry::offset_entry_follows;
 
 impl Segment {
     /// Kafka's `LogSegment.recover`: revalidates every batch (framing, magic, CRC, offsets fit),
@@ -212,7 +213,7 @@ impl Segment {
                 );
             }
             if let Some(p) = prev {
-                if e.offset <= p.offset || e.position <= p.position {
+                if !offset_entry_follows(p.offset, p.position as i64, e.offset, e.position as i64) {
                     return Err(
                         self.bad_index(format!("entry {i} ({}, byte {}) does not increase", e.offset, e.position))
                     );
