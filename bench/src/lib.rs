@@ -13,7 +13,8 @@ pub mod cli;
 pub mod fio;
 pub mod kafka_ref;
 pub mod pct;
-pub mod plot;
+/// Every chart, drawn by the `seglog-plot` crate (shared with `seglog index-report --plot`).
+pub use seglog_plot as plot;
 pub mod refs;
 pub mod rusage;
 pub mod workload;

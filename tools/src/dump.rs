@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use seglog::format::batch::BatchHeader;
 use seglog::format::filename::FileKind;
 use seglog::format::record::{self, Record};
+use seglog::format::{be_i16, be_i32};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -489,11 +490,11 @@ fn control_text(r: &Record) -> String {
     let Some(k) = r.key.filter(|k| k.len() >= 4) else {
         return " controlType: UNKNOWN(invalid key)".into();
     };
-    let type_id = i16::from_be_bytes([k[2], k[3]]);
+    let type_id = be_i16(k, 2);
     let name = usize::try_from(type_id).ok().and_then(|i| CONTROL_TYPES.get(i)).copied().unwrap_or("UNKNOWN");
     match (type_id, r.value) {
         (0 | 1, Some(v)) if v.len() >= 6 => {
-            format!(" endTxnMarker: {name} coordinatorEpoch: {}", i32::from_be_bytes([v[2], v[3], v[4], v[5]]))
+            format!(" endTxnMarker: {name} coordinatorEpoch: {}", be_i32(v, 2))
         }
         _ => format!(" controlType: {name}({type_id})"),
     }

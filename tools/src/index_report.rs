@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use seglog::segment::{Segment, SegmentResources, SegmentSettings};
-use seglog_bench::plot;
+use seglog_plot as plot;
 use serde::Serialize;
 
 use crate::indexcheck::OffsetIndexStream;

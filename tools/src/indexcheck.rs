@@ -20,7 +20,10 @@ use std::marker::PhantomData;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use seglog::format::index_entry::{OffsetEntry, TimeEntry, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE};
+use seglog::format::index_entry::{
+    offset_entry_follows, offset_index_sanity, takes_time_entry, time_index_sanity, OffsetEntry, TimeEntry,
+    OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE,
+};
 use seglog::format::record;
 use serde::Serialize;
 
@@ -72,43 +75,27 @@ pub struct TimeEntryAbs {
     pub offset: i64,
 }
 
-/// What the two index kinds differ in: the entry layout and Kafka's sanity check.
+/// What the two index kinds differ in: the entry layout and Kafka's sanity check, both the
+/// engine's (`seglog::format::index_entry`).
 pub trait IndexEntry: Copy + Serialize {
     const SIZE: usize;
     /// The entry in `slot` (exactly `SIZE` bytes) made absolute (saturating, as the engine's
-    /// `entry`), and its relative offset.
+    /// lookups take it), and its relative offset.
     fn decode(slot: &[u8], base: i64) -> (Self, i32);
-    /// Kafka's `sanityCheck` over the file length and the first and last slots, with the engine's
-    /// wording (`OffsetIndex::sanity_check`, `TimeIndex::sanity_check`).
-    fn sanity(file_len: u64, base: i64, first: &[u8], last: (usize, &[u8])) -> Result<(), String>;
-    fn size_error(file_len: u64) -> String;
-}
-
-/// The engine's `checked_entry`: the absolute offset of a slot, or why it is not one.
-fn checked_offset(slot: usize, rel: i32, base: i64) -> Result<i64, String> {
-    if rel < 0 {
-        return Err(format!("entry {slot} has a negative relative offset ({rel})"));
-    }
-    base.checked_add(rel as i64)
-        .ok_or_else(|| format!("entry {slot}: relative offset {rel} overflows added to the base offset {base}"))
+    /// Kafka's `sanityCheck` of a file of `file_len` bytes (every whole slot an entry, as in
+    /// Kafka) from its first and last slots (`None` without a whole slot): the engine's
+    /// [`offset_index_sanity`] and [`time_index_sanity`], which need nothing else.
+    fn sanity(file_len: u64, base: i64, first_and_last: Option<(&[u8], usize, &[u8])>) -> Result<(), String>;
 }
 
 impl IndexEntry for OffsetEntryAbs {
     const SIZE: usize = OFFSET_ENTRY_SIZE;
     fn decode(slot: &[u8], base: i64) -> (Self, i32) {
         let e = OffsetEntry::decode(slot, 0);
-        let abs = OffsetEntryAbs { offset: base.saturating_add(e.relative_offset as i64), position: e.position as i64 };
-        (abs, e.relative_offset)
+        (OffsetEntryAbs { offset: e.offset(base), position: e.position as i64 }, e.relative_offset)
     }
-    fn size_error(file_len: u64) -> String {
-        format!("index file size {file_len} is not a multiple of {OFFSET_ENTRY_SIZE}")
-    }
-    fn sanity(_file_len: u64, base: i64, _first: &[u8], (n, last): (usize, &[u8])) -> Result<(), String> {
-        let last = checked_offset(n, OffsetEntry::decode(last, 0).relative_offset, base)?;
-        if last < base {
-            return Err(format!("last offset {last} is below the base offset {base}"));
-        }
-        Ok(())
+    fn sanity(file_len: u64, base: i64, first_and_last: Option<(&[u8], usize, &[u8])>) -> Result<(), String> {
+        offset_index_sanity(file_len, base, first_and_last.map(|(_, n, last)| (n, OffsetEntry::decode(last, 0))))
     }
 }
 
@@ -116,27 +103,19 @@ impl IndexEntry for TimeEntryAbs {
     const SIZE: usize = TIME_ENTRY_SIZE;
     fn decode(slot: &[u8], base: i64) -> (Self, i32) {
         let e = TimeEntry::decode(slot, 0);
-        (
-            TimeEntryAbs { timestamp: e.timestamp, offset: base.saturating_add(e.relative_offset as i64) },
-            e.relative_offset,
-        )
+        (TimeEntryAbs { timestamp: e.timestamp, offset: e.offset(base) }, e.relative_offset)
     }
-    fn size_error(file_len: u64) -> String {
-        format!("time index file size {file_len} is not a multiple of {TIME_ENTRY_SIZE}")
+    fn sanity(file_len: u64, base: i64, first_and_last: Option<(&[u8], usize, &[u8])>) -> Result<(), String> {
+        let ends = first_and_last.map(|(first, n, last)| (TimeEntry::decode(first, 0), n, TimeEntry::decode(last, 0)));
+        time_index_sanity(file_len, base, ends)
     }
-    fn sanity(_file_len: u64, base: i64, first: &[u8], (n, last): (usize, &[u8])) -> Result<(), String> {
-        let f = TimeEntry::decode(first, 0);
-        checked_offset(0, f.relative_offset, base)?;
-        let l = TimeEntry::decode(last, 0);
-        let last_offset = checked_offset(n, l.relative_offset, base)?;
-        if l.timestamp < f.timestamp {
-            return Err(format!("last timestamp {} is below the first {}", l.timestamp, f.timestamp));
-        }
-        if last_offset < base {
-            return Err(format!("last offset {last_offset} is below the base offset {base}"));
-        }
-        Ok(())
-    }
+}
+
+/// kafka-dump-log's stop rule (`DumpLogSegments`): an index's entries end at the first slot above
+/// 0 whose offset is the base offset (relative offset 0), since an index that was not trimmed is
+/// zero-padded.
+pub fn ends_entries(slot: usize, relative_offset: i32) -> bool {
+    slot > 0 && relative_offset == 0
 }
 
 /// Bytes of an index file read at once.
@@ -244,7 +223,7 @@ impl<E: IndexEntry> IndexStream<E> {
         let i = self.next;
         let base = self.base_offset;
         let (e, rel) = E::decode(self.slot(i)?, base);
-        if rel == 0 && i > 0 {
+        if ends_entries(i, rel) {
             self.done = true;
             return Ok(None);
         }
@@ -271,19 +250,16 @@ impl<E: IndexEntry> IndexStream<E> {
         Ok(p)
     }
 
-    /// Kafka's `sanityCheck` verdict (every whole slot counts as an entry, as in Kafka).
+    /// Kafka's `sanityCheck` verdict (every whole slot counts as an entry, as in Kafka), from the
+    /// file's length and its first and last slots.
     pub fn sanity(&mut self) -> std::io::Result<Result<(), String>> {
-        if !self.file_len.is_multiple_of(E::SIZE as u64) {
-            return Ok(Err(E::size_error(self.file_len)));
-        }
+        let (base, file_len) = (self.base_offset, self.file_len);
         let Some(n) = self.slots().checked_sub(1) else {
-            return Ok(Ok(()));
+            return Ok(E::sanity(file_len, base, None));
         };
         let first = self.slot(0)?.to_vec();
-        let base = self.base_offset;
-        let file_len = self.file_len;
         let last = self.slot(n)?;
-        Ok(E::sanity(file_len, base, &first, (n, last)))
+        Ok(E::sanity(file_len, base, Some((&first, n, last))))
     }
 
     /// True when the file holds exactly `other`, compared chunk by chunk.
@@ -390,7 +366,7 @@ pub fn check_offset_index(
             Some(_) => {}
         }
         if let Some(p) = prev {
-            if e.offset <= p.offset || e.position <= p.position {
+            if !offset_entry_follows(p.offset, p.position, e.offset, e.position) {
                 mismatch(
                     None,
                     format!(
@@ -634,7 +610,8 @@ pub fn check_time_index(
                 };
                 error(err, &mut on)?;
             }
-            if prev_ts >= e.timestamp {
+            // Kafka's time index takes an entry only above the last one's timestamp.
+            if !takes_time_entry(prev_ts, e.timestamp) {
                 let err =
                     TimeIndexError::OutOfOrder { slot, index_timestamp: e.timestamp, previous_timestamp: prev_ts };
                 error(err, &mut on)?;

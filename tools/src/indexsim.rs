@@ -1,13 +1,18 @@
-//! Kafka's offset-index rule as pure arithmetic over a segment's batch list, for "what if the
-//! interval were N" questions, for inferring which intervals could have produced an existing
-//! index, and for the walk cost every offset would pay with a given index.
+//! Kafka's offset-index rule over a segment's batch list, for "what if the interval were N"
+//! questions, for inferring which intervals could have produced an existing index, and for the
+//! walk cost every offset would pay with a given index.
 //!
-//! The rule (`LogSegment.append`, and `recover` with positions): per batch, if more than
-//! `interval` bytes went by since the last entry's batch started (the segment start when there is
-//! none), checked before the batch is counted, add `(batch last offset, batch start position)`.
-//! So the first batch of a segment is never indexed, there is at most one entry per batch, and
-//! entries are more than `interval` bytes apart.
+//! The rule is the engine's, [`IndexInterval`] (`LogSegment.append`, and `recover` with
+//! positions): per batch, if more than `interval` bytes went by since the last entry's batch
+//! started (the segment start when there is none), checked before the batch is counted, add
+//! `(batch last offset, batch start position)`. So the first batch of a segment is never indexed,
+//! there is at most one entry per batch, and entries are more than `interval` bytes apart. The
+//! time index takes an entry at those moments when the max timestamp grew
+//! ([`takes_time_entry`]). The batches are those of a walk from the start of the `.log`, so each
+//! starts where the one before ends.
 
+use seglog::format::batch::NO_TIMESTAMP;
+use seglog::format::index_entry::{takes_time_entry, IndexInterval};
 use serde::Serialize;
 
 /// What the simulation needs of a batch.
@@ -37,9 +42,8 @@ pub struct SimResult {
 /// counts: memory does not grow with the segment.
 #[derive(Clone, Debug)]
 pub struct Simulator {
-    interval: u64,
+    rule: IndexInterval,
     batches: u64,
-    last_entry_pos: u64,
     max_ts: i64,
     /// Kafka's maybeAppend: only when the max grew past the last entry's, (-1, base) when empty.
     last_time_ts: i64,
@@ -52,11 +56,10 @@ pub struct Simulator {
 impl Simulator {
     pub fn new(interval: u64, segment_base: i64) -> Self {
         Simulator {
-            interval,
+            rule: IndexInterval::new(interval),
             batches: 0,
-            last_entry_pos: 0,
-            max_ts: -1,
-            last_time_ts: -1,
+            max_ts: NO_TIMESTAMP,
+            last_time_ts: NO_TIMESTAMP,
             entries: 0,
             time_entries: 0,
             walk: WalkMax::new(segment_base),
@@ -67,11 +70,10 @@ impl Simulator {
     /// The segment's next batch (in file order); true when the rule indexes it.
     pub fn push(&mut self, b: &SimBatch) -> bool {
         self.max_ts = self.max_ts.max(b.max_timestamp);
-        let indexed = b.position.saturating_sub(self.last_entry_pos) > self.interval;
+        let indexed = self.rule.next_batch(b.size);
         if indexed {
             self.entries += 1;
-            self.last_entry_pos = b.position;
-            if self.max_ts > self.last_time_ts {
+            if takes_time_entry(self.last_time_ts, self.max_ts) {
                 self.time_entries += 1;
                 self.last_time_ts = self.max_ts;
             }
@@ -86,7 +88,7 @@ impl Simulator {
         SimResult {
             entries: self.entries,
             // The entry appended at roll (or close, or at the end of recovery) when the max grew.
-            time_entries: self.time_entries + usize::from(self.max_ts > self.last_time_ts),
+            time_entries: self.time_entries + usize::from(takes_time_entry(self.last_time_ts, self.max_ts)),
             max_bytes_scanned: self.walk.max,
             on_plateau: self.plateau,
         }
@@ -241,18 +243,30 @@ fn fmt_hi(hi: Option<u64>) -> String {
 /// Infers the intervals that turn a segment's batches into exactly its existing entries
 /// (`(offset, position)` pairs), fed the batches in order beside the entries: memory does not grow
 /// with the segment.
-#[derive(Clone, Debug, Default)]
+///
+/// The engine's rule gives a batch an entry exactly when the bytes since the last entry
+/// ([`IndexInterval::bytes_since_last_entry`]) are above the interval: an indexed batch bounds the
+/// interval from above (`I < c`), a batch without an entry from below (`c <= I`).
+#[derive(Clone, Debug)]
 pub struct Inferrer {
     lo: u64,
     hi: Option<u64>,
     batches: u64,
-    last_entry_pos: u64,
+    /// The rule's byte counter, restarted where the existing index has entries (the interval is
+    /// what is inferred: only the counter is used).
+    counter: IndexInterval,
     failed: Option<Inference>,
+}
+
+impl Default for Inferrer {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Inferrer {
     pub fn new() -> Self {
-        Self::default()
+        Inferrer { lo: 0, hi: None, batches: 0, counter: IndexInterval::new(0), failed: None }
     }
 
     /// The segment's next batch, with the first existing entry not matched yet (`None` when there
@@ -263,7 +277,7 @@ impl Inferrer {
         }
         let j = self.batches;
         self.batches += 1;
-        let c = b.position.saturating_sub(self.last_entry_pos);
+        let c = self.counter.bytes_since_last_entry();
         match entry {
             Some((off, pos)) if pos == b.position => {
                 if off != b.last_offset {
@@ -283,11 +297,13 @@ impl Inferrer {
                 }
                 // Indexed: more than I bytes went by, so I < c.
                 self.hi = Some(self.hi.map_or(c, |h| h.min(c)));
-                self.last_entry_pos = b.position;
+                self.counter.entry_written();
+                self.counter.count(b.size);
                 true
             }
             _ => {
                 self.lo = self.lo.max(c); // not indexed: c <= I
+                self.counter.count(b.size);
                 false
             }
         }

@@ -1,12 +1,18 @@
-//! Walking a `.log` file batch by batch for the tools, read-only, with Kafka's framing rules
-//! (`FileLogInputStream`): stop when fewer than 17 bytes remain, an entry whose length field is
-//! below 14 is corrupt, an entry running past the end is a partial (torn) batch. Unlike the
-//! engine's `BatchScanner`, which stops quietly at a partial batch as Kafka's reader does, this
-//! walker says how the file ends, because the tools must report a torn tail with its position.
+//! Walking a `.log` file batch by batch for the tools, read-only, with Kafka's framing rules as
+//! the engine applies them (`seglog::format::batch`): [`EntryFrame::parse`] reads an entry's
+//! frame, [`check_frame`] says whether it is a whole batch, a partial (torn) one or a corrupt one,
+//! [`BatchHeader::parse`] refuses a v2 batch smaller than its header. Unlike the engine's
+//! `BatchScanner`, which stops quietly at a partial batch as Kafka's reader does, this walker says
+//! how the file ends, because the tools must report a torn tail with its position. Kafka stops
+//! before reading a frame when 17 bytes or fewer are left (no batch fits); with exactly 17 left
+//! the walker still reads the frame, to say what the tail is. What it reads is the engine's
+//! framing over `std::fs::File` and `u64` positions, so it also walks files the engine refuses to
+//! open (larger than 2 GiB).
 //!
-//! Every batch is read whole (up to [`MAX_BATCH_IN_MEMORY`]; a larger one in bounded chunks) and
-//! its CRC-32C checked; a batch whose CRC fails is reported and the walk goes on (the framing is
-//! still usable), as kafka-dump-log prints `isvalid: false` and goes on. Nothing here writes.
+//! Every batch is read whole (up to [`MAX_BATCH_IN_MEMORY`]; a larger one in bounded chunks,
+//! through the engine's [`BatchCrc`]) and its CRC-32C checked; a batch whose CRC fails is reported
+//! and the walk goes on (the framing is still usable), as kafka-dump-log prints `isvalid: false`
+//! and goes on. Nothing here writes.
 //!
 //! Memory is bounded whatever a file holds: a walk keeps a read-ahead window, and a summary of a
 //! whole log ([`LogSummary`]) keeps a table of at most [`BATCH_TABLE_ENTRIES`] batch positions, not
@@ -17,9 +23,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use seglog::format::batch::{
-    compute_crc, BatchHeader, EntryFrame, ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
-    MAGIC_V2, RECORD_OVERHEAD_V0,
+    check_frame, compute_crc, BatchCrc, BatchHeader, EntryFrame, FrameCheck, BATCH_HEADER_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RECORD_OVERHEAD_V0,
 };
+use seglog::format::FormatError;
 
 /// Bytes read ahead in one `pread`: many small batches per system call.
 const WINDOW_BYTES: usize = 1 << 20;
@@ -234,17 +241,18 @@ impl LogWalker {
         Ok(true)
     }
 
-    /// The CRC-32C of `[pos + 21, pos + size)`, read in window-sized chunks.
+    /// The CRC-32C of the batch of `size` bytes at `pos` ([`BatchCrc`]), read in window-sized
+    /// chunks.
     fn chunked_crc(&mut self, pos: u64, size: u64) -> std::io::Result<u32> {
-        let mut crc = 0u32;
-        let mut p = pos + ATTRIBUTES_OFFSET as u64;
+        let mut crc = BatchCrc::new();
+        let mut p = pos;
         let end = pos + size;
         while p < end {
             let n = ((end - p) as usize).min(self.window_cap);
-            crc = crc32c::crc32c_append(crc, self.bytes(p, n)?);
+            crc.update(self.bytes(p, n)?);
             p += n as u64;
         }
-        Ok(crc)
+        Ok(crc.finish())
     }
 
     /// Kafka's framing of the entry at the walk's position: its header, with the walk moved past
@@ -259,7 +267,9 @@ impl LogWalker {
             self.finished = Some(if self.limited { LogEnd::Limited { position: pos } } else { LogEnd::Clean });
             return Ok(None);
         }
-        if rest < HEADER_SIZE_UP_TO_MAGIC as u64 {
+        let head = self.bytes(pos, rest.min(HEADER_SIZE_UP_TO_MAGIC as u64) as usize)?;
+        let Ok(frame) = EntryFrame::parse(head) else {
+            // Fewer bytes than a frame.
             self.finished = Some(if self.limited {
                 LogEnd::Limited { position: pos }
             } else if self.all_zero_from(pos)? {
@@ -268,45 +278,48 @@ impl LogWalker {
                 LogEnd::ShortTail { position: pos, bytes: rest }
             });
             return Ok(None);
-        }
-        let frame =
-            EntryFrame::parse(self.bytes(pos, HEADER_SIZE_UP_TO_MAGIC)?).expect("17 bytes are enough for a frame");
+        };
         let corrupt = |detail: String| LogEnd::Corrupt { position: pos, bytes: rest, detail };
-        if frame.size < RECORD_OVERHEAD_V0 as i64 + LOG_OVERHEAD as i64 {
-            self.finished = Some(if self.all_zero_from(pos)? {
-                LogEnd::ZeroTail { position: pos, bytes: rest }
-            } else {
-                corrupt(format!(
-                    "batch length {} is below Kafka's minimum {RECORD_OVERHEAD_V0}",
-                    frame.size - LOG_OVERHEAD as i64
-                ))
-            });
-            return Ok(None);
+        match check_frame(&frame, pos, self.end) {
+            FrameCheck::Whole => {}
+            FrameCheck::TooSmall => {
+                self.finished = Some(if self.all_zero_from(pos)? {
+                    LogEnd::ZeroTail { position: pos, bytes: rest }
+                } else {
+                    corrupt(format!(
+                        "batch length {} is below Kafka's minimum {RECORD_OVERHEAD_V0}",
+                        frame.size - LOG_OVERHEAD as i64
+                    ))
+                });
+                return Ok(None);
+            }
+            FrameCheck::Partial => {
+                self.finished = Some(if self.limited {
+                    LogEnd::Limited { position: pos }
+                } else {
+                    LogEnd::PartialBatch { position: pos, needed: frame.size as u64, available: rest }
+                });
+                return Ok(None);
+            }
+            FrameCheck::BadMagic => {
+                self.finished = Some(corrupt(format!(
+                    "record batch magic {} is not supported (only v2; v0/v1 were removed in Kafka 4.0)",
+                    frame.magic
+                )));
+                return Ok(None);
+            }
         }
-        if frame.size > rest as i64 {
-            self.finished = Some(if self.limited {
-                LogEnd::Limited { position: pos }
-            } else {
-                LogEnd::PartialBatch { position: pos, needed: frame.size as u64, available: rest }
-            });
-            return Ok(None);
-        }
-        if frame.magic != MAGIC_V2 {
-            self.finished = Some(corrupt(format!(
-                "record batch magic {} is not supported (only v2; v0/v1 were removed in Kafka 4.0)",
-                frame.magic
-            )));
-            return Ok(None);
-        }
-        if frame.size < BATCH_HEADER_SIZE as i64 {
-            self.finished =
-                Some(corrupt(format!("batch of {} bytes is smaller than the 61-byte v2 header", frame.size)));
-            return Ok(None);
-        }
-        let header = match BatchHeader::parse(self.bytes(pos, BATCH_HEADER_SIZE)?) {
+        // A whole entry: its header, or (a batch smaller than the header) not past its end.
+        let header_len = (frame.size as u64).min(BATCH_HEADER_SIZE as u64) as usize;
+        let header = match BatchHeader::parse(self.bytes(pos, header_len)?) {
             Ok(h) => h,
             Err(e) => {
-                self.finished = Some(corrupt(e.to_string()));
+                self.finished = Some(corrupt(match e {
+                    FormatError::BatchTooSmall { size, .. } => {
+                        format!("batch of {size} bytes is smaller than the 61-byte v2 header")
+                    }
+                    e => e.to_string(),
+                }));
                 return Ok(None);
             }
         };

@@ -78,6 +78,10 @@ enum Command {
     /// through the engine, each beside fio on the same disk and the reference designs (Kafka's
     /// page cache + mmap index, the commitlog crate); `--profile quick` runs in under a minute.
     #[command(after_help = EXIT_CODES)]
+    #[cfg_attr(
+        not(feature = "bench"),
+        command(about = bench::NOT_BUILT_ABOUT, long_about = None, disable_help_flag = true)
+    )]
     Bench(Box<bench::Args>),
 }
 

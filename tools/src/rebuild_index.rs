@@ -22,7 +22,7 @@ use std::process::ExitCode;
 use seglog::segment::{Segment, SegmentResources, SegmentSettings};
 use serde::Serialize;
 
-use crate::indexcheck::{IndexEntry, IndexStream, OffsetIndexStream, TimeIndexStream};
+use crate::indexcheck::{ends_entries, IndexEntry, IndexStream, OffsetIndexStream, TimeIndexStream};
 use crate::layout::{self, PartitionDir, SegmentFiles};
 use crate::logscan::{self, LogSummary, MAX_BATCH_IN_MEMORY};
 use crate::overlay::OverlayStorage;
@@ -140,7 +140,7 @@ pub struct SegmentResult {
 fn rebuilt_entries<E: IndexEntry>(bytes: &[u8], base: i64) -> impl Iterator<Item = E> + '_ {
     bytes.chunks_exact(E::SIZE).enumerate().map_while(move |(i, slot)| {
         let (e, rel) = E::decode(slot, base);
-        (i == 0 || rel != 0).then_some(e)
+        (!ends_entries(i, rel)).then_some(e)
     })
 }
 

@@ -12,6 +12,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use seglog::format::checkpoint::{CleanShutdown, LeaderEpochCheckpoint, OffsetCheckpoint, PartitionMetadata};
+use seglog::format::{be_i16, be_i32, be_i64, be_u32};
 use serde::Serialize;
 
 use crate::layout::CheckpointKind;
@@ -99,16 +100,6 @@ pub struct ProducerEntry {
 const SNAPSHOT_HEADER: usize = 10;
 const SNAPSHOT_ENTRY: usize = 46;
 
-fn be_i64(b: &[u8], at: usize) -> i64 {
-    i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    i32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-fn be_i16(b: &[u8], at: usize) -> i16 {
-    i16::from_be_bytes(b[at..at + 2].try_into().expect("2 bytes"))
-}
-
 /// Entries read at once from a snapshot or a transaction index.
 const ENTRIES_PER_READ: usize = 1024;
 
@@ -179,7 +170,7 @@ impl Snapshot {
         if version != 1 {
             return Ok(Err(format!("unknown snapshot version {version} at byte 0 (expected 1)")));
         }
-        let stored = be_i32(&header, 2) as u32;
+        let stored = be_u32(&header, 2);
         let mut computed = crc32c::crc32c(&header[6..]);
         for_each_piece(&self.file, SNAPSHOT_HEADER as u64, self.len, SNAPSHOT_ENTRY * ENTRIES_PER_READ, |_, b| {
             computed = crc32c::crc32c_append(computed, b);

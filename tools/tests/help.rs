@@ -67,3 +67,28 @@ fn every_subcommand_documents_flags_and_exit_codes() {
     let r = seglog(["verify"]);
     assert_eq!(r.code, 2, "a missing argument is a usage error");
 }
+
+/// `seglog bench` is the workload benchmark in a build with the cargo feature `bench`; without it
+/// (the default) it takes any arguments and says how to get it.
+#[test]
+fn bench_runs_only_with_the_feature_and_otherwise_says_how_to_get_it() {
+    let r = seglog(["bench", "--help"]);
+    if cfg!(feature = "bench") {
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.contains("--profile") && r.stdout.contains("Exit codes:"), "{}", r.stdout);
+        return;
+    }
+    for args in [&["bench", "--help"][..], &["bench"], &["bench", "--profile", "quick", "--json"]] {
+        let r = seglog(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stdout);
+        assert!(r.stdout.is_empty(), "{args:?}: {}", r.stdout);
+        assert!(
+            r.stderr.contains("built without the workload benchmark")
+                && r.stderr.contains("cargo build --release -p seglog-tools --features bench"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    let top = seglog(["--help"]);
+    assert!(top.stdout.contains("not in this build"), "{}", top.stdout);
+}

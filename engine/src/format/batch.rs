@@ -146,6 +146,45 @@ impl EntryFrame {
     }
 }
 
+/// What Kafka's framing rules make of an entry, from its size and magic alone
+/// ([`check_frame`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameCheck {
+    /// A whole v2 batch inside the data.
+    Whole,
+    /// A batch running past the end of the data: the end of valid data (a torn tail), not an
+    /// error.
+    Partial,
+    /// A size below the smallest entry Kafka accepts (`LOG_OVERHEAD + RECORD_OVERHEAD_V0`, 26
+    /// bytes): corrupt.
+    TooSmall,
+    /// Inside the data, but a magic other than 2: corrupt (v0/v1 were removed in Kafka 4.0).
+    BadMagic,
+}
+
+/// Kafka's framing rules (`FileLogInputStream.nextBatch`) for the entry `frame` at byte `pos` of
+/// data ending at byte `end`: a size field below 14 (`RECORD_OVERHEAD_V0`) is corrupt, an entry
+/// running past `end` is a partial batch (where valid data ends, not an error), a magic other
+/// than 2 is corrupt. The size is checked before the bounds and the bounds before the magic, in
+/// Kafka's order, so a torn tail is a partial batch whatever its magic byte holds.
+///
+/// Kafka checks one more thing first: with 17 bytes or fewer left (`pos >= end - 17`) it stops
+/// before reading a frame at all. Callers apply that themselves, since [`EntryFrame::parse`]
+/// needs those 17 bytes. The one place these rules live: the engine's header walk, its
+/// one-read fetch and the `seglog` command's `.log` walker all use it.
+#[inline]
+pub fn check_frame(frame: &EntryFrame, pos: u64, end: u64) -> FrameCheck {
+    if frame.size < RECORD_OVERHEAD_V0 as i64 + LOG_OVERHEAD as i64 {
+        FrameCheck::TooSmall
+    } else if pos as i64 > end as i64 - frame.size {
+        FrameCheck::Partial
+    } else if frame.magic != MAGIC_V2 {
+        FrameCheck::BadMagic
+    } else {
+        FrameCheck::Whole
+    }
+}
+
 /// The decoded 61-byte header of a v2 batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchHeader {
@@ -166,17 +205,20 @@ pub struct BatchHeader {
 
 impl BatchHeader {
     /// Decodes the header from the first 61 bytes of `b`. Refuses other magics (detected at byte
-    /// 16) and a batchLength that cannot hold the header. Does not check the CRC.
+    /// 16) and a batchLength that cannot hold the header (Kafka's `DefaultRecordBatch` refuses a
+    /// v2 batch smaller than its 61-byte overhead), in that order and before asking for 61 bytes:
+    /// given the first `min(size, 61)` bytes of an entry, it says what is wrong with it without
+    /// reading past the entry. Does not check the CRC.
     pub fn parse(b: &[u8]) -> Result<BatchHeader, FormatError> {
         let frame = EntryFrame::parse(b)?;
         if frame.magic != MAGIC_V2 {
             return Err(FormatError::UnsupportedMagic { magic: frame.magic });
         }
-        if b.len() < BATCH_HEADER_SIZE {
-            return Err(FormatError::Truncated { needed: BATCH_HEADER_SIZE as u64, available: b.len() as u64 });
-        }
         if frame.size < BATCH_HEADER_SIZE as i64 {
             return Err(FormatError::BatchTooSmall { size: frame.size, min: BATCH_HEADER_SIZE as i64 });
+        }
+        if b.len() < BATCH_HEADER_SIZE {
+            return Err(FormatError::Truncated { needed: BATCH_HEADER_SIZE as u64, available: b.len() as u64 });
         }
         Ok(BatchHeader {
             base_offset: frame.base_offset,
@@ -251,9 +293,42 @@ impl BatchHeader {
     }
 }
 
-/// CRC-32C (Castagnoli) of bytes `[21, end)` of a batch: what the header's CRC field must hold.
+/// CRC-32C (Castagnoli) of bytes `[21, end)` of a batch: what the header's CRC field must hold
+/// (Kafka's `DefaultRecordBatch.computeChecksum`). [`BatchCrc`] computes the same over a batch
+/// handed in pieces.
 pub fn compute_crc(batch: &[u8]) -> u32 {
-    crc32c::crc32c(batch.get(ATTRIBUTES_OFFSET..).unwrap_or(&[]))
+    let mut crc = BatchCrc::new();
+    crc.update(batch);
+    crc.finish()
+}
+
+/// The CRC-32C of a v2 batch computed over its bytes handed in consecutive pieces, from the
+/// batch's first byte: the checksum Kafka stores at byte 17 covers bytes `[21, end)`
+/// (`ATTRIBUTES_OFFSET` on), and this skips the first 21 bytes itself, wherever the pieces are
+/// cut. For a batch too large to hold whole; [`compute_crc`] is this over one piece.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BatchCrc {
+    /// Bytes of the batch seen so far.
+    seen: u64,
+    crc: u32,
+}
+
+impl BatchCrc {
+    pub fn new() -> BatchCrc {
+        BatchCrc::default()
+    }
+
+    /// Adds the batch's next bytes (the bytes right after those of the previous call).
+    pub fn update(&mut self, piece: &[u8]) {
+        let skip = (ATTRIBUTES_OFFSET as u64).saturating_sub(self.seen).min(piece.len() as u64) as usize;
+        self.crc = crc32c::crc32c_append(self.crc, &piece[skip..]);
+        self.seen += piece.len() as u64;
+    }
+
+    /// The CRC of the bytes handed so far.
+    pub fn finish(&self) -> u32 {
+        self.crc
+    }
 }
 
 /// Checks that `batch` is exactly one whole v2 batch with a matching CRC, a non-negative offset
@@ -428,6 +503,52 @@ mod tests {
         let mut b = encode(&header());
         b[40] ^= 1;
         assert!(matches!(validate_batch(&b, false), Err(FormatError::CrcMismatch { .. })));
+    }
+
+    #[test]
+    fn framing_rules_come_in_kafkas_order() {
+        let min = RECORD_OVERHEAD_V0 as i64 + LOG_OVERHEAD as i64;
+        let f = |size: i64, magic: i8| EntryFrame { base_offset: 0, size, magic };
+        // Too small is corrupt even where it would also run past the end.
+        assert_eq!(check_frame(&f(min - 1, 2), 990, 1000), FrameCheck::TooSmall);
+        // Past the end is the end of valid data, whatever the magic byte holds (a torn tail).
+        assert_eq!(check_frame(&f(100, 0), 950, 1000), FrameCheck::Partial);
+        assert_eq!(check_frame(&f(100, 2), 901, 1000), FrameCheck::Partial);
+        // Inside the data, only magic 2 frames a batch.
+        assert_eq!(check_frame(&f(100, 1), 900, 1000), FrameCheck::BadMagic);
+        assert_eq!(check_frame(&f(100, 2), 900, 1000), FrameCheck::Whole);
+        assert_eq!(check_frame(&f(min, 2), 0, min as u64), FrameCheck::Whole);
+    }
+
+    #[test]
+    fn batch_crc_in_pieces_is_the_whole_batch_crc() {
+        let mut h = header();
+        h.batch_length += 40;
+        let mut b = encode(&h);
+        b.extend((0..40u8).map(|i| i.wrapping_mul(37)));
+        let whole = crc32c::crc32c(&b[ATTRIBUTES_OFFSET..]);
+        assert_eq!(compute_crc(&b), whole);
+        for cut in 0..=b.len() {
+            for cut2 in cut..=b.len() {
+                let mut c = BatchCrc::new();
+                c.update(&b[..cut]);
+                c.update(&b[cut..cut2]);
+                c.update(&b[cut2..]);
+                assert_eq!(c.finish(), whole, "pieces cut at {cut} and {cut2}");
+            }
+        }
+        assert_eq!(compute_crc(&b[..10]), crc32c::crc32c(&[]));
+    }
+
+    #[test]
+    fn a_batch_smaller_than_its_header_is_named_before_its_missing_bytes() {
+        let mut b = encode(&header());
+        b[LENGTH_OFFSET..LENGTH_OFFSET + 4].copy_from_slice(&30i32.to_be_bytes());
+        // The first min(size, 61) bytes of the entry are enough to say what is wrong.
+        assert_eq!(BatchHeader::parse(&b[..42]), Err(FormatError::BatchTooSmall { size: 42, min: 61 }));
+        assert_eq!(BatchHeader::parse(&b), Err(FormatError::BatchTooSmall { size: 42, min: 61 }));
+        let b = encode(&header());
+        assert_eq!(BatchHeader::parse(&b[..42]), Err(FormatError::Truncated { needed: 61, available: 42 }));
     }
 
     #[test]

@@ -58,24 +58,41 @@ pub enum FormatError {
     InvalidCheckpoint { line: u32, detail: String },
 }
 
-/// Read helpers for big-endian fields at a known-valid position. Callers check lengths first.
+/// Kafka's formats are big-endian throughout (Java's `ByteBuffer` default): these read a field at
+/// a known-valid position of `b`. They are for decoders that have already checked the length, as
+/// every decoder here does before it reads a field.
+///
+/// # Panics
+/// When `b` holds fewer than `at + 8` bytes (a caller that did not check the length first).
 #[inline]
-pub(crate) fn be_i64(b: &[u8], at: usize) -> i64 {
+pub fn be_i64(b: &[u8], at: usize) -> i64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[at..at + 8]);
     i64::from_be_bytes(a)
 }
+/// The big-endian `i32` at `at` (see [`be_i64`]).
+///
+/// # Panics
+/// When `b` holds fewer than `at + 4` bytes.
 #[inline]
-pub(crate) fn be_i32(b: &[u8], at: usize) -> i32 {
+pub fn be_i32(b: &[u8], at: usize) -> i32 {
     let mut a = [0u8; 4];
     a.copy_from_slice(&b[at..at + 4]);
     i32::from_be_bytes(a)
 }
+/// The big-endian `u32` at `at` (see [`be_i64`]): Kafka's CRC fields.
+///
+/// # Panics
+/// When `b` holds fewer than `at + 4` bytes.
 #[inline]
-pub(crate) fn be_u32(b: &[u8], at: usize) -> u32 {
+pub fn be_u32(b: &[u8], at: usize) -> u32 {
     be_i32(b, at) as u32
 }
+/// The big-endian `i16` at `at` (see [`be_i64`]).
+///
+/// # Panics
+/// When `b` holds fewer than `at + 2` bytes.
 #[inline]
-pub(crate) fn be_i16(b: &[u8], at: usize) -> i16 {
+pub fn be_i16(b: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([b[at], b[at + 1]])
 }

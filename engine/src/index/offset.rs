@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::{index_slot_range_for, read_index_file, IndexFile, IndexStorage, SlotRange, WARM_SECTION_BYTES};
 use crate::error::Result;
-use crate::format::index_entry::{OffsetEntry, OFFSET_ENTRY_SIZE};
+use crate::format::index_entry::{offset_index_sanity, OffsetEntry, OFFSET_ENTRY_SIZE};
 use crate::io::{IndexArena, IoFile};
 
 const WARM_ENTRIES: usize = WARM_SECTION_BYTES / OFFSET_ENTRY_SIZE;
@@ -44,10 +44,7 @@ impl OffsetIndex {
     #[inline]
     pub fn entry(&self, slot: usize) -> OffsetPosition {
         let e = OffsetEntry::decode(self.inner.bytes.as_slice(), slot);
-        OffsetPosition {
-            offset: self.base_offset.saturating_add(e.relative_offset as i64),
-            position: e.position as u32,
-        }
+        OffsetPosition { offset: e.offset(self.base_offset), position: e.position as u32 }
     }
 
     /// Entry `slot`, made absolute with checked arithmetic: `Err` says why the entry cannot be
@@ -56,16 +53,7 @@ impl OffsetIndex {
     /// so that a damaged index is refused, never trusted with a saturated offset.
     pub(crate) fn checked_entry(&self, slot: usize) -> std::result::Result<OffsetPosition, String> {
         let e = OffsetEntry::decode(self.inner.bytes.as_slice(), slot);
-        if e.relative_offset < 0 {
-            return Err(format!("entry {slot} has a negative relative offset ({})", e.relative_offset));
-        }
-        match self.base_offset.checked_add(e.relative_offset as i64) {
-            Some(offset) => Ok(OffsetPosition { offset, position: e.position as u32 }),
-            None => Err(format!(
-                "entry {slot}: relative offset {} overflows added to the base offset {}",
-                e.relative_offset, self.base_offset
-            )),
-        }
+        Ok(OffsetPosition { offset: e.checked_offset(self.base_offset, slot)?, position: e.position as u32 })
     }
 
     /// The last entry, or `(base_offset, 0)` when empty.
@@ -146,9 +134,7 @@ impl OffsetIndex {
     pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
         let b = self.inner.bytes.as_slice();
         let base = self.base_offset;
-        let r = index_slot_range_for(self.entries(), WARM_ENTRIES, offset, |i| {
-            base.saturating_add(OffsetEntry::decode(b, i).relative_offset as i64)
-        });
+        let r = index_slot_range_for(self.entries(), WARM_ENTRIES, offset, |i| OffsetEntry::decode(b, i).offset(base));
         let keep = if r.lower < 0 {
             0
         } else if self.entry(r.lower as usize).offset == offset {
@@ -160,18 +146,11 @@ impl OffsetIndex {
     }
 
     /// Kafka's `sanityCheck`: the last offset must not be below the base and the file length
-    /// must be a multiple of 8; besides, the last offset must not overflow `i64`.
+    /// must be a multiple of 8; besides, the last offset must not overflow `i64`
+    /// ([`offset_index_sanity`], which needs only the file's length and last entry).
     pub fn sanity_check(&self) -> std::result::Result<(), String> {
-        if !self.inner.file_len.is_multiple_of(OFFSET_ENTRY_SIZE as u64) {
-            return Err(format!("index file size {} is not a multiple of {OFFSET_ENTRY_SIZE}", self.inner.file_len));
-        }
-        if let Some(n) = self.entries().checked_sub(1) {
-            let last = self.checked_entry(n)?;
-            if last.offset < self.base_offset {
-                return Err(format!("last offset {} is below the base offset {}", last.offset, self.base_offset));
-            }
-        }
-        Ok(())
+        let last = self.entries().checked_sub(1).map(|n| (n, OffsetEntry::decode(self.inner.bytes.as_slice(), n)));
+        offset_index_sanity(self.inner.file_len, self.base_offset, last)
     }
 }
 

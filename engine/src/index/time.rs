@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{index_slot_range_for, read_index_file, IndexFile, IndexStorage, WARM_SECTION_BYTES};
 use crate::error::Result;
 use crate::format::batch::NO_TIMESTAMP;
-use crate::format::index_entry::{TimeEntry, TIME_ENTRY_SIZE};
+use crate::format::index_entry::{takes_time_entry, time_index_sanity, TimeEntry, TIME_ENTRY_SIZE};
 use crate::io::{IndexArena, IoFile};
 
 const WARM_ENTRIES: usize = WARM_SECTION_BYTES / TIME_ENTRY_SIZE;
@@ -46,7 +46,7 @@ impl TimeIndex {
     #[inline]
     pub fn entry(&self, slot: usize) -> TimestampOffset {
         let e = TimeEntry::decode(self.inner.bytes.as_slice(), slot);
-        TimestampOffset { timestamp: e.timestamp, offset: self.base_offset.saturating_add(e.relative_offset as i64) }
+        TimestampOffset { timestamp: e.timestamp, offset: e.offset(self.base_offset) }
     }
 
     /// Entry `slot`, made absolute with checked arithmetic: `Err` says why the entry cannot be
@@ -54,16 +54,7 @@ impl TimeIndex {
     /// base near `i64::MAX`). [`TimeIndex::entry`] saturates instead.
     pub(crate) fn checked_entry(&self, slot: usize) -> std::result::Result<TimestampOffset, String> {
         let e = TimeEntry::decode(self.inner.bytes.as_slice(), slot);
-        if e.relative_offset < 0 {
-            return Err(format!("entry {slot} has a negative relative offset ({})", e.relative_offset));
-        }
-        match self.base_offset.checked_add(e.relative_offset as i64) {
-            Some(offset) => Ok(TimestampOffset { timestamp: e.timestamp, offset }),
-            None => Err(format!(
-                "entry {slot}: relative offset {} overflows added to the base offset {}",
-                e.relative_offset, self.base_offset
-            )),
-        }
+        Ok(TimestampOffset { timestamp: e.timestamp, offset: e.checked_offset(self.base_offset, slot)? })
     }
 
     /// The last entry, or `(-1, base_offset)` when empty.
@@ -96,7 +87,7 @@ impl TimeIndex {
                 last.timestamp
             );
         }
-        if timestamp > last.timestamp {
+        if takes_time_entry(last.timestamp, timestamp) {
             assert!(self.entries() < self.inner.max_entries, "time index has no room for ({timestamp}, {offset})");
             let rel = offset
                 .checked_sub(self.base_offset)
@@ -123,9 +114,7 @@ impl TimeIndex {
     pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
         let b = self.inner.bytes.as_slice();
         let base = self.base_offset;
-        let r = index_slot_range_for(self.entries(), WARM_ENTRIES, offset, |i| {
-            base.saturating_add(TimeEntry::decode(b, i).relative_offset as i64)
-        });
+        let r = index_slot_range_for(self.entries(), WARM_ENTRIES, offset, |i| TimeEntry::decode(b, i).offset(base));
         let keep = if r.lower < 0 {
             0
         } else if self.entry(r.lower as usize).offset == offset {
@@ -136,22 +125,12 @@ impl TimeIndex {
         self.inner.truncate_entries(keep)
     }
 
-    /// Kafka's `sanityCheck`; besides, the first and last offsets must not overflow `i64`.
+    /// Kafka's `sanityCheck`; besides, the first and last offsets must not overflow `i64`
+    /// ([`time_index_sanity`], which needs only the file's length and first and last entries).
     pub fn sanity_check(&self) -> std::result::Result<(), String> {
-        if !self.inner.file_len.is_multiple_of(TIME_ENTRY_SIZE as u64) {
-            return Err(format!("time index file size {} is not a multiple of {TIME_ENTRY_SIZE}", self.inner.file_len));
-        }
-        if let Some(n) = self.entries().checked_sub(1) {
-            let first = self.checked_entry(0)?;
-            let last = self.checked_entry(n)?;
-            if last.timestamp < first.timestamp {
-                return Err(format!("last timestamp {} is below the first {}", last.timestamp, first.timestamp));
-            }
-            if last.offset < self.base_offset {
-                return Err(format!("last offset {} is below the base offset {}", last.offset, self.base_offset));
-            }
-        }
-        Ok(())
+        let b = self.inner.bytes.as_slice();
+        let ends = self.entries().checked_sub(1).map(|n| (TimeEntry::decode(b, 0), n, TimeEntry::decode(b, n)));
+        time_index_sanity(self.inner.file_len, self.base_offset, ends)
     }
 }
 

@@ -85,12 +85,13 @@ impl ActiveSegment {
         now_ms: i64,
         roll_jitter_ms: i64,
     ) -> ActiveSegment {
+        let index_rule = IndexInterval::new(seg.index_interval_bytes as u64);
         ActiveSegment {
             seg,
             file,
             tail,
             storage,
-            bytes_since_last_index_entry: 0,
+            index_rule,
             rolling_based_timestamp: None,
             created_ms: now_ms,
             roll_jitter_ms,
@@ -100,9 +101,10 @@ impl ActiveSegment {
     }
 
     /// Kafka's `LogSegment.append`: writes `records` (whole, already validated batches, whose
-    /// headers are `batches`) at the end of the log, then applies the index rule per batch: an
-    /// entry `(batch last offset, batch start position)` when more than `index.interval.bytes`
-    /// went by since the last entry, checked before the batch is counted. The time index gets
+    /// headers are `batches`) at the end of the log, then applies the index rule per batch
+    /// ([`IndexInterval`]): an entry `(batch last offset, batch start position)` when more than
+    /// `index.interval.bytes` went by since the last entry, checked before the batch is counted.
+    /// The time index gets
     /// `(max timestamp so far, last offset of the batch holding it)` at the same moments, if the
     /// timestamp grew.
     pub(crate) fn append(&mut self, records: &[u8], batches: &[batch::BatchHeader]) -> Result<()> {
@@ -150,15 +152,15 @@ impl ActiveSegment {
             if b.max_timestamp > self.seg.max_timestamp_so_far.timestamp {
                 self.seg.max_timestamp_so_far = TimestampOffset { timestamp: b.max_timestamp, offset: b.last_offset() };
             }
-            if self.bytes_since_last_index_entry > self.seg.index_interval_bytes {
+            if self.index_rule.is_due() {
                 self.seg.offset_index.append(b.last_offset(), physical_position);
                 let m = self.seg.max_timestamp_so_far;
                 self.seg.time_index.maybe_append(m.timestamp, m.offset, false);
-                self.bytes_since_last_index_entry = 0;
+                self.index_rule.entry_written();
             }
             let size = b.size_in_bytes() as u32;
             physical_position += size;
-            self.bytes_since_last_index_entry = self.bytes_since_last_index_entry.saturating_add(size);
+            self.index_rule.count(size as u64);
         }
         debug_assert_eq!(physical_position, self.seg.size);
         Ok(())
@@ -194,13 +196,13 @@ impl ActiveSegment {
     /// How many index entries appending `batches` would add: the append rule replayed on the
     /// byte counter, without touching anything.
     pub(crate) fn index_entries_needed(&self, batches: &[batch::BatchHeader]) -> usize {
-        entries_needed(self.bytes_since_last_index_entry, self.seg.index_interval_bytes, batches)
+        entries_needed(self.index_rule, batches)
     }
 
     /// True when a new, empty segment's indexes could take the entries appending `batches` to it
     /// would add (what a roll makes room for).
     pub(crate) fn fits_new_segment(&self, batches: &[batch::BatchHeader]) -> bool {
-        let n = entries_needed(0, self.seg.index_interval_bytes, batches);
+        let n = entries_needed(IndexInterval::new(self.index_rule.interval_bytes()), batches);
         n == 0 || (n <= self.seg.offset_index.max_entries() && n < self.seg.time_index.max_entries())
     }
 
@@ -241,7 +243,7 @@ impl ActiveSegment {
             self.created_ms = now_ms;
             self.rolling_based_timestamp = None;
         }
-        self.bytes_since_last_index_entry = 0;
+        self.index_rule = IndexInterval::new(self.index_rule.interval_bytes());
         self.seg.max_timestamp_so_far =
             TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: self.seg.base_offset };
         self.seg.reload_max_timestamp()?;

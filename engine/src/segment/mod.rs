@@ -44,7 +44,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::batch::{self, NO_PARTITION_LEADER_EPOCH};
 use crate::format::filename;
-use crate::format::index_entry::{TimeEntry, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE};
+use crate::format::index_entry::{IndexInterval, TimeEntry, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE};
 use crate::format::record;
 use crate::index::{OffsetIndex, TimeIndex, TimestampOffset};
 use crate::io::{AsyncOutcome, InFlight, IoFile, IoOp, IoOpKind, LazyFile, OpenMode, Reopen, Storage};
@@ -508,7 +508,8 @@ pub struct ActiveSegment {
     file: Arc<dyn IoFile>,
     tail: Arc<TailFile>,
     storage: Arc<dyn Storage>,
-    bytes_since_last_index_entry: u32,
+    /// Kafka's `bytesSinceLastIndexEntry`: the index rule's byte counter.
+    index_rule: IndexInterval,
     rolling_based_timestamp: Option<i64>,
     created_ms: i64,
     roll_jitter_ms: i64,
@@ -541,18 +542,10 @@ impl Deref for SealedSegment {
     }
 }
 
-/// Kafka's index rule replayed on the byte counter alone: how many entries appending `batches`
-/// adds when `since` bytes went by since the last entry.
-fn entries_needed(mut since: u32, interval: u32, batches: &[batch::BatchHeader]) -> usize {
-    let mut n = 0;
-    for b in batches {
-        if since > interval {
-            n += 1;
-            since = 0;
-        }
-        since = since.saturating_add(b.size_in_bytes() as u32);
-    }
-    n
+/// Kafka's index rule replayed on a copy of the byte counter `rule`: how many entries appending
+/// `batches` adds.
+fn entries_needed(mut rule: IndexInterval, batches: &[batch::BatchHeader]) -> usize {
+    batches.iter().filter(|b| rule.next_batch(b.size_in_bytes() as u64)).count()
 }
 
 impl SealedSegment {

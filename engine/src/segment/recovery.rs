@@ -3,6 +3,7 @@
 //! shutdown's files can be trusted.
 
 use super::*;
+use crate::format::index_entry::offset_entry_follows;
 
 impl Segment {
     /// Kafka's `LogSegment.recover`: revalidates every batch (framing, magic, CRC, offsets fit),
@@ -36,7 +37,7 @@ impl Segment {
         let mut scan = SequentialBatchReader::new(self.log.clone(), 0, end);
         let mut res = RecoveryResult::default();
         let mut valid: u32 = 0;
-        let mut last_index_entry: u32 = 0;
+        let mut index_rule = IndexInterval::new(self.index_interval_bytes as u64);
         let mut last_epoch: Option<i32> = None;
         let mut prev_last: Option<i64> = None;
         loop {
@@ -65,15 +66,13 @@ impl Segment {
             // A segment written over several sessions (the byte counter restarts at each open)
             // can need more entries than segment.index.bytes holds. The index is sparse, so the
             // rebuild stops adding entries once either index is full instead of failing the open.
-            if valid - last_index_entry > self.index_interval_bytes
-                && !self.offset_index.is_full()
-                && !self.time_index.is_full()
-            {
+            if index_rule.is_due() && !self.offset_index.is_full() && !self.time_index.is_full() {
                 self.offset_index.append(b.last_offset(), valid);
                 let m = self.max_timestamp_so_far;
                 self.time_index.maybe_append(m.timestamp, m.offset, false);
-                last_index_entry = valid;
+                index_rule.entry_written();
             }
+            index_rule.count(b.size() as u64);
             valid += b.size();
             res.batches += 1;
             let epoch = b.header.partition_leader_epoch;
@@ -214,7 +213,7 @@ impl Segment {
                 );
             }
             if let Some(p) = prev {
-                if e.offset <= p.offset || e.position <= p.position {
+                if !offset_entry_follows(p.offset, p.position as i64, e.offset, e.position as i64) {
                     return Err(
                         self.bad_index(format!("entry {i} ({}, byte {}) does not increase", e.offset, e.position))
                     );

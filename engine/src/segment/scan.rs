@@ -12,8 +12,10 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+// Kafka's framing rules live in `format::batch` (pure); the one-read fetch takes them from here.
+pub(super) use crate::format::batch::{check_frame, FrameCheck};
 use crate::format::batch::{
-    BatchHeader, EntryFrame, BATCH_HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2, RECORD_OVERHEAD_V0,
+    BatchHeader, EntryFrame, BATCH_HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RECORD_OVERHEAD_V0,
 };
 use crate::format::FormatError;
 use crate::io::{AlignedBuf, IoFile};
@@ -56,36 +58,6 @@ trait FrameSource {
     fn file(&self) -> &Arc<dyn IoFile>;
     /// `len` bytes at `pos`, or `Error::Corrupt` (`Truncated`) when the file holds fewer.
     fn bytes_at(&mut self, pos: u64, len: usize) -> Result<&[u8]>;
-}
-
-/// What Kafka's framing rules make of an entry, from its size and magic alone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum FrameCheck {
-    /// A whole v2 batch inside the data.
-    Whole,
-    /// A batch running past the end of the data: the end of valid data (a torn tail).
-    Partial,
-    /// A size below the smallest entry: corrupt.
-    TooSmall,
-    /// Inside the data, but a magic other than 2: corrupt.
-    BadMagic,
-}
-
-/// Kafka's framing rules for an entry at `pos` of data ending at `end`. The size is checked
-/// before the bounds and the bounds before the magic, in Kafka's order, so a torn tail is a
-/// partial batch whatever its magic byte holds. The one place these rules live: the header walk
-/// and the one-read fetch both use it.
-#[inline]
-pub(super) fn check_frame(frame: &EntryFrame, pos: u64, end: u64) -> FrameCheck {
-    if frame.size < RECORD_OVERHEAD_V0 as i64 + LOG_OVERHEAD as i64 {
-        FrameCheck::TooSmall
-    } else if pos as i64 > end as i64 - frame.size {
-        FrameCheck::Partial
-    } else if frame.magic != MAGIC_V2 {
-        FrameCheck::BadMagic
-    } else {
-        FrameCheck::Whole
-    }
 }
 
 /// Kafka's `FileLogInputStream` framing of the entry at `pos` of a file whose data ends at `end`:
@@ -517,21 +489,6 @@ mod tests {
             assert_eq!(got.1, want.1, "{what}, window {w}: ending");
         }
         want
-    }
-
-    #[test]
-    fn framing_rules_come_in_kafkas_order() {
-        let min = RECORD_OVERHEAD_V0 as i64 + LOG_OVERHEAD as i64;
-        let f = |size: i64, magic: i8| EntryFrame { base_offset: 0, size, magic };
-        // Too small is corrupt even where it would also run past the end.
-        assert_eq!(check_frame(&f(min - 1, 2), 990, 1000), FrameCheck::TooSmall);
-        // Past the end is the end of valid data, whatever the magic byte holds (a torn tail).
-        assert_eq!(check_frame(&f(100, 0), 950, 1000), FrameCheck::Partial);
-        assert_eq!(check_frame(&f(100, 2), 901, 1000), FrameCheck::Partial);
-        // Inside the data, only magic 2 frames a batch.
-        assert_eq!(check_frame(&f(100, 1), 900, 1000), FrameCheck::BadMagic);
-        assert_eq!(check_frame(&f(100, 2), 900, 1000), FrameCheck::Whole);
-        assert_eq!(check_frame(&f(min, 2), 0, min as u64), FrameCheck::Whole);
     }
 
     #[test]

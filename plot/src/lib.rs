@@ -5,7 +5,9 @@
 //! per column as the lookups come: [`Columns`]). Axes may be logarithmic; a CDF's y axis is drawn
 //! in "nines" (0 %, 90 %, 99 %, 99.9 %, ...) so the tail gets the room it deserves.
 //!
-//! This module draws what it is given; it computes no statistics (the callers' histograms do).
+//! This crate draws what it is given; it computes no statistics (the callers' histograms do). It is
+//! a crate of its own so that the seglog command draws `index-report --plot` without the benchmark
+//! crate.
 
 use std::error::Error;
 use std::io;
