@@ -25,7 +25,7 @@ use seglog::format::record;
 use serde::Serialize;
 
 use crate::files::{self, thousands};
-use crate::indexcheck::{self, FileFlavour, OffsetIndexStream, TimeCheckEvent, TimeIndexStream};
+use crate::indexcheck::{self, FileFlavour, IndexEntry, IndexStream, OffsetEntryAbs, TimeCheckEvent, TimeEntryAbs};
 use crate::layout::{self, PartitionDir};
 use crate::logscan::{self, BatchInfo, LogSummary, MAX_BATCH_IN_MEMORY};
 use crate::progress::Progress;
@@ -407,6 +407,29 @@ fn check_indexes(
     Ok(())
 }
 
+/// Opens the index file at `path` (of the segment at `base`; `last`: the active one) and checks
+/// what needs no `.log`: Kafka's sanity check (reported as `sanity_kind`) and the zero padding.
+/// `None` when the file is not a regular file (reported as such).
+fn open_index<E: IndexEntry>(
+    path: &Path,
+    base: i64,
+    last: bool,
+    sanity_kind: &'static str,
+    r: &mut PartitionReport,
+) -> Result<Option<(IndexStream<E>, indexcheck::Padding)>, String> {
+    let mut idx = match IndexStream::<E>::open(path, base) {
+        Err(e) => return not_regular_or(path, e, r).map(|()| None),
+        Ok(idx) => idx,
+    };
+    let io = |e: std::io::Error| format!("{}: {e}", path.display());
+    let pad = idx.padding().map_err(io)?;
+    if let Err(e) = idx.sanity().map_err(io)? {
+        r.add(problem(path, None, sanity_kind, format!("fails Kafka's sanity check: {e}")));
+    }
+    padding_notes(path, &pad, E::SIZE as u64, last, r);
+    Ok(Some((idx, pad)))
+}
+
 /// The `.index` at `path` (of the segment at `base`, whose `.log` at `log_path` was walked into
 /// `log`): Kafka's sanity check, its padding, and every entry against the batches.
 fn check_offset_index(
@@ -417,17 +440,10 @@ fn check_offset_index(
     last: bool,
     r: &mut PartitionReport,
 ) -> Result<(), String> {
-    let mut idx = match OffsetIndexStream::open(path, base) {
-        Err(e) => return not_regular_or(path, e, r),
-        Ok(idx) => idx,
+    let Some((mut idx, pad)) = open_index::<OffsetEntryAbs>(path, base, last, "index-sanity", r)? else {
+        return Ok(());
     };
-    let io = |e: std::io::Error| format!("{}: {e}", path.display());
-    let pad = idx.padding().map_err(io)?;
     r.offset_index_entries += pad.entries as u64;
-    if let Err(e) = idx.sanity().map_err(io)? {
-        r.add(problem(path, None, "index-sanity", format!("fails Kafka's sanity check: {e}")));
-    }
-    padding_notes(path, &pad, 8, last, r);
     indexcheck::check_offset_index(&mut idx, log, |m| {
         r.add(problem(path, Some(m.slot as u64 * 8), "index", m.detail));
         Ok(())
@@ -446,17 +462,10 @@ fn check_time_index(
     last: bool,
     r: &mut PartitionReport,
 ) -> Result<(), String> {
-    let mut idx = match TimeIndexStream::open(path, base) {
-        Err(e) => return not_regular_or(path, e, r),
-        Ok(idx) => idx,
+    let Some((mut idx, pad)) = open_index::<TimeEntryAbs>(path, base, last, "timeindex-sanity", r)? else {
+        return Ok(());
     };
-    let io = |e: std::io::Error| format!("{}: {e}", path.display());
-    let pad = idx.padding().map_err(io)?;
     r.time_index_entries += pad.entries as u64;
-    if let Err(e) = idx.sanity().map_err(io)? {
-        r.add(problem(path, None, "timeindex-sanity", format!("fails Kafka's sanity check: {e}")));
-    }
-    padding_notes(path, &pad, 12, last, r);
     let check = indexcheck::check_time_index(&mut idx, log, |ev| {
         let TimeCheckEvent::Error(e) = ev else {
             return Ok(());
