@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use seglog::io::sim::SimStorage;
-use seglog::log::{Log, LogOptions};
+use seglog::log::{Log, LogOptions, Writes};
 use seglog::LogConfig;
 use seglog_bench::workload::make_batch;
 
@@ -21,7 +21,7 @@ const PER_LOG: u64 = 2048;
 fn fresh_log() -> (Log, tempfile::TempDir) {
     let dir = tempfile::tempdir_in("/var/tmp").or_else(|_| tempfile::tempdir()).expect("temporary directory");
     let config = LogConfig { segment_bytes: 1 << 30, ..LogConfig::default() };
-    let options = LogOptions { write_through: false, tail_cache_bytes: 1 << 30, ..LogOptions::with_config(config) };
+    let options = LogOptions { writes: Writes::Caller, tail_cache_bytes: 1 << 30, ..LogOptions::with_config(config) };
     (Log::open(dir.path().join("append-0"), options).expect("open"), dir)
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::{batch_n, small_config, T0};
 use seglog::config::{LogConfig, ManualClock};
 use seglog::io::Storage;
-use seglog::log::{Log, LogOptions, Recovery};
+use seglog::log::{Log, LogOptions, Recovery, Writes};
 
 fn shard_like_log(config: LogConfig) -> (tempfile::TempDir, Arc<ManualClock>, Arc<dyn Storage>, Log) {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -24,7 +24,7 @@ fn shard_like_log(config: LogConfig) -> (tempfile::TempDir, Arc<ManualClock>, Ar
         recovery: Recovery::default(),
         storage: storage.clone(),
         // As the shard opens its logs: appends stay in the tail until the shard writes them.
-        write_through: false,
+        writes: Writes::Caller,
         ..seglog_tests::log_options()
     };
     let log = Log::open(tmp.path().join("topic-0"), options).expect("open log");
@@ -201,7 +201,7 @@ fn log_on_sim() -> (seglog::io::sim::SimStorage, Arc<dyn Storage>, Log) {
         config: small_config(),
         clock: Arc::new(ManualClock::new(T0)),
         storage: storage.clone(),
-        write_through: false,
+        writes: Writes::Caller,
         ..seglog_tests::log_options()
     };
     let log = Log::open("/data/topic-0", options).expect("open log");

@@ -46,7 +46,7 @@ use seglog::format::record::batch_records;
 use seglog::format::Compression;
 use seglog::io::sim::{CrashConfig, Fault, SimRng, SimStorage};
 use seglog::io::Storage;
-use seglog::log::{ListOffset, LoadReport, Log, LogOptions, Recovery};
+use seglog::log::{AsyncWrites, ListOffset, LoadReport, Log, LogOptions, Recovery, Writes};
 
 /// Whether `Log::truncate_to` is crash-safe (promises 2 and 3). It is not yet:
 /// - the `.log` is cut with `set_len` and not fsynced, so after a crash the truncated batches can
@@ -137,6 +137,9 @@ struct Workload {
     /// of order on the simulated disk. 0: every batch runs whole at submission, in order (the
     /// I/O sequence the regression seeds found before writes could be in flight name).
     in_flight_percent: u32,
+    /// With `write_through`: 0 writes each append before it returns (`Writes::Through`); n > 0
+    /// lets the log submit its own writes, up to n in flight (`Writes::Async`).
+    async_in_flight: usize,
 }
 
 fn pick<T: Copy>(rng: &mut SimRng, xs: &[T]) -> T {
@@ -170,6 +173,22 @@ impl Workload {
         for step in &mut wl.steps {
             if matches!(step, Step::Flush) {
                 *step = Step::GroupCommit;
+            }
+        }
+        wl
+    }
+
+    /// The workload of `seed` with appends that return before their writes are done
+    /// (`Writes::Async`, up to 1 to 4 writes in flight, drawn from a generator of its own so
+    /// that config and steps are those of [`Workload::generate`]), running late and out of
+    /// order; the clock's steps are where the embedder's loop polls the log.
+    fn async_appends(seed: u64) -> Workload {
+        let mut wl = Workload::generate(seed);
+        wl.write_through = true;
+        wl.async_in_flight = 1 + SimRng::new(seed ^ 0xA5F0_5EED).below(4) as usize;
+        for step in &mut wl.steps {
+            if matches!(step, Step::GroupCommit) {
+                *step = Step::Flush;
             }
         }
         wl
@@ -234,7 +253,17 @@ impl Workload {
             steps.push(step);
         }
         (
-            Workload { seed, config, direct, write_through, follower, steps, zero_fill_bytes: 0, in_flight_percent: 0 },
+            Workload {
+                seed,
+                config,
+                direct,
+                write_through,
+                follower,
+                steps,
+                zero_fill_bytes: 0,
+                in_flight_percent: 0,
+                async_in_flight: 0,
+            },
             rng,
         )
     }
@@ -311,7 +340,12 @@ fn options(
         recovery,
         log_start_offset: log_start,
         tail_cache_bytes: 1024,
-        write_through: wl.write_through,
+        writes: match (wl.write_through, wl.async_in_flight) {
+            (false, _) => Writes::Caller,
+            (true, 0) => Writes::Through,
+            // Little unwritten memory, so that appends also wait for writes.
+            (true, n) => Writes::Async(AsyncWrites { max_in_flight: n, max_unwritten_bytes: 2048 }),
+        },
         zero_fill_bytes: wl.zero_fill_bytes,
         ..seglog_tests::log_options()
     }
@@ -365,11 +399,19 @@ fn build_request(wl: &Workload, model: &mut Model, specs: &[BatchSpec], next_off
 /// Runs `wl` on `sim` until it completes or an operation fails (the storage halted or a fault
 /// was injected). Returns the model and whether every step completed.
 fn run(wl: &Workload, sim: &SimStorage) -> (Model, bool) {
+    let (model, completed, _log) = run_open(wl, sim);
+    (model, completed)
+}
+
+/// [`run`], handing back the log still open (`None` when it was closed and could not be
+/// opened again), for a caller that cuts the power under it: a log dropped first would wait
+/// for its writes in flight, and write what it holds unwritten.
+fn run_open(wl: &Workload, sim: &SimStorage) -> (Model, bool, Option<Log>) {
     let mut model = Model { clock_ms: T0, first_kept_base: i64::MIN, ..Model::default() };
     let clock = Arc::new(ManualClock::new(T0));
     let mut log = match Log::open(DIR, options(wl, sim, &clock, Recovery::default(), None)) {
         Ok(l) => l,
-        Err(_) => return (model, false),
+        Err(_) => return (model, false, None),
     };
     let segment_bytes = wl.config.segment_bytes as usize;
     for (i, step) in wl.steps.iter().enumerate() {
@@ -433,7 +475,7 @@ fn run(wl: &Workload, sim: &SimStorage) -> (Model, bool) {
                 let leo = log.log_end_offset();
                 let sizes: Vec<(i64, u32)> = log.segments().map(|s| (s.base_offset(), s.size())).collect();
                 if log.close().is_err() {
-                    return (model, false);
+                    return (model, false, None);
                 }
                 // A clean close leaves every `.log` exactly its batches (no zero fill, no
                 // preallocation, no O_DIRECT padding): Kafka's tools read the file to its end.
@@ -463,7 +505,7 @@ fn run(wl: &Workload, sim: &SimStorage) -> (Model, bool) {
                         // still there. Once the open has written, the broker had deleted the
                         // marker first (KAFKA-10471), so the next start is a hard one.
                         model.closed = sim.io_count() == before;
-                        return (model, false);
+                        return (model, false, None);
                     }
                 }
             }
@@ -471,6 +513,10 @@ fn run(wl: &Workload, sim: &SimStorage) -> (Model, bool) {
                 model.clock_ms += ms;
                 clock.set(model.clock_ms);
                 sim.set_now_ms(model.clock_ms);
+                // The embedder's loop: collect completions, write the partial block, fsync if
+                // flush.ms says so (a no-op for the other write modes). A failure it reports
+                // fails the next append too.
+                let _ = log.poll();
                 true
             }
             Step::TruncateBack(n) => {
@@ -525,14 +571,14 @@ fn run(wl: &Workload, sim: &SimStorage) -> (Model, bool) {
             }
         };
         if !ok {
-            return (model, false);
+            return (model, false, Some(log));
         }
         model.observe(&log);
         if let Err(e) = check_live(wl, sim, &log, &model) {
             live_failure(wl, i, step, e);
         }
     }
-    (model, true)
+    (model, true, Some(log))
 }
 
 /// The engine's write turn for one log, as the shard runs it: the outcome of the last turn's
@@ -1085,7 +1131,12 @@ fn catch<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
 fn crash_state(wl: &Workload, k: u64, variant: u64, tally: &mut Tally) -> Result<(), String> {
     let sim = new_storage(wl);
     sim.halt_after(Some(k));
-    let (model, _) = catch(|| Ok(run(wl, &sim)))?;
+    // The power goes with the process still running: the log is never dropped.
+    let (model, _) = catch(|| {
+        let (model, completed, log) = run_open(wl, &sim);
+        std::mem::forget(log);
+        Ok((model, completed))
+    })?;
     if sim.ops_in_flight() > 0 {
         tally.with_writes_in_flight += 1;
     }
@@ -1222,6 +1273,25 @@ fn crash_states_with_commits_in_flight() {
     let tally = sweep(Sweep {
         test: "crash_states_with_commits_in_flight",
         workload: Workload::commits_in_flight,
+        default_states: DEFAULT_STATES / 4,
+    });
+    if env_u64("SEGLOG_CRASH_K").is_none() {
+        assert!(
+            tally.with_writes_in_flight * 20 > tally.states - tally.recovery_cuts,
+            "few crash states had writes in flight: {} of {}",
+            tally.with_writes_in_flight,
+            tally.states - tally.recovery_cuts
+        );
+    }
+}
+
+/// Appends that return once in memory, the log submitting up to 4 writes of its own at once:
+/// the power is cut while several writes are in flight, completing out of order.
+#[test]
+fn crash_states_with_async_appends() {
+    let tally = sweep(Sweep {
+        test: "crash_states_with_async_appends",
+        workload: Workload::async_appends,
         default_states: DEFAULT_STATES / 4,
     });
     if env_u64("SEGLOG_CRASH_K").is_none() {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use seglog::format::builder::BatchBuilder;
 use seglog::io::sim::{Fault, SimStorage};
 use seglog::io::Storage;
-use seglog::log::{Log, LogOptions, Recovery};
+use seglog::log::{Log, LogOptions, Recovery, Writes};
 use seglog::{Durability, Engine, EngineConfig, Error, IoMode, LogConfig, TopicPartition};
 use seglog_tests::loopfs::{FsKind, LoopFs};
 
@@ -27,7 +27,7 @@ fn batch(i: i64, value_len: usize) -> Vec<u8> {
 fn sim_log(sim: &SimStorage, write_through: bool, flush_messages: i64) -> Log {
     let options = LogOptions {
         storage: Arc::new(sim.clone()),
-        write_through,
+        writes: if write_through { Writes::Through } else { Writes::Caller },
         config: LogConfig {
             segment_bytes: 64 * 1024,
             index_interval_bytes: 256,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use common::{batch, log_path, read_all, small_config, T0};
 use seglog::config::{LogConfig, ManualClock};
 use seglog::io::Storage;
-use seglog::log::{Log, LogOptions, Recovery};
+use seglog::log::{Log, LogOptions, Recovery, Writes};
 use seglog::{Durability, Engine, EngineConfig, IoMode, TopicPartition, ZeroFill};
 
 fn disk_tempdir() -> tempfile::TempDir {
@@ -37,7 +37,7 @@ fn options(config: LogConfig, clock: &Arc<ManualClock>, storage: &Arc<dyn Storag
         storage: storage.clone(),
         recovery: Recovery::default(),
         // As the shard opens its logs: appends stay in the tail until the shard writes them.
-        write_through: false,
+        writes: Writes::Caller,
         zero_fill_bytes: zero_fill,
         ..seglog_tests::log_options()
     }
@@ -329,7 +329,7 @@ fn write_through_logs_zero_fill_too() {
     let dir = tmp.path().join("topic-0");
     let clock = Arc::new(ManualClock::new(T0));
     let Some(storage) = direct_storage() else { return };
-    let opts = LogOptions { write_through: true, ..options(small_config(), &clock, &storage, 256 * 1024) };
+    let opts = LogOptions { writes: Writes::Through, ..options(small_config(), &clock, &storage, 256 * 1024) };
     let mut log = Log::open(&dir, opts).expect("open");
     let mut appended = Vec::new();
     for _ in 0..10 {

@@ -600,7 +600,7 @@ impl Shard {
             storage: self.storage.clone(),
             tail_cache_bytes: self.tail_cache_bytes,
             zero_fill_bytes: self.zero_fill_bytes,
-            write_through: false,
+            writes: crate::log::Writes::Caller,
             recovery,
             log_start_offset,
             recovery_threads: self.recovery_threads,

@@ -48,3 +48,18 @@ pub(crate) fn poll_slot<M>(
         }
     }
 }
+
+/// [`poll_slot`] for the oldest of a queue of batches claimed in order.
+pub(crate) fn poll_front<M>(
+    queue: &mut std::collections::VecDeque<InFlight<M>>,
+    storage: &dyn Storage,
+    wait: bool,
+) -> Option<(M, AsyncOutcome)> {
+    match queue.pop_front()?.poll(storage, wait) {
+        Ok(done) => Some(done),
+        Err(back) => {
+            queue.push_front(back);
+            None
+        }
+    }
+}

@@ -30,7 +30,7 @@ pub use aligned::AlignedBuf;
 pub(crate) use arena::ArenaSlice;
 pub use arena::{ArenaConfig, ArenaReport, HugePages, IndexArena, PageBacking};
 pub(crate) use file_cache::{FileCache, LazyFile, Reopen};
-pub(crate) use in_flight::{poll_slot, InFlight};
+pub(crate) use in_flight::{poll_front, poll_slot, InFlight};
 pub use pool::{PoolStats, WriteBuf};
 pub use sendfile::send_file_range;
 pub use uring::UringStorage;
@@ -314,6 +314,15 @@ pub trait Storage: Send + Sync + Debug {
     fn completions_waiting(&self) -> bool {
         false
     }
+    /// A file descriptor that becomes readable when an asynchronous batch of this thread may
+    /// have completed (the io_uring backends: an eventfd registered with the thread's ring);
+    /// `None` for backends that run batches at once. Reset it with
+    /// [`Storage::clear_completion_fd`] before collecting completions.
+    fn completion_fd(&self) -> Option<std::os::unix::io::RawFd> {
+        None
+    }
+    /// Resets [`Storage::completion_fd`] (reads its counter), if there is one.
+    fn clear_completion_fd(&self) {}
     /// Creates a directory and its parents (owner-only permissions where the backend supports it).
     fn create_dir_all(&self, path: &Path) -> Result<()>;
     /// Names of the entries in a directory (files and directories), unsorted.

@@ -56,8 +56,7 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
     let locks = crate::io::lock::lock_partition(&*options.storage, dir, options.log_dir_lock.take(), true)?;
     let (loaded, report) = load(dir, &options)?;
     let Loaded { sealed, active, log_start_offset, log_end_offset, recovery_point, epochs, now } = loaded;
-    let LogOptions { config, storage, clock, tail_cache_bytes, zero_fill_bytes, write_through, resources, .. } =
-        options;
+    let LogOptions { config, storage, clock, tail_cache_bytes, zero_fill_bytes, writes, resources, .. } = options;
     let sealed = sealed.into_iter().map(|(b, s)| (b, s.into_sealed())).collect();
     let seed = now as u64 ^ (dir.as_os_str().len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut log = Log {
@@ -74,14 +73,16 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
         unflushed_messages: 0,
         last_flush_ms: now,
         failed: None,
-        write: None,
+        write: Default::default(),
         written: log_end_offset,
+        unwritten: Default::default(),
+        sync_wanted: false,
         write_settled: Default::default(),
-        taken: None,
+        taken: false,
         rng: seed,
         tail_cache_bytes,
         zero_fill_bytes,
-        write_through,
+        writes,
         epochs,
         pending_deletes: Vec::new(),
         first_unflushed_ms: None,

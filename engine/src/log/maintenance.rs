@@ -87,7 +87,7 @@ impl Log {
         let r = self.active_mut().flush();
         self.guard(r)?;
         self.log_end_offset = new_end;
-        self.written = new_end;
+        self.all_written(new_end);
         self.high_watermark = self.high_watermark.min(new_end);
         self.recovery_point = self.recovery_point.min(new_end);
         self.log_start_offset = self.log_start_offset.min(new_end);
@@ -124,7 +124,7 @@ impl Log {
         self.guard(r)?;
         self.log_start_offset = offset;
         self.log_end_offset = offset;
-        self.written = offset;
+        self.all_written(offset);
         self.high_watermark = offset;
         self.recovery_point = offset;
         let r = self.epochs.truncate_from_end(i64::MIN);

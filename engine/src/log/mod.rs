@@ -16,7 +16,7 @@ pub use load::{LoadReport, Recovery, RecoveryProgress};
 pub use maintenance::RetentionReport;
 pub use read::{FetchData, FileRange, ListOffset};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -42,10 +42,11 @@ pub struct LogOptions {
     /// Bytes of the active segment's tail kept in memory after they are written, so that tail
     /// fetches need no I/O. Default 1 MiB.
     pub tail_cache_bytes: u64,
-    /// Hand each append's bytes to the kernel before returning (as Kafka writes each append to the
-    /// page cache). The shard engine turns this off and writes all partitions' appends of a loop
-    /// turn in one submission instead ([`Log::take_writes`]).
-    pub write_through: bool,
+    /// When an append's bytes go to the file: submitted by the log itself without waiting
+    /// (the default, [`Writes::Async`]), written before the append returns
+    /// ([`Writes::Through`]), or taken by the caller ([`Writes::Caller`], the Engine's shard).
+    /// docs/durability.md says what an append's return means in each.
+    pub writes: Writes,
     /// Threads revalidating this log's segments after a crash (each segment's check and index
     /// rebuild is independent, unlike Kafka which recovers one segment at a time). Default 1.
     pub recovery_threads: usize,
@@ -63,6 +64,43 @@ pub struct LogOptions {
     /// the other logs given the same (an engine shard gives each of its logs its own). The
     /// default is the process-wide set ([`SegmentResources::process_default`]).
     pub resources: SegmentResources,
+}
+
+/// When an append's bytes go to the log's file ([`LogOptions::writes`]). Whatever the choice,
+/// an append is durable (survives a power cut) only once [`Log::recovery_point`] passes it: at
+/// a [`Log::flush`], when `flush.messages` / `flush.ms` call for an fsync, at a roll and at
+/// [`Log::close`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writes {
+    /// An append returns once its batches are in the log's memory tail; the log submits the
+    /// writes itself (through the ring, without waiting), several in flight, and collects their
+    /// completions at the next append, [`Log::poll`] or [`Log::finish_writes`]. Reads see an
+    /// append at once (from memory); [`Log::written_offset`] says what is in the file (survives
+    /// the process being killed). For an embedder with its own event loop:
+    /// [`Log::completion_fd`] becomes readable when a write may have completed.
+    Async(AsyncWrites),
+    /// An append returns once its bytes are in the file (one write, waited for: the page cache
+    /// in buffered and sync modes, the device in direct mode), as Kafka writes each append.
+    Through,
+    /// The caller takes the writes ([`Log::take_writes`]) and submits them, with other logs'
+    /// in one submission (the Engine's shard). Reads see an append once its write succeeded.
+    Caller,
+}
+
+/// The limits of [`Writes::Async`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AsyncWrites {
+    /// Data writes in flight at once (at least 1). Default 4.
+    pub max_in_flight: usize,
+    /// Appended bytes not yet in the file past which an append waits for the oldest write in
+    /// flight (the memory the tail may hold beyond its cache). Default 8 MiB.
+    pub max_unwritten_bytes: u64,
+}
+
+impl Default for AsyncWrites {
+    fn default() -> Self {
+        AsyncWrites { max_in_flight: 4, max_unwritten_bytes: 8 << 20 }
+    }
 }
 
 /// A recovery progress callback.
@@ -84,7 +122,7 @@ impl Default for LogOptions {
             recovery: Recovery::default(),
             log_start_offset: None,
             tail_cache_bytes: 1024 * 1024,
-            write_through: true,
+            writes: Writes::Async(AsyncWrites::default()),
             recovery_threads: 1,
             progress: None,
             zero_fill_bytes: 0,
@@ -130,11 +168,9 @@ pub struct SegmentInfo {
     pub active: bool,
 }
 
-/// What the log must know when its data write in flight ends.
+/// What the log must know when a data write in flight ends.
 #[derive(Clone, Copy, Debug)]
 struct LogWrite {
-    /// The offset the write ends before (it took every appended byte).
-    ends: i64,
     /// The recovery point a successful write advances to (it holds an fsync, or is all RWF_DSYNC
     /// writes).
     synced_up_to: Option<i64>,
@@ -143,6 +179,14 @@ struct LogWrite {
     /// made while it is in flight stay due for the next flush; a failed write gives its share
     /// back.
     counted: Option<(i64, Option<i64>)>,
+}
+
+/// An append of the active segment not yet known to be in the file.
+#[derive(Clone, Copy, Debug)]
+struct UnwrittenAppend {
+    start: u32,
+    end: u32,
+    next_offset: i64,
 }
 
 /// A partition directory.
@@ -160,22 +204,29 @@ pub struct Log {
     recovery_point: i64,
     unflushed_messages: i64,
     last_flush_ms: i64,
-    /// The data write started by [`Log::writes_started`] and not yet reported by
-    /// [`Log::poll_writes`].
-    write: Option<InFlight<LogWrite>>,
-    /// The offset the last write known to have succeeded ends before (its byte position in the
-    /// active segment is [`Log::written_position`]). Fetches see nothing past it, and a failed
-    /// write rolls the log back to it.
+    /// The data writes in flight, oldest first (started by [`Log::writes_started`] or by the log
+    /// itself under [`Writes::Async`]); claimed in this order.
+    write: VecDeque<InFlight<LogWrite>>,
+    /// Every append is in the file below this offset: the writes holding it succeeded (its
+    /// byte position in the active segment is [`Log::written_position`]). A failed write rolls
+    /// the log back to it; under [`Writes::Caller`] fetches see nothing past it.
     written: i64,
+    /// The active segment's appends at or past `written`, oldest first: where each starts and
+    /// ends in the segment and the log end after it. A completed write that reaches an append's
+    /// end moves `written` past it.
+    unwritten: VecDeque<UnwrittenAppend>,
+    /// Under [`Writes::Async`], an fsync is due (`flush.messages` / `flush.ms`): it is
+    /// submitted, with whatever is unwritten, once the writes in flight are done.
+    sync_wanted: bool,
     /// Its outcome, when an operation that had to wait for it (a roll, a flush) got it first.
-    write_settled: std::collections::VecDeque<Result<()>>,
-    /// Writes taken by [`Log::take_writes`] and not yet handed back: the log end they cover.
-    taken: Option<i64>,
+    write_settled: VecDeque<Result<()>>,
+    /// Writes taken by [`Log::take_writes`] and not yet handed back.
+    taken: bool,
     failed: Option<String>,
     rng: u64,
     tail_cache_bytes: u64,
     zero_fill_bytes: u32,
-    write_through: bool,
+    writes: Writes,
     epochs: epoch::LeaderEpochCache,
     pending_deletes: Vec<maintenance::PendingDelete>,
     /// When the oldest append not yet covered by an fsync was made.
@@ -403,16 +454,15 @@ impl Log {
         let r = active.append(records, headers);
         self.guard(r)?;
         self.log_end_offset = last.next_offset();
-        if self.write_through {
-            self.settle_writes();
-            let r = self.check_not_failed().and_then(|()| self.active_mut().write_pending(false));
-            if let Err(e) = self.guard(r) {
-                self.roll_back_unwritten();
-                return Err(e);
-            }
-            self.active_mut().zero_fill_now();
-        }
+        self.unwritten.push_back(UnwrittenAppend {
+            start: position,
+            end: position + records.len() as u32,
+            next_offset: self.log_end_offset,
+        });
         self.unflushed_messages += count as i64;
+        if self.first_unflushed_ms.is_none() {
+            self.first_unflushed_ms = Some(self.clock.now_ms());
+        }
         let info = AppendInfo {
             first_offset: first.base_offset,
             last_offset: last.last_offset(),
@@ -425,13 +475,30 @@ impl Log {
             segment_base_offset: base,
             position,
         };
-        if self.write_through {
-            // Visible once written and, when flush.messages or flush.ms call for it, fsynced: a
-            // failed fsync rolls this append back with the rest (`flush`).
-            self.maybe_flush()?;
-            self.written = self.log_end_offset;
-        } else if self.first_unflushed_ms.is_none() {
-            self.first_unflushed_ms = Some(self.clock.now_ms());
+        match self.writes {
+            Writes::Through => {
+                // In the file before the append returns and, when flush.messages or flush.ms call
+                // for it, fsynced: a failed write or fsync rolls this append back with the rest.
+                if self.flush_due(self.clock.now_ms(), None) {
+                    self.flush()?;
+                } else {
+                    self.write_now(false)?;
+                }
+                self.active_mut().zero_fill_now();
+            }
+            Writes::Async(limits) => {
+                // The append is the caller's now; a write failing later fails the log (reported
+                // by the next call) and rolls back what was not written.
+                if self.flush_due(self.clock.now_ms(), None) {
+                    self.sync_wanted = true;
+                }
+                self.pump(false);
+                while self.unwritten_bytes() > limits.max_unwritten_bytes && !self.write.is_empty() {
+                    let _ = self.claim_write(true);
+                    self.pump(false);
+                }
+            }
+            Writes::Caller => {}
         }
         Ok(info)
     }
@@ -494,17 +561,6 @@ impl Log {
         }
         let since = self.first_unflushed_ms.unwrap_or(self.last_flush_ms);
         self.unflushed_messages >= msgs || (ms != i64::MAX && now_ms.saturating_sub(since) >= ms)
-    }
-
-    /// Flushes when `flush.messages` or `flush.ms` say so (both off by default, as in Kafka).
-    fn maybe_flush(&mut self) -> Result<()> {
-        let now = self.clock.now_ms();
-        if self.unflushed_messages >= self.config.flush_messages
-            || (self.config.flush_ms != i64::MAX && now.saturating_sub(self.last_flush_ms) >= self.config.flush_ms)
-        {
-            self.flush()?;
-        }
-        Ok(())
     }
 
     /// Kafka's `maybeRoll`.
@@ -600,7 +656,7 @@ impl Log {
         let old_base = active.base_offset();
         self.sealed.insert(old_base, active.into_sealed());
         self.active = Some(seg);
-        self.written = new_base;
+        self.all_written(new_base);
         let r = storage.sync_dir(&self.dir);
         self.guard(r)?;
         // Everything below the new segment was fsynced by seal().
@@ -618,7 +674,8 @@ impl Log {
             self.roll_back_unwritten();
             return Err(e);
         }
-        self.written = self.log_end_offset;
+        self.all_written(self.log_end_offset);
+        self.sync_wanted = false;
         self.recovery_point = self.log_end_offset;
         self.unflushed_messages = 0;
         self.first_unflushed_ms = None;

@@ -1,7 +1,7 @@
 //! Reads: fetch by offset (bounded by bytes and by an upper offset such as the high watermark),
 //! and offset lookup by timestamp with Kafka's special values.
 
-use super::Log;
+use super::{Log, Writes};
 use crate::error::{Error, Result};
 use crate::segment::{FetchBytes, Segment, TimestampAndOffset};
 
@@ -86,9 +86,7 @@ impl Log {
                 log_end_offset: self.log_end_offset,
             });
         }
-        // Only what was written without error is visible: an append whose write is still in
-        // flight may yet fail (then it is removed), so it is not served before it is written.
-        let upper = upper_bound.unwrap_or(self.log_end_offset).min(self.written);
+        let upper = upper_bound.unwrap_or(self.log_end_offset).min(self.visible_end());
         if start_offset >= upper {
             out.segment_base_offset = self.active_segment().base_offset();
             out.position = self.active_segment().size();
@@ -131,9 +129,7 @@ impl Log {
                 log_end_offset: self.log_end_offset,
             });
         }
-        // Only what was written without error is visible: an append whose write is still in
-        // flight may yet fail (then it is removed), so it is not served before it is written.
-        let upper = upper_bound.unwrap_or(self.log_end_offset).min(self.written);
+        let upper = upper_bound.unwrap_or(self.log_end_offset).min(self.visible_end());
         if start_offset >= upper {
             return Ok(None);
         }
@@ -161,6 +157,17 @@ impl Log {
             }
         }
         Ok(None)
+    }
+
+    /// Where reads stop. Under [`Writes::Caller`] only what was written without error is
+    /// visible: an append whose write is still in flight may yet fail (then it is removed and
+    /// its caller told so), so it is not served before it is written. Under the other modes the
+    /// caller already has the append (a later failed write fails the log), and reads see it.
+    fn visible_end(&self) -> i64 {
+        match self.writes {
+            Writes::Caller => self.written,
+            Writes::Async(_) | Writes::Through => self.log_end_offset,
+        }
     }
 
     /// The base offset of the segment holding `offset` (the log end maps to the active segment).

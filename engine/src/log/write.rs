@@ -1,36 +1,40 @@
-//! The write pipeline of a log that does not write through: the writes taken from the active
-//! segment's tail, handed back submitted (`writes_started`), claimed and applied
-//! (`poll_writes`), settled before anything but an append touches the segment, and the roll
-//! back of a write that failed.
+//! The write pipeline: the writes taken from the active segment's tail (by the log itself under
+//! [`Writes::Async`], by the caller under [`Writes::Caller`], waited for under
+//! [`Writes::Through`]), their completions claimed in order and applied, settled before anything
+//! but an append touches the segment, and the roll back of a write that failed.
 
 use super::*;
-use crate::io::InFlight;
+use crate::io::{AsyncIo, InFlight, IoOp, IoOpKind};
+use crate::segment::WriteSpan;
+
+/// Under [`Writes::Async`] with nothing in flight, unwritten bytes below this go out in one
+/// write, the partial last block included; from this many on (appends outpace the device) an
+/// O_DIRECT log writes whole blocks only, so the next write can be in flight beside it.
+const COALESCED_BYTES: u64 = 64 * 1024;
 
 impl Log {
     /// The writes (and, with `sync`, fdatasync) that put this log's appended bytes in its file,
-    /// for a caller that submits many logs' I/O at once. Hand them back, submitted, with
-    /// [`Log::writes_started`] (or run them and pass their completions to
+    /// for a caller that submits many logs' I/O at once ([`Writes::Caller`]). Hand them back,
+    /// submitted, with [`Log::writes_started`] (or run them and pass their completions to
     /// [`Log::complete_writes`]) before the log is changed again: a flush, a roll (an append that
     /// rolls included), a truncation, a close or another `take_writes` in between is a caller
     /// bug and panics.
-    pub fn take_writes(&mut self, tag: u64, sync: bool) -> Result<Vec<crate::io::IoOp>> {
+    pub fn take_writes(&mut self, tag: u64, sync: bool) -> Result<Vec<IoOp>> {
         self.settle_writes();
         self.check_not_failed()?;
         // Index entries are not written here, not even for a durable turn: the active segment
         // holds the recovery point, so after a crash it is always revalidated and its indexes
         // rebuilt; they reach the files at seal, close and explicit flush. Writing them each turn
         // doubled the I/Os of Durability::EveryBatch (and drove its fdatasync latency).
-        let ops = self.active_mut().take_writes(tag, sync);
-        if ops.iter().any(|o| matches!(o.kind, crate::io::IoOpKind::Write { .. })) {
-            self.taken = Some(self.log_end_offset);
-        }
+        let ops = self.active_mut().take_writes(tag, sync, WriteSpan::All);
+        self.taken = ops.iter().any(|o| matches!(o.kind, IoOpKind::Write { .. }));
         Ok(ops)
     }
 
     /// The zero writes that keep the active segment's zeroed lead
     /// ([`LogOptions::zero_fill_bytes`]), to submit after the turn's data writes as a batch of
     /// their own; hand the result to [`Log::zero_fill_started`]. Empty when none are due.
-    pub fn take_zero_fill(&mut self, tag: u64) -> Vec<crate::io::IoOp> {
+    pub fn take_zero_fill(&mut self, tag: u64) -> Vec<IoOp> {
         if self.failed.is_some() {
             return Vec::new();
         }
@@ -43,7 +47,7 @@ impl Log {
     }
 
     /// See `crate::segment::ActiveSegment::zero_fill_started`.
-    pub fn zero_fill_started(&mut self, io: crate::io::AsyncIo) {
+    pub fn zero_fill_started(&mut self, io: AsyncIo) {
         self.active_mut().zero_fill_started(io);
     }
 
@@ -56,7 +60,7 @@ impl Log {
         synced_up_to: Option<i64>,
     ) -> Result<()> {
         // The same bookkeeping as a write submitted without waiting that is already done.
-        self.writes_started(crate::io::AsyncIo::Ready(completions), synced_up_to);
+        self.writes_started(AsyncIo::Ready(completions), synced_up_to);
         self.claim_write(true).unwrap_or(Ok(()))
     }
 
@@ -66,17 +70,23 @@ impl Log {
     /// writes), a successful batch advances the recovery point there. Appends may go on
     /// meanwhile; a roll, flush, truncation, close or the next `take_writes` waits for the
     /// writes first (their outcome is still reported by `poll_writes`, in order).
-    pub fn writes_started(&mut self, io: crate::io::AsyncIo, synced_up_to: Option<i64>) {
-        // The write taken covers the log end as it was then (appends since are not in it).
-        let ends = self.taken.take().unwrap_or(self.log_end_offset);
-        self.settle_writes();
+    pub fn writes_started(&mut self, io: AsyncIo, synced_up_to: Option<i64>) {
+        let had_writes = std::mem::take(&mut self.taken);
+        if had_writes || synced_up_to.is_some() {
+            self.settle_writes();
+        }
+        self.started(io, synced_up_to);
+    }
+
+    /// Books a batch of this log's writes as in flight.
+    fn started(&mut self, io: AsyncIo, synced_up_to: Option<i64>) {
         let counted = synced_up_to.map(|_| {
             let counted = (self.unflushed_messages, self.first_unflushed_ms);
             self.unflushed_messages = 0;
             self.first_unflushed_ms = None;
             counted
         });
-        self.write = Some(InFlight::new(io, LogWrite { ends, synced_up_to, counted }));
+        self.write.push_back(InFlight::new(io, LogWrite { synced_up_to, counted }));
     }
 
     /// The outcome of the writes of [`Log::writes_started`], one call per write and in the order
@@ -90,25 +100,147 @@ impl Log {
         self.claim_write(wait)
     }
 
-    /// Claims the write in flight once it is done (waiting with `wait`) and applies its outcome:
-    /// the tail, what is visible, the recovery point and the flush counters; a failure rolls the
-    /// log back to the last write that succeeded.
-    fn claim_write(&mut self, wait: bool) -> Option<Result<()>> {
-        let (note, outcome) = crate::io::poll_slot(&mut self.write, &*self.storage, wait)?;
+    /// Under [`Writes::Async`]: collects the writes that completed and starts the next ones,
+    /// never waiting for the device; the unwritten partial last block of an O_DIRECT file, which
+    /// appends leave for the next write, goes out here once nothing else is in flight, and so
+    /// does an fsync that `flush.ms` made due. Call it when [`Log::completion_fd`] is readable,
+    /// or from time to time; appends do the same on their way. A write that failed puts the log
+    /// in the failed state and is returned here once ([`Error::Failed`] from then on). Under
+    /// the other modes it only reports that state.
+    pub fn poll(&mut self) -> Result<()> {
+        if let Writes::Async(_) = self.writes {
+            self.storage.clear_completion_fd();
+            if self.flush_due(self.clock.now_ms(), None) {
+                self.sync_wanted = true;
+            }
+            self.pump(true);
+        }
+        self.check_not_failed()
+    }
+
+    /// Puts every append in the file and waits until it is there (no fsync: see
+    /// [`Log::flush`]); after it [`Log::written_offset`] is the log end.
+    pub fn finish_writes(&mut self) -> Result<()> {
+        self.settle_writes();
+        self.check_not_failed()?;
+        self.write_now(false)
+    }
+
+    /// Every append below this offset is in the log's file (it survives the process being
+    /// killed, though not a power cut: that is [`Log::recovery_point`]).
+    pub fn written_offset(&self) -> i64 {
+        self.written
+    }
+
+    /// Data writes of this log in flight.
+    pub fn writes_in_flight(&self) -> usize {
+        self.write.len()
+    }
+
+    /// A file descriptor that becomes readable when a write this thread submitted may have
+    /// completed (an eventfd registered with the thread's ring), for an embedder's reactor to
+    /// wait on before calling [`Log::poll`]; [`Log::poll`] resets it. `None` when the log's
+    /// storage completes every write at submission (sync mode).
+    pub fn completion_fd(&self) -> Option<std::os::unix::io::RawFd> {
+        self.storage.completion_fd()
+    }
+
+    /// Writes every unwritten byte and waits (one submission), moving `written` to the log end;
+    /// with `sync` also fdatasyncs. A failure rolls the log back and fails it. Nothing is in
+    /// flight.
+    pub(super) fn write_now(&mut self, sync: bool) -> Result<()> {
+        debug_assert!(self.write.is_empty());
+        let r = self.active_mut().write_pending(sync);
+        if let Err(e) = self.guard(r) {
+            self.roll_back_unwritten();
+            return Err(e);
+        }
+        self.all_written(self.log_end_offset);
+        Ok(())
+    }
+
+    /// Under [`Writes::Async`]: claims the writes that are done, without waiting, and submits
+    /// more while fewer than `max_in_flight` are out: whole blocks of an O_DIRECT file when
+    /// appends outpace the device (or other writes are in flight), everything when `idle` or
+    /// when little is unwritten; an fsync that is due once nothing else is in flight. A failure
+    /// fails the log (its callers report it).
+    pub(super) fn pump(&mut self, idle: bool) {
+        let Writes::Async(limits) = self.writes else { return };
+        while self.claim_write(false).is_some() {}
+        if self.failed.is_some() {
+            return;
+        }
+        while self.write.len() < limits.max_in_flight.max(1) {
+            let sync = self.sync_wanted;
+            if sync && !self.write.is_empty() {
+                break; // an fdatasync covers only writes already done
+            }
+            let unsubmitted = self.active_segment().unsubmitted_bytes();
+            if unsubmitted == 0 && !sync {
+                break;
+            }
+            let span = if idle || sync || (self.write.is_empty() && unsubmitted < COALESCED_BYTES) {
+                WriteSpan::All
+            } else {
+                WriteSpan::WholeBlocks
+            };
+            let ops = self.active_mut().take_writes(0, sync, span);
+            if ops.is_empty() {
+                break;
+            }
+            let io = self.storage.submit_async(vec![ops]).pop().expect("one batch submitted");
+            self.started(io, sync.then_some(self.log_end_offset));
+            if sync {
+                self.sync_wanted = false;
+                break;
+            }
+        }
+        let zeros = self.take_zero_fill(0);
+        if !zeros.is_empty() {
+            let io = self.storage.submit_async(vec![zeros]).pop().expect("one batch submitted");
+            self.zero_fill_started(io);
+        }
+    }
+
+    /// Claims the oldest write in flight once it is done (waiting with `wait`) and applies its
+    /// outcome: the tail, what is written, the recovery point and the flush counters. A failure
+    /// waits for the writes after it and rolls the log back to the last write that succeeded.
+    pub(super) fn claim_write(&mut self, wait: bool) -> Option<Result<()>> {
+        let (note, outcome) = crate::io::poll_front(&mut self.write, &*self.storage, wait)?;
         let r = self.active_mut().complete_writes(outcome);
         let r = self.guard(r);
-        match &r {
-            Ok(()) => self.written = note.ends,
-            Err(_) => self.roll_back_unwritten(),
+        self.applied(&note, r.is_ok());
+        if r.is_err() {
+            // The writes after a failed one are not known to follow it in the file: all of
+            // them count as failed, and the file is cut back once none is in flight.
+            while let Some((note, outcome)) = crate::io::poll_front(&mut self.write, &*self.storage, true) {
+                let _ = self.active_mut().complete_writes(outcome);
+                self.applied(&note, false);
+            }
+            self.roll_back_unwritten();
         }
-        match (&r, note.synced_up_to) {
-            (Ok(()), Some(o)) => {
+        Some(r)
+    }
+
+    /// What a write's end changes in the log: on success `written` moves past every append it
+    /// completed and the recovery point to what its fsync covered; a failed fsync's share of the
+    /// flush counters is due again.
+    fn applied(&mut self, note: &LogWrite, ok: bool) {
+        if ok {
+            let in_file = self.written_bytes();
+            while let Some(a) = self.unwritten.front().filter(|a| u64::from(a.end) <= in_file) {
+                self.written = a.next_offset;
+                self.unwritten.pop_front();
+            }
+        }
+        match (ok, note.synced_up_to) {
+            (true, Some(o)) => {
                 // The counters already restarted when the write started: what was appended
                 // since is still due.
                 self.recovery_point = self.recovery_point.max(o);
                 self.last_flush_ms = self.clock.now_ms();
             }
-            (Err(_), Some(_)) => {
+            (false, Some(_)) => {
                 if let Some((n, first)) = note.counted {
                     self.unflushed_messages += n;
                     self.first_unflushed_ms = match (first, self.first_unflushed_ms) {
@@ -119,13 +251,18 @@ impl Log {
             }
             _ => {}
         }
-        Some(r)
+    }
+
+    /// Every append below `offset` is in the file, and none at or past it is pending.
+    pub(super) fn all_written(&mut self, offset: i64) {
+        self.written = offset;
+        self.unwritten.clear();
     }
 
     /// True while writes of [`Log::writes_started`] have not been reported by
     /// [`Log::poll_writes`].
     pub fn writes_outstanding(&self) -> bool {
-        self.write.is_some() || !self.write_settled.is_empty()
+        !self.write.is_empty() || !self.write_settled.is_empty()
     }
 
     /// After a failed write or fsync: every append past the last write known to have succeeded
@@ -133,9 +270,10 @@ impl Log {
     /// fsynced), so that no fetch, no offset and no reopen shows an append whose caller was told
     /// it failed. If the cut itself fails (the device is gone), memory still forgets them, but
     /// whole batches left in the file can come back at the next open: the log is failed, and
-    /// that is the one case docs/durability.md lists.
+    /// that is the one case docs/durability.md lists. Nothing is in flight.
     pub(super) fn roll_back_unwritten(&mut self) {
         let to = self.written;
+        self.unwritten.clear();
         if self.log_end_offset <= to {
             return;
         }
@@ -152,28 +290,51 @@ impl Log {
         let _ = self.epochs.truncate_from_end(self.log_end_offset);
     }
 
-    /// Where the last write known to have succeeded ends in the active segment: every byte
-    /// before it is in the file (the tail counts it written only on success).
-    pub(crate) fn written_position(&self) -> u32 {
+    /// The bytes of the active segment known to be in its file.
+    fn written_bytes(&self) -> u64 {
         let a = self.active_segment();
-        (a.size() as u64 - a.unwritten_bytes()) as u32
+        a.size() as u64 - a.unwritten_bytes()
     }
 
-    /// Waits for the writes in flight, if any, keeping their outcome for the next poll: called
-    /// by everything that changes the active segment other than an append.
+    /// Where `written` is in the active segment: every append before it is in the file.
+    pub(crate) fn written_position(&self) -> u32 {
+        self.unwritten.front().map(|a| a.start).unwrap_or(self.active_segment().size())
+    }
+
+    /// Waits for the writes in flight, if any (keeping their outcome for the next
+    /// [`Log::poll_writes`] under [`Writes::Caller`]): called by everything that changes the
+    /// active segment other than an append.
     pub(crate) fn settle_writes(&mut self) {
         assert!(
-            self.taken.is_none(),
+            !self.taken,
             "writes taken by Log::take_writes were not handed back (writes_started or complete_writes)"
         );
-        if let Some(r) = self.claim_write(true) {
-            self.write_settled.push_back(r);
+        while let Some(r) = self.claim_write(true) {
+            if self.writes == Writes::Caller {
+                self.write_settled.push_back(r);
+            }
         }
-        assert!(self.write.is_none(), "a write claimed on a thread other than the one that submitted it");
+        assert!(self.write.is_empty(), "a write claimed on a thread other than the one that submitted it");
     }
 
-    /// Bytes appended to the active segment and not yet handed to the kernel.
+    /// Bytes appended to the active segment and not yet in its file.
     pub fn unwritten_bytes(&self) -> u64 {
         self.active_segment().unwritten_bytes()
+    }
+}
+
+impl Drop for Log {
+    /// Waits for the writes in flight (they hold the active segment's file, and must not land
+    /// after the directory is opened again); under [`Writes::Async`] also writes what was
+    /// appended and not yet written (no fsync), as [`Writes::Through`] would have by now.
+    /// [`Log::close`] is the clean way: it also writes the indexes and fsyncs.
+    fn drop(&mut self) {
+        if self.active.is_none() || self.taken {
+            return;
+        }
+        while self.claim_write(true).is_some() {}
+        if matches!(self.writes, Writes::Async(_)) && self.failed.is_none() && self.write.is_empty() {
+            let _ = self.write_now(false);
+        }
     }
 }

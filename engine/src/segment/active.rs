@@ -218,7 +218,7 @@ impl ActiveSegment {
     /// batch that straddles `offset` goes whole, as in Kafka), from the indexes, the memory tail
     /// and the file. Returns the bytes removed and the offset the segment now ends before.
     pub(crate) fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<(u64, i64)> {
-        assert!(!self.tail.write_in_flight(), "truncating a segment with a data write in flight");
+        assert_eq!(self.tail.writes_in_flight(), 0, "truncating a segment with a data write in flight");
         self.settle_zero_fill();
         let Some(m) = self.seg.translate_offset(offset, 0)? else {
             // Nothing at or past `offset` here.
@@ -269,13 +269,19 @@ impl ActiveSegment {
         self.roll_jitter_ms
     }
 
-    /// The writes (and, with `sync`, the fdatasync) that put every appended byte in the file,
-    /// straight from the tail's memory: one write per tail chunk the unwritten bytes touch
-    /// (usually one). With `sync` they are linked in a chain ending in the fdatasync, which so
-    /// runs only after all of them succeeded. Empty when there is nothing to do. Complete them
-    /// with [`ActiveSegment::complete_writes`].
-    pub(crate) fn take_writes(&mut self, tag: u64, sync: bool) -> Vec<IoOp> {
-        let mut ops = self.tail.prepare_write(self.file.clone(), tag);
+    /// The writes (and, with `sync`, the fdatasync) that put the appended bytes `span` names in
+    /// the file, straight from the tail's memory: one write per tail chunk they touch (usually
+    /// one). With `sync` they are linked in a chain ending in the fdatasync, which so runs only
+    /// after all of them succeeded; an fdatasync covers only writes already done, so `sync`
+    /// takes none while others are in flight (a caller bug). Empty when there is nothing to do,
+    /// or when the newest write in flight ends inside a block ([`TailFile::prepare_write`]).
+    /// Complete each batch, in the order taken, with [`ActiveSegment::complete_writes`].
+    pub(crate) fn take_writes(&mut self, tag: u64, sync: bool, span: WriteSpan) -> Vec<IoOp> {
+        assert!(
+            !sync || self.tail.writes_in_flight() == 0,
+            "an fdatasync taken with data writes in flight would not cover them"
+        );
+        let mut ops = self.tail.prepare_write(self.file.clone(), tag, span);
         // A data write must never race a zero write over the same bytes: when the data has
         // caught up with zero writes still in flight (a lead too short for the rate), wait.
         let data_end = ops
@@ -355,7 +361,7 @@ impl ActiveSegment {
     /// The caller has completed any write of [`ActiveSegment::take_writes`] first (the log
     /// settles its writes in flight before anything but an append touches the segment).
     pub(crate) fn write_pending(&mut self, sync: bool) -> Result<()> {
-        let ops = self.take_writes(0, sync);
+        let ops = self.take_writes(0, sync, WriteSpan::All);
         if ops.is_empty() {
             return Ok(());
         }
@@ -371,6 +377,11 @@ impl ActiveSegment {
     /// Appended bytes not yet handed to the kernel.
     pub(crate) fn unwritten_bytes(&self) -> u64 {
         self.tail.unwritten()
+    }
+
+    /// Appended bytes not yet in a write taken ([`ActiveSegment::take_writes`]).
+    pub(crate) fn unsubmitted_bytes(&self) -> u64 {
+        self.tail.unsubmitted()
     }
 
     /// Writes pending index entries and every appended byte, and makes the log's data durable.

@@ -30,7 +30,7 @@ pub(crate) use resident::IndexPair;
 pub use resident::{IndexCache, IndexCacheStats, IndexRef, ResourceConfig, ResourceReport, SegmentResources};
 pub use scan::{recovery_read_bytes, set_recovery_read_bytes, BatchScanner, ScannedBatch};
 pub(crate) use scan::{SequentialBatchReader, SCAN_WINDOW_BYTES};
-pub(crate) use tail::TailFile;
+pub(crate) use tail::{TailFile, WriteSpan};
 pub use zero_fill::ZeroFillStats;
 
 use zero_fill::ZeroFillState;

@@ -44,8 +44,13 @@ struct TailState {
     /// Bytes known to be durable (an fdatasync or RWF_DSYNC writes covered them since this tail
     /// was made; 0 at first, since what a reopened file holds may not be).
     synced: u64,
-    /// End of the write in flight, if any.
-    in_flight_end: Option<u64>,
+    /// Ends of the writes in flight, oldest first: each covers the bytes from the end of the one
+    /// before it (or `written`).
+    in_flight: VecDeque<u64>,
+    /// A write in flight failed: the writes after it complete without moving `written` (their
+    /// bytes follow a hole), and the owner cuts the tail back to `written` once they are all
+    /// in.
+    broken: bool,
     /// How many bytes before `written` to keep in memory as the tail cache.
     cache_bytes: u64,
     hits: u64,
@@ -94,6 +99,11 @@ impl TailState {
         Arc::get_mut(&mut self.chunks[k]).expect("the tail holds the only reference")
     }
 
+    /// Where the writes prepared so far end: `written`, or the end of the newest in flight.
+    fn submitted(&self) -> u64 {
+        self.in_flight.back().copied().unwrap_or(self.written)
+    }
+
     /// Copies `[pos, pos + out.len())`, which lies in `[start, end)`, out of the chunks.
     fn copy_out(&self, mut pos: u64, out: &mut [u8]) {
         let mut done = 0;
@@ -138,7 +148,8 @@ impl TailFile {
                 end: size,
                 written: size,
                 synced: 0,
-                in_flight_end: None,
+                in_flight: VecDeque::new(),
+                broken: false,
                 cache_bytes,
                 hits: 0,
             }),
@@ -186,24 +197,54 @@ impl TailFile {
         TailStats { cache_hits: s.hits, buffered_bytes: s.end - s.start, unwritten_bytes: s.end - s.written }
     }
 
-    /// The writes that put every unwritten byte in the file, straight from the tail's chunks: one
-    /// per chunk the range touches, in file order; empty when there is nothing to write. For an
-    /// O_DIRECT file they cover whole aligned blocks, the last one zero-padded. Until
-    /// [`TailFile::complete_write`] is called no other write may be prepared.
-    pub(crate) fn prepare_write(&self, file: Arc<dyn IoFile>, tag: u64) -> Vec<IoOp> {
+    /// Bytes appended and not yet in a write prepared (in flight or completed).
+    pub(crate) fn unsubmitted(&self) -> u64 {
+        let s = self.lock();
+        s.end - s.submitted()
+    }
+}
+
+/// Which unwritten bytes [`TailFile::prepare_write`] covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WriteSpan {
+    /// Every unwritten byte; for an O_DIRECT file the last block is zero-padded and the next
+    /// write rewrites it, so no write can follow this one until it completes.
+    All,
+    /// For an O_DIRECT file, whole blocks only: the partial last block stays in memory and the
+    /// next write may start (and be in flight together with this one) where this one ends.
+    /// The same as `All` for a file without O_DIRECT.
+    WholeBlocks,
+}
+
+impl TailFile {
+    /// The writes that put the unwritten bytes `span` names in the file, straight from the
+    /// tail's chunks: one per chunk the range touches, in file order; empty when there is
+    /// nothing to write, or when the newest write in flight ends inside a block (the next
+    /// write would rewrite that block, and two writes of one block in flight could land in
+    /// either order). For an O_DIRECT file they cover whole aligned blocks, the last one
+    /// zero-padded. Several may be in flight; [`TailFile::complete_write`] takes their outcomes
+    /// in the order they were prepared.
+    pub(crate) fn prepare_write(&self, file: Arc<dyn IoFile>, tag: u64, span: WriteSpan) -> Vec<IoOp> {
         let mut s = self.lock();
-        assert!(s.in_flight_end.is_none(), "a write of this tail is in flight: complete it before preparing another");
-        if s.end == s.written {
+        let submitted = s.submitted();
+        if s.broken || (!s.in_flight.is_empty() && !submitted.is_multiple_of(s.align)) {
             return Vec::new();
         }
-        let from = align_down(s.written, s.align);
-        let to = if s.align > 1 { align_up(s.end, s.align) } else { s.end };
-        if to > s.end {
-            // The padding lies in the chunk holding `end` (a block never straddles chunks), and
-            // whatever it held before (a truncated tail, a chunk's previous owner) must not reach
-            // the file: zeros only.
-            let (k, off) = s.locate(s.end);
-            let pad = (to - s.end) as usize;
+        let data_to = match span {
+            WriteSpan::WholeBlocks => align_down(s.end, s.align),
+            WriteSpan::All => s.end,
+        };
+        if data_to <= submitted {
+            return Vec::new();
+        }
+        let from = align_down(submitted, s.align);
+        let to = align_up(data_to, s.align);
+        if to > data_to {
+            // The padding lies in the chunk holding `data_to` (a block never straddles chunks),
+            // and whatever it held before (a truncated tail, a chunk's previous owner) must not
+            // reach the file: zeros only.
+            let (k, off) = s.locate(data_to);
+            let pad = (to - data_to) as usize;
             s.chunk_mut(k).bytes_mut()[off..off + pad].fill(0);
         }
         let mut ops = Vec::with_capacity(((to - from) / CHUNK + 1) as usize);
@@ -220,23 +261,27 @@ impl TailFile {
             });
             pos += n as u64;
         }
-        s.in_flight_end = Some(s.end);
+        s.in_flight.push_back(data_to);
         ops
     }
 
-    /// True between [`TailFile::prepare_write`] and [`TailFile::complete_write`].
-    pub(crate) fn write_in_flight(&self) -> bool {
-        self.lock().in_flight_end.is_some()
+    /// How many prepared writes have not been completed.
+    pub(crate) fn writes_in_flight(&self) -> usize {
+        self.lock().in_flight.len()
     }
 
-    /// Records the outcome of the prepared writes (`ok` when every one succeeded). On success the
-    /// written bytes count as in the file and the in-memory window is trimmed, in whole chunks,
-    /// to the tail-cache budget (never past the partial last block, which the next flush
-    /// rewrites).
+    /// Records the outcome of the oldest prepared write (`ok` when every one of its operations
+    /// succeeded). On success, unless one before it failed, its bytes count as in the file and
+    /// the in-memory window is trimmed, in whole chunks, to the tail-cache budget (never past
+    /// the partial last block, which the next write rewrites).
     pub(crate) fn complete_write(&self, ok: bool) {
         let mut s = self.lock();
-        let Some(end) = s.in_flight_end.take() else { return };
-        if !ok {
+        let Some(end) = s.in_flight.pop_front() else { return };
+        s.broken |= !ok;
+        if s.in_flight.is_empty() {
+            s.broken = false;
+        }
+        if !ok || s.written >= end || s.broken {
             return;
         }
         s.written = end;
@@ -297,7 +342,9 @@ impl TailFile {
         s.written = s.written.min(len);
         s.synced = s.synced.min(len);
         // A write in flight still counts only for what is left of it.
-        s.in_flight_end = s.in_flight_end.map(|e| e.min(len));
+        for e in s.in_flight.iter_mut() {
+            *e = (*e).min(len);
+        }
         Ok(())
     }
 }
@@ -389,7 +436,7 @@ mod tests {
     }
 
     fn flush(storage: &dyn Storage, tail: &TailFile, file: &Arc<dyn IoFile>) {
-        let ops = tail.prepare_write(file.clone(), 0);
+        let ops = tail.prepare_write(file.clone(), 0, WriteSpan::All);
         let done = storage.submit(ops);
         let ok = done.iter().all(|c| c.result.is_ok());
         for c in &done {
@@ -610,7 +657,7 @@ mod tests {
         let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
         let tail = TailFile::new(f.clone(), 0, 1 << 20).unwrap();
         tail.append(&[1u8; 1000]);
-        let ops = tail.prepare_write(f.clone(), 0);
+        let ops = tail.prepare_write(f.clone(), 0, WriteSpan::All);
         assert_eq!(ops.len(), 1);
         let before: Vec<u8> = match &ops[0].kind {
             IoOpKind::Write { buf, .. } => buf.to_vec(),
@@ -624,7 +671,11 @@ mod tests {
             IoOpKind::Write { buf, .. } => assert_eq!(&buf[..], &before[..], "the write's bytes did not change"),
             IoOpKind::SyncData => unreachable!(),
         }
-        assert!(tail.write_in_flight(), "one write at a time: the next waits for complete_write");
+        assert_eq!(tail.writes_in_flight(), 1);
+        assert!(
+            tail.prepare_write(f.clone(), 0, WriteSpan::All).is_empty(),
+            "the write in flight ends inside a block: the next one waits for it"
+        );
         let done = s.submit(ops);
         assert!(done.iter().all(|c| c.result.is_ok()));
         drop(done);

@@ -116,6 +116,9 @@ pub(crate) struct Ring {
     next_async: u32,
     /// The POLL_ADD on the shard's doorbell.
     doorbell: Doorbell,
+    /// The eventfd registered with this ring (io_uring_register_eventfd), made on first
+    /// request by [`crate::io::Storage::completion_fd`]: it counts completions posted.
+    completion_fd: Option<crate::io::eventfd::EventFd>,
     /// The kernel takes a timeout with io_uring_enter (IORING_FEAT_EXT_ARG, 5.11+). Without it
     /// nothing is submitted asynchronously (writes wait as before, the doorbell is a READ).
     ext_arg: bool,

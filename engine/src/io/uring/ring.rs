@@ -38,6 +38,7 @@ impl Ring {
             async_batches: HashMap::new(),
             next_async: 0,
             doorbell: Doorbell::Idle,
+            completion_fd: None,
             _not_send: PhantomData,
         })
     }
@@ -216,6 +217,27 @@ impl Ring {
             Ok(_) => Ok(()),
             Err(e) if matches!(errno_of(&e), Some(Errno::EINTR | Errno::EBUSY | Errno::EAGAIN)) => Ok(()),
             Err(e) => Err(e),
+        }
+    }
+
+    /// The eventfd the kernel signals when this ring posts a completion (or, with
+    /// DEFER_TASKRUN, queues completion work for an io_uring_enter): registered on first call.
+    pub(super) fn completion_fd(&mut self) -> io::Result<RawFd> {
+        if let Some(fd) = &self.completion_fd {
+            return Ok(fd.raw());
+        }
+        let fd = crate::io::eventfd::EventFd::new().map_err(|e| io::Error::other(e.to_string()))?;
+        self.ring.submitter().register_eventfd(fd.raw())?;
+        let raw = fd.raw();
+        self.completion_fd = Some(fd);
+        Ok(raw)
+    }
+
+    /// Resets the completion eventfd, if one is registered (before reaping, so that a
+    /// completion posted after the reap rings it again).
+    pub(super) fn clear_completion_fd(&mut self) {
+        if let Some(fd) = &self.completion_fd {
+            fd.drain();
         }
     }
 

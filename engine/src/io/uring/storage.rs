@@ -516,6 +516,20 @@ impl Storage for UringStorage {
         completions_waiting()
     }
 
+    fn completion_fd(&self) -> Option<RawFd> {
+        with_thread_ring(|ring| ring.completion_fd().ok()).ok().flatten()
+    }
+
+    fn clear_completion_fd(&self) {
+        let _ = THREAD_RING.try_with(|cell| {
+            if let Ok(mut slot) = cell.try_borrow_mut() {
+                if let Some(ring) = slot.as_mut() {
+                    ring.clear_completion_fd();
+                }
+            }
+        });
+    }
+
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         crate::io::std_backend::create_dir_all(path, self.dir_mode)
     }
