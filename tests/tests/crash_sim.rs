@@ -182,13 +182,26 @@ impl Workload {
     /// (`Writes::Async`, up to 1 to 4 writes in flight, drawn from a generator of its own so
     /// that config and steps are those of [`Workload::generate`]), running late and out of
     /// order; the clock's steps are where the embedder's loop polls the log.
+    ///
+    /// The log writes whole tail chunks (256 KiB) while others are in flight, so the values
+    /// are scaled up 256 times and the segments hold a few chunks: appends span chunks, and
+    /// several writes are in flight at once.
     fn async_appends(seed: u64) -> Workload {
         let mut wl = Workload::generate(seed);
+        let mut rng = SimRng::new(seed ^ 0xA5F0_5EED);
         wl.write_through = true;
-        wl.async_in_flight = 1 + SimRng::new(seed ^ 0xA5F0_5EED).below(4) as usize;
+        wl.async_in_flight = 1 + rng.below(4) as usize;
+        wl.config.segment_bytes = 768 * 1024 + rng.below(512 * 1024) as u32;
+        wl.config.segment_index_bytes = wl.config.segment_index_bytes.max(4096);
+        wl.config.index_interval_bytes *= 256;
+        if wl.config.retention_bytes > 0 {
+            wl.config.retention_bytes *= 256;
+        }
         for step in &mut wl.steps {
-            if matches!(step, Step::GroupCommit) {
-                *step = Step::Flush;
+            match step {
+                Step::GroupCommit => *step = Step::Flush,
+                Step::Append(specs) => specs.iter_mut().for_each(|s| s.value_len *= 256),
+                _ => {}
             }
         }
         wl
@@ -343,8 +356,8 @@ fn options(
         writes: match (wl.write_through, wl.async_in_flight) {
             (false, _) => Writes::Caller,
             (true, 0) => Writes::Through,
-            // Little unwritten memory, so that appends also wait for writes.
-            (true, n) => Writes::Async(AsyncWrites { max_in_flight: n, max_unwritten_bytes: 2048 }),
+            // Little unwritten memory (about two chunks), so that appends also wait for writes.
+            (true, n) => Writes::Async(AsyncWrites { max_in_flight: n, max_unwritten_bytes: 600 * 1024 }),
         },
         zero_fill_bytes: wl.zero_fill_bytes,
         ..seglog_tests::log_options()
@@ -363,6 +376,9 @@ fn new_storage(wl: &Workload) -> SimStorage {
     sim.set_now_ms(T0);
     if wl.in_flight_percent == 0 {
         sim.set_async_at_once();
+    } else if wl.async_in_flight > 0 {
+        // Writes the log submits itself stay in flight longer: several of them at once.
+        sim.set_async_completions(wl.seed, 15);
     } else {
         sim.set_async_completions(wl.seed, 50);
     }
@@ -1103,6 +1119,8 @@ struct Tally {
     workloads: u64,
     /// Crash states cut while writes were in flight (submitted without waiting, not yet run).
     with_writes_in_flight: u64,
+    /// Crash states whose log had several data writes in flight at the cut.
+    with_several_writes: u64,
 }
 
 fn recovery_for(model: &Model, variant: u64) -> Recovery {
@@ -1134,6 +1152,9 @@ fn crash_state(wl: &Workload, k: u64, variant: u64, tally: &mut Tally) -> Result
     // The power goes with the process still running: the log is never dropped.
     let (model, _) = catch(|| {
         let (model, completed, log) = run_open(wl, &sim);
+        if log.as_ref().is_some_and(|l| l.writes_in_flight() > 1) {
+            tally.with_several_writes += 1;
+        }
         std::mem::forget(log);
         Ok((model, completed))
     })?;
@@ -1249,12 +1270,13 @@ fn sweep(sweep: Sweep) -> Tally {
         }
     }
     println!(
-        "{}: {} crash states ({} after a crash during recovery, {} cut with writes in flight) over {} workloads \
-         from seed {base:#x} in {:.1?}",
+        "{}: {} crash states ({} after a crash during recovery, {} cut with writes in flight, {} with several \
+         data writes of the log in flight) over {} workloads from seed {base:#x} in {:.1?}",
         sweep.test,
         tally.states,
         tally.recovery_cuts,
         tally.with_writes_in_flight,
+        tally.with_several_writes,
         tally.workloads,
         started.elapsed()
     );
@@ -1299,6 +1321,12 @@ fn crash_states_with_async_appends() {
             tally.with_writes_in_flight * 20 > tally.states - tally.recovery_cuts,
             "few crash states had writes in flight: {} of {}",
             tally.with_writes_in_flight,
+            tally.states - tally.recovery_cuts
+        );
+        assert!(
+            tally.with_several_writes * 100 > tally.states - tally.recovery_cuts,
+            "few crash states had several data writes in flight: {} of {}",
+            tally.with_several_writes,
             tally.states - tally.recovery_cuts
         );
     }

@@ -7,11 +7,6 @@ use super::*;
 use crate::io::{AsyncIo, InFlight, IoOp, IoOpKind};
 use crate::segment::WriteSpan;
 
-/// Under [`Writes::Async`] with nothing in flight, unwritten bytes below this go out in one
-/// write, the partial last block included; from this many on (appends outpace the device) an
-/// O_DIRECT log writes whole blocks only, so the next write can be in flight beside it.
-const COALESCED_BYTES: u64 = 64 * 1024;
-
 impl Log {
     /// The writes (and, with `sync`, fdatasync) that put this log's appended bytes in its file,
     /// for a caller that submits many logs' I/O at once ([`Writes::Caller`]). Hand them back,
@@ -160,10 +155,11 @@ impl Log {
     }
 
     /// Under [`Writes::Async`]: claims the writes that are done, without waiting, and submits
-    /// more while fewer than `max_in_flight` are out: whole blocks of an O_DIRECT file when
-    /// appends outpace the device (or other writes are in flight), everything when `idle` or
-    /// when little is unwritten; an fsync that is due once nothing else is in flight. A failure
-    /// fails the log (its callers report it).
+    /// more while fewer than `max_in_flight` are out: the tail's whole chunks (appends go on in
+    /// the last one, which no write then holds, so it is never copied), and everything else
+    /// when nothing is in flight or when `idle` (the device never waits for an append to fill
+    /// a chunk); an fsync that is due once nothing else is in flight. A failure fails the log
+    /// (its callers report it).
     pub(super) fn pump(&mut self, idle: bool) {
         let Writes::Async(limits) = self.writes else { return };
         while self.claim_write(false).is_some() {}
@@ -175,16 +171,11 @@ impl Log {
             if sync && !self.write.is_empty() {
                 break; // an fdatasync covers only writes already done
             }
-            let unsubmitted = self.active_segment().unsubmitted_bytes();
-            if unsubmitted == 0 && !sync {
-                break;
+            let mut ops =
+                if sync { Vec::new() } else { self.active_mut().take_writes(0, false, WriteSpan::WholeChunks) };
+            if ops.is_empty() && (sync || idle || self.write.is_empty()) {
+                ops = self.active_mut().take_writes(0, sync, WriteSpan::All);
             }
-            let span = if idle || sync || (self.write.is_empty() && unsubmitted < COALESCED_BYTES) {
-                WriteSpan::All
-            } else {
-                WriteSpan::WholeBlocks
-            };
-            let ops = self.active_mut().take_writes(0, sync, span);
             if ops.is_empty() {
                 break;
             }

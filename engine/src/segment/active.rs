@@ -379,11 +379,6 @@ impl ActiveSegment {
         self.tail.unwritten()
     }
 
-    /// Appended bytes not yet in a write taken ([`ActiveSegment::take_writes`]).
-    pub(crate) fn unsubmitted_bytes(&self) -> u64 {
-        self.tail.unsubmitted()
-    }
-
     /// Writes pending index entries and every appended byte, and makes the log's data durable.
     pub(crate) fn flush(&mut self) -> Result<()> {
         self.seg.offset_index.flush()?;

@@ -196,24 +196,19 @@ impl TailFile {
         let s = self.lock();
         TailStats { cache_hits: s.hits, buffered_bytes: s.end - s.start, unwritten_bytes: s.end - s.written }
     }
-
-    /// Bytes appended and not yet in a write prepared (in flight or completed).
-    pub(crate) fn unsubmitted(&self) -> u64 {
-        let s = self.lock();
-        s.end - s.submitted()
-    }
 }
 
 /// Which unwritten bytes [`TailFile::prepare_write`] covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WriteSpan {
     /// Every unwritten byte; for an O_DIRECT file the last block is zero-padded and the next
-    /// write rewrites it, so no write can follow this one until it completes.
+    /// write rewrites it, so no write can follow this one until it completes. Appends to the
+    /// last chunk while it is in flight go to a copy of that chunk.
     All,
-    /// For an O_DIRECT file, whole blocks only: the partial last block stays in memory and the
-    /// next write may start (and be in flight together with this one) where this one ends.
-    /// The same as `All` for a file without O_DIRECT.
-    WholeBlocks,
+    /// Whole chunks only (none when the unwritten bytes fill none): appends go on in the last
+    /// chunk, which no write holds, and the next write may start (and be in flight together
+    /// with this one) where this one ends, chunks being whole blocks.
+    WholeChunks,
 }
 
 impl TailFile {
@@ -231,7 +226,7 @@ impl TailFile {
             return Vec::new();
         }
         let data_to = match span {
-            WriteSpan::WholeBlocks => align_down(s.end, s.align),
+            WriteSpan::WholeChunks => s.start + align_down(s.end - s.start, CHUNK),
             WriteSpan::All => s.end,
         };
         if data_to <= submitted {
@@ -277,11 +272,10 @@ impl TailFile {
     pub(crate) fn complete_write(&self, ok: bool) {
         let mut s = self.lock();
         let Some(end) = s.in_flight.pop_front() else { return };
-        s.broken |= !ok;
-        if s.in_flight.is_empty() {
-            s.broken = false;
-        }
-        if !ok || s.written >= end || s.broken {
+        let failed = !ok || s.broken;
+        // The writes after a failed one stay failed until none is left in flight.
+        s.broken = failed && !s.in_flight.is_empty();
+        if failed || s.written >= end {
             return;
         }
         s.written = end;
@@ -723,5 +717,39 @@ mod tests {
         assert!(refused.fixed_writes == 0 && refused.unregistered_writes > 0, "{refused:?}");
         let sync = std::thread::spawn(|| thread_pool_stats(true)).join().unwrap();
         assert!(matches!(sync.mode, BufferMode::Unregistered(ref why) if why.contains("sync")), "{sync:?}");
+    }
+
+    #[test]
+    fn writes_in_flight_together_complete_in_order_and_one_failing_fails_those_after_it() {
+        let s = UringStorage::new(IoMode::Direct).unwrap();
+        let dir = test_dir();
+        let f = s.open_log(&dir.path().join("0.log"), OpenMode::CreateNew).unwrap();
+        let tail = TailFile::new(f.clone(), 0, 0).unwrap();
+        let chunk = CHUNK_BYTES;
+        tail.append(&pattern(chunk * 2 + 100, 1));
+        // Whole chunks only: two writes of one chunk each would be one write of two; here the
+        // second chunk is written by a write of its own after more is appended.
+        let first = tail.prepare_write(f.clone(), 0, WriteSpan::WholeChunks);
+        assert_eq!(first.len(), 2, "one op per whole chunk");
+        assert!(tail.prepare_write(f.clone(), 0, WriteSpan::WholeChunks).is_empty(), "no whole chunk left");
+        let second = tail.prepare_write(f.clone(), 0, WriteSpan::All);
+        assert_eq!(second.len(), 1, "the partial chunk");
+        assert_eq!(tail.writes_in_flight(), 2);
+        assert!(
+            tail.prepare_write(f.clone(), 0, WriteSpan::All).is_empty(),
+            "the newest write ends inside a block: nothing may follow it yet"
+        );
+        drop((first, second));
+        tail.complete_write(false);
+        tail.complete_write(true);
+        assert_eq!(tail.unwritten(), (chunk * 2 + 100) as u64, "a write after a failed one counts as failed too");
+        assert_eq!(tail.writes_in_flight(), 0);
+        // Once none is in flight the next writes start afresh from what is in the file.
+        let again = tail.prepare_write(f.clone(), 0, WriteSpan::All);
+        let done = s.submit(again);
+        assert!(done.iter().all(|c| c.result.is_ok()));
+        drop(done);
+        tail.complete_write(true);
+        assert_eq!(tail.unwritten(), 0);
     }
 }
