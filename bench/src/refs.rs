@@ -4,7 +4,7 @@
 //! thread, one log per partition, round-robin, and report like seglog's runs ([`RunReport`]).
 //! The read loops ([`kafka_reads`], [`commitlog_reads`]) take their targets and two untimed
 //! hooks, one before each read (dropping the page cache, say) and a check after it: the seek
-//! workload and the `log` workload's point lookups share them.
+//! workload and the `log` workload's point lookups ([`crate::workload::log`]) share them.
 
 use std::path::Path;
 use std::time::Instant;
