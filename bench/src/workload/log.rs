@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use seglog::format::batch::{BatchHeader, BATCH_HEADER_SIZE};
-use seglog::log::{Log, LogOptions, Recovery};
+use seglog::log::{Log, LogOptions, Recovery, SegmentResources};
 use seglog::{Durability, IoMode};
 
 use super::{drop_clean_pages, first_timestamp_ms, log_files, make_batch, stamp, Counters, Rng, RunReport, Setup};
@@ -238,12 +238,16 @@ fn run_on_this_thread(dir: &Path, setup: &Setup, p: &LogParams) -> LogResult<Vec
     let path: PathBuf = dir.join("log-0");
     let batches = Batches::new(setup, p.records);
     let fallback = opened.fallback.as_ref().map_or(String::new(), |why| format!("; fell back to sync: {why}"));
+    // The log's index arena: the process-wide one (`LogOptions`' default resources), read
+    // when a row is made (after the appends have put indexes in it).
+    let huge_pages =
+        || SegmentResources::process_default().report().arena.backing.map_or_else(|| "n/a".into(), |b| b.name().into());
     let report = |workload: &str| RunReport {
         workload: workload.into(),
         system: "seglog".into(),
         mode_requested: setup.mode.name().into(),
         mode: opened.mode.name().into(),
-        huge_pages: "n/a".into(),
+        huge_pages: huge_pages(),
         durability: durability_name(Durability::None),
         batch_bytes: batches.batch_len(),
         ..RunReport::default()
