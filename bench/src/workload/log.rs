@@ -14,12 +14,13 @@
 //!   appended byte in the file); no fsync in the timed part, as the Kafka reference's produce
 //!   (`write(2)` per append) has none. All three sync what they seal at a roll: seglog's `seal`
 //!   and the Kafka reference fdatasync the segment, commitlog msyncs the index (not the data).
-//! - Cold: seglog's `Log` is closed and opened again (clean), so no tail cache helps. For every
-//!   system but seglog in direct mode (which reads with O_DIRECT) the page cache of each `.log`
-//!   file in its directory is dropped before **every** cold lookup (fdatasync once, then
-//!   `posix_fadvise(DONTNEED)`, untimed): dropped once, each cold read and its read-ahead would
-//!   warm the pages around it, and after a few thousand lookups most would be warm. Indexes stay
-//!   as each design keeps them: seglog's in memory, the others' memory-mapped (a mapped page is
+//! - Cold: seglog's `Log` is closed and opened again (clean), so no tail cache helps. Then the
+//!   page cache of every file in the directory is dropped (fdatasync, `posix_fadvise(DONTNEED)`),
+//!   and, for every system but seglog in direct mode (which reads with O_DIRECT), that of each
+//!   `.log` file again before **every** cold lookup, untimed: dropped once, each cold read and
+//!   its read-ahead would warm the pages around it, and after a few thousand lookups most would
+//!   be warm. Indexes stay as each design keeps them: seglog's in its memory (loaded at the
+//!   reopen or at the first lookup of a segment), the others' memory-mapped (a mapped page is
 //!   not dropped).
 //!
 //! Must not: print, or leave files outside the directory it is given.
@@ -149,25 +150,46 @@ fn check_stamped(batches: &Batches, first_ts: i64, offset: i64, got: &[u8]) -> R
     Ok(())
 }
 
-/// The page cache of a directory's `.log` files, dropped on demand.
+/// The page cache of a directory's files, dropped once for all of them and then on demand for
+/// the `.log` files (the data every lookup reads).
 #[derive(Debug)]
 pub struct Evictor {
-    files: Vec<File>,
+    logs: Vec<File>,
 }
 
 impl Evictor {
-    /// Opens every `.log` file under `dir` and writes it back (fdatasync), so that its pages
-    /// are clean and [`Evictor::evict`] can drop them.
+    /// Writes back (fdatasync) and drops the page cache of every file under `dir` (indexes,
+    /// checkpoints, segments: pages a design keeps mapped stay), and opens its `.log` files for
+    /// [`Evictor::evict`].
     pub fn new(dir: &Path) -> std::io::Result<Evictor> {
-        let files = log_files(dir).iter().map(File::open).collect::<std::io::Result<Vec<_>>>()?;
-        files.iter().try_for_each(File::sync_data)?;
-        Ok(Evictor { files })
+        for p in files_under(dir)? {
+            let f = File::open(&p)?;
+            f.sync_data()?;
+            drop_clean_pages(&f);
+        }
+        let logs = log_files(dir).iter().map(File::open).collect::<std::io::Result<Vec<_>>>()?;
+        Ok(Evictor { logs })
     }
-    /// Drops the files' clean pages from the page cache (`posix_fadvise(DONTNEED)`).
+    /// Drops the `.log` files' clean pages from the page cache (`posix_fadvise(DONTNEED)`).
     pub fn evict(&self) -> std::io::Result<()> {
-        self.files.iter().for_each(drop_clean_pages);
+        self.logs.iter().for_each(drop_clean_pages);
         Ok(())
     }
+}
+
+/// Every regular file under `dir`, recursively.
+fn files_under(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let t = e.file_type()?;
+        if t.is_dir() {
+            out.extend(files_under(&e.path())?);
+        } else if t.is_file() {
+            out.push(e.path());
+        }
+    }
+    Ok(out)
 }
 
 /// Puts every byte appended to `log` in its file (no fsync).
@@ -306,11 +328,12 @@ fn run_on_this_thread(dir: &Path, setup: &Setup, p: &LogParams) -> LogResult<Vec
     log.close()?;
     let log = Log::open(&path, options(Recovery::Clean))?;
     let direct = opened.mode == IoMode::Direct;
-    let evictor = if direct { None } else { Some(Evictor::new(&path)?) };
+    let evictor = Evictor::new(&path)?;
     let c0 = thread_counters();
-    let cold = seglog_lookups(&log, &batches, first_ts, &offsets, || evictor.as_ref().map_or(Ok(()), Evictor::evict))?;
+    let before = || if direct { Ok(()) } else { evictor.evict() };
+    let cold = seglog_lookups(&log, &batches, first_ts, &offsets, before)?;
     let note = if direct {
-        "the same lookups after a clean reopen (O_DIRECT: no page cache)".to_string()
+        "the same lookups after a clean reopen, the page cache of its files dropped (O_DIRECT reads)".to_string()
     } else {
         "the same lookups after a clean reopen, the .log files' page cache dropped before each".to_string()
     };
@@ -340,7 +363,6 @@ pub fn kafka_reference(dir: &Path, setup: &Setup, p: &LogParams) -> LogResult<Ve
     };
     let warm = refs::kafka_reads(&run, targets(), 1, || Ok(()), check)?;
     out.push(rows(WARM, warm, "read(offset, max 1 B): mapped index, header walk, pread; checked"));
-    run.logs.iter().try_for_each(|l| l.sync_all())?;
     let evictor = Evictor::new(dir)?;
     let cold = refs::kafka_reads(&run, targets(), 1, || evictor.evict(), check)?;
     out.push(rows(COLD, cold, "the same lookups, the .log files' page cache dropped before each (index maps stay)"));
