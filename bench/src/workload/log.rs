@@ -250,6 +250,7 @@ fn seglog_lookups(
     Ok((hist, bytes, seconds))
 }
 
+/// [`run`]'s body, on the thread that owns the `Log`.
 fn run_on_this_thread(dir: &Path, setup: &Setup, p: &LogParams) -> LogResult<Vec<RunReport>> {
     let opened = seglog::io::storage_for_mode(setup.mode);
     let options = |recovery: Recovery| LogOptions {
