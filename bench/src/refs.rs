@@ -2,6 +2,9 @@
 //! ([`crate::kafka_ref`]) and the `commitlog` crate (page-cache segments of length-prefixed
 //! messages with a dense memory-mapped index, one message per batch here). Both run on the calling
 //! thread, one log per partition, round-robin, and report like seglog's runs ([`RunReport`]).
+//! The read loops ([`kafka_reads`], [`commitlog_reads`]) take their targets and two untimed
+//! hooks, one before each read (dropping the page cache, say) and a check after it: the seek
+//! workload and the `log` workload's point lookups ([`crate::workload::log`]) share them.
 
 use std::path::Path;
 use std::time::Instant;
@@ -132,28 +135,74 @@ pub fn kafka_catch_up(
     Ok(r.finish(hist, seconds, &usage_delta(&u0)))
 }
 
+/// What a read loop of a reference measured: each read timed on its own (the hooks around it
+/// are not), the bytes returned, and the process's usage over the whole loop.
+#[derive(Debug)]
+pub struct Reads {
+    pub hist: Hist,
+    /// Reads made.
+    pub ops: u64,
+    pub bytes: u64,
+    /// The reads' own time, summed (not the hooks').
+    pub seconds: f64,
+    pub delta: Counters,
+}
+
+impl Reads {
+    fn new() -> Reads {
+        Reads { hist: Hist::new(), ops: 0, bytes: 0, seconds: 0.0, delta: Counters::default() }
+    }
+    fn add(&mut self, took: std::time::Duration, bytes: u64) {
+        self.hist.record(took);
+        self.ops += 1;
+        self.bytes += bytes;
+        self.seconds += took.as_secs_f64();
+    }
+    /// `r` with the reads' figures filled in (records: `records_per_read` per read).
+    pub fn report(self, mut r: RunReport, records_per_read: u64) -> RunReport {
+        r.ops = self.ops;
+        r.bytes = self.bytes;
+        r.records = self.ops * records_per_read;
+        r.finish(self.hist, self.seconds, &self.delta)
+    }
+}
+
+/// One read of at least one whole batch per target `(log, offset)` of Kafka's design, at most
+/// `max_bytes` each (1: just the batch holding the offset). `before` runs untimed before each
+/// read (to drop the page cache, say) and `check` untimed after it, with the offset asked for
+/// and the batches returned.
+pub fn kafka_reads(
+    run: &KafkaRun,
+    targets: impl IntoIterator<Item = (usize, i64)>,
+    max_bytes: u64,
+    mut before: impl FnMut() -> std::io::Result<()>,
+    mut check: impl FnMut(i64, &[u8]) -> std::io::Result<()>,
+) -> std::io::Result<Reads> {
+    let mut reads = Reads::new();
+    let mut out = Vec::new();
+    let u0 = Usage::now();
+    for (log, offset) in targets {
+        before()?;
+        let s = Instant::now();
+        let n = run.logs[log].read(offset, max_bytes, &mut out)?;
+        reads.add(s.elapsed(), n as u64);
+        check(offset, &out)?;
+    }
+    reads.delta = usage_delta(&u0);
+    Ok(reads)
+}
+
 /// Random one-batch reads across all segments.
 pub fn kafka_seek(run: &KafkaRun, setup: &Setup, reads: u64, seed: u64) -> std::io::Result<RunReport> {
     let mut rng = Rng::new(seed);
-    let mut hist = Hist::new();
-    let mut out = Vec::new();
-    let u0 = Usage::now();
-    let t0 = Instant::now();
-    let mut bytes = 0u64;
-    for _ in 0..reads {
-        let l = &run.logs[rng.range(0, run.logs.len() as i64) as usize];
-        let off = rng.range(0, l.log_end_offset());
-        let s = Instant::now();
-        bytes += l.read(off, setup.batch_bytes as u64, &mut out)? as u64;
-        hist.record(s.elapsed());
-    }
-    let seconds = t0.elapsed().as_secs_f64();
+    let targets = (0..reads).map(|_| {
+        let l = rng.range(0, run.logs.len() as i64) as usize;
+        (l, rng.range(0, run.logs[l].log_end_offset()))
+    });
+    let done = kafka_reads(run, targets, setup.batch_bytes as u64, || Ok(()), |_, _| Ok(()))?;
     let mut r = report("kafka-ref", "seek", setup);
-    r.ops = reads;
-    r.bytes = bytes;
-    r.records = reads * setup.records_per_batch as u64;
     r.note = "one batch at random offsets; page cache as the produce run left it".into();
-    Ok(r.finish(hist, seconds, &usage_delta(&u0)))
+    Ok(done.report(r, setup.records_per_batch as u64))
 }
 
 /// Time lookups at random timestamps.
@@ -176,28 +225,28 @@ pub fn kafka_time(run: &KafkaRun, setup: &Setup, lookups: u64, seed: u64) -> std
     Ok(r.finish(hist, seconds, &usage_delta(&u0)))
 }
 
-/// The `commitlog` crate: produce, catch-up and seek. Its `flush` does not fdatasync the data
-/// (only msyncs its index), so it has no durable run here.
-pub fn commitlog_runs(
-    dir: &Path,
-    setup: &Setup,
-    total_bytes: u64,
-    catch_up_bytes: u64,
-    seeks: u64,
-    seed: u64,
-) -> std::io::Result<Vec<RunReport>> {
-    use commitlog::message::MessageSet;
-    use commitlog::{CommitLog, LogOptions, ReadLimit};
-    let mut opts = LogOptions::new(dir.join("commitlog-0"));
+/// A `commitlog` log for the bench's batches under `dir` (`commitlog-0`): `setup`'s segment
+/// size, messages up to twice a batch, an index with room for every message of a segment.
+pub fn commitlog_open(dir: &Path, setup: &Setup) -> std::io::Result<commitlog::CommitLog> {
+    let mut opts = commitlog::LogOptions::new(dir.join("commitlog-0"));
     opts.segment_max_bytes(setup.segment_bytes as usize);
     opts.message_max_bytes(setup.batch_bytes * 2 + 1024);
     opts.index_max_items((setup.segment_bytes as usize / setup.batch_bytes.max(1)).max(1024) + 16);
-    let mut log = CommitLog::new(opts)?;
-    let template = make_batch(setup.batch_bytes, setup.records_per_batch, 0);
-    let n = (total_bytes / template.len() as u64).max(1);
-    let first_ts = first_timestamp_ms();
-    let mut out = Vec::new();
+    commitlog::CommitLog::new(opts)
+}
 
+/// Appends `n` batches to `log`, one `append_msg` each (one message per batch, its payload the
+/// whole v2 batch, checked first as a broker would), each batch stamped with its own timestamp
+/// from the returned first one on. With `flush`, [`commitlog::CommitLog::flush`] ends the timed
+/// part (an msync of the active index's new pages; the data gets no fdatasync).
+pub fn commitlog_produce(
+    log: &mut commitlog::CommitLog,
+    setup: &Setup,
+    n: u64,
+    flush: bool,
+) -> std::io::Result<(RunReport, i64)> {
+    let template = make_batch(setup.batch_bytes, setup.records_per_batch, 0);
+    let first_ts = first_timestamp_ms();
     let mut hist = Hist::new();
     let u0 = Usage::now();
     let t0 = Instant::now();
@@ -213,7 +262,9 @@ pub fn commitlog_runs(
         hist.record(now - s);
         timeline.add(now, b.len() as u64);
     }
-    log.flush()?;
+    if flush {
+        log.flush()?;
+    }
     let seconds = t0.elapsed().as_secs_f64();
     let mut r = report("commitlog", "produce", setup);
     r.ops = n;
@@ -221,11 +272,57 @@ pub fn commitlog_runs(
     r.records = n * setup.records_per_batch as u64;
     r.timeline = timeline.points();
     r.note = "commitlog 0.2 append_msg, one message per batch".into();
-    out.push(r.finish(hist, seconds, &usage_delta(&u0)));
+    Ok((r.finish(hist, seconds, &usage_delta(&u0)), first_ts))
+}
+
+/// One read per target offset of `log` (commitlog's own offsets: one per message), at most
+/// `max_bytes` each; `before` runs untimed before each read and `check` untimed after it, with
+/// the offset asked for and the messages returned.
+pub fn commitlog_reads(
+    log: &commitlog::CommitLog,
+    targets: impl IntoIterator<Item = u64>,
+    max_bytes: usize,
+    mut before: impl FnMut() -> std::io::Result<()>,
+    mut check: impl FnMut(u64, &commitlog::message::MessageBuf) -> std::io::Result<()>,
+) -> std::io::Result<Reads> {
+    use commitlog::message::MessageSet;
+    let limit = commitlog::ReadLimit::max_bytes(max_bytes);
+    let mut reads = Reads::new();
+    let u0 = Usage::now();
+    for offset in targets {
+        before()?;
+        let s = Instant::now();
+        let buf = log.read(offset, limit).map_err(io_err)?;
+        reads.add(s.elapsed(), buf.bytes().len() as u64);
+        check(offset, &buf)?;
+    }
+    reads.delta = usage_delta(&u0);
+    Ok(reads)
+}
+
+/// The `commitlog` crate: produce, catch-up and seek. Its `flush` does not fdatasync the data
+/// (only msyncs its index), so it has no durable run here.
+pub fn commitlog_runs(
+    dir: &Path,
+    setup: &Setup,
+    total_bytes: u64,
+    catch_up_bytes: u64,
+    seeks: u64,
+    seed: u64,
+) -> std::io::Result<Vec<RunReport>> {
+    use commitlog::message::MessageSet;
+    use commitlog::ReadLimit;
+    let mut log = commitlog_open(dir, setup)?;
+    let batch_len = setup.batch_bytes.max(1) as u64;
+    let n = (total_bytes / make_batch(setup.batch_bytes, setup.records_per_batch, 0).len() as u64).max(1);
+    let mut out = Vec::new();
+    let (r, _) = commitlog_produce(&mut log, setup, n, true)?;
+    let batch_total = r.bytes;
+    out.push(r);
 
     // Catch-up: sequential reads of up to 1 MiB from the first message.
     let limit = ReadLimit::max_bytes(1 << 20);
-    let want = catch_up_bytes.min(n * template.len() as u64);
+    let want = catch_up_bytes.min(batch_total);
     let mut hist = Hist::new();
     let u0 = Usage::now();
     let t0 = Instant::now();
@@ -250,30 +347,16 @@ pub fn commitlog_runs(
     let mut r = report("commitlog", "lag", setup);
     r.ops = reads;
     r.bytes = bytes;
-    r.records = bytes / setup.batch_bytes.max(1) as u64 * setup.records_per_batch as u64;
+    r.records = bytes / batch_len * setup.records_per_batch as u64;
     r.note = "read(offset, 1 MiB) from the start; page cache as the produce run left it".into();
     out.push(r.finish(hist, seconds, &usage_delta(&u0)));
 
     // Seek: one message at random offsets.
     let mut rng = Rng::new(seed);
-    let one = ReadLimit::max_bytes(setup.batch_bytes + 64);
-    let mut hist = Hist::new();
-    let u0 = Usage::now();
-    let t0 = Instant::now();
-    let mut bytes = 0u64;
-    for _ in 0..seeks {
-        let off = rng.range(0, n as i64) as u64;
-        let s = Instant::now();
-        let buf = log.read(off, one).map_err(io_err)?;
-        hist.record(s.elapsed());
-        bytes += buf.bytes().len() as u64;
-    }
-    let seconds = t0.elapsed().as_secs_f64();
+    let targets = (0..seeks).map(|_| rng.range(0, n as i64) as u64);
+    let done = commitlog_reads(&log, targets, setup.batch_bytes + 64, || Ok(()), |_, _| Ok(()))?;
     let mut r = report("commitlog", "seek", setup);
-    r.ops = seeks;
-    r.bytes = bytes;
-    r.records = seeks * setup.records_per_batch as u64;
     r.note = "read(random offset, one message)".into();
-    out.push(r.finish(hist, seconds, &usage_delta(&u0)));
+    out.push(done.report(r, setup.records_per_batch as u64));
     Ok(out)
 }

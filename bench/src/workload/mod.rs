@@ -1,6 +1,7 @@
 //! The workloads of `seglog bench`, run through the engine on a real directory: produce, tail
 //! fetches, lagging (catch-up) reads, seek-heavy reads, time lookups, a mixed run, recovery and a
-//! clean open of many segments.
+//! clean open of many segments; and one partition through the standalone `Log` beside the
+//! reference designs ([`log`]).
 //! Each returns a [`RunReport`]: throughput, an HDR latency summary, the shards' I/O counters per
 //! operation, the process's page faults and CPU seconds per GB, and the I/O and huge-page modes the
 //! engine really ran in. The disk's own figure (fio) is attached by the driver ([`crate::cli`]).
@@ -9,6 +10,7 @@
 
 pub mod consume;
 pub mod interval;
+pub mod log;
 pub mod mixed;
 pub mod open;
 pub mod produce;
