@@ -192,12 +192,6 @@ fn files_under(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Puts every byte appended to `log` in its file (no fsync).
-// Log::finish_writes once it lands
-fn finish_writes(log: &mut Log) -> seglog::Result<()> {
-    let _ = log;
-    Ok(())
-}
 
 /// This thread's I/O counters (the `Log` runs on it, so they are the log's) and the process's
 /// usage.
@@ -296,7 +290,7 @@ fn run_on_this_thread(dir: &Path, setup: &Setup, p: &LogParams) -> LogResult<Vec
             return Err(format!("batch {i} appended at offset {}", info.first_offset).into());
         }
     }
-    finish_writes(&mut log)?;
+    log.finish_writes()?;
     let seconds = t0.elapsed().as_secs_f64();
     let delta = thread_counters().since(&c0);
     let mut r = report(APPEND);
