@@ -192,7 +192,6 @@ fn files_under(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-
 /// This thread's I/O counters (the `Log` runs on it, so they are the log's) and the process's
 /// usage.
 fn thread_counters() -> Counters {

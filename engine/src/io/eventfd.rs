@@ -27,6 +27,11 @@ impl EventFd {
         self.fd.as_raw_fd()
     }
 
+    /// A duplicate descriptor of the same eventfd (one counter: reading either resets both).
+    pub(crate) fn try_clone(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        self.fd.as_fd().try_clone_to_owned()
+    }
+
     /// Rings the doorbell (adds 1 to the counter). A full counter (EAGAIN) already means "wake
     /// up", so the result needs no handling.
     pub(crate) fn notify(&self) {

@@ -315,10 +315,10 @@ pub trait Storage: Send + Sync + Debug {
         false
     }
     /// A file descriptor that becomes readable when an asynchronous batch of this thread may
-    /// have completed (the io_uring backends: an eventfd registered with the thread's ring);
-    /// `None` for backends that run batches at once. Reset it with
-    /// [`Storage::clear_completion_fd`] before collecting completions.
-    fn completion_fd(&self) -> Option<std::os::unix::io::RawFd> {
+    /// have completed (the io_uring backends: a duplicate of an eventfd registered with the
+    /// thread's ring, the caller's to keep); `None` for backends that run batches at once.
+    /// Reset it with [`Storage::clear_completion_fd`] before collecting completions.
+    fn completion_fd(&self) -> Option<std::os::fd::OwnedFd> {
         None
     }
     /// Resets [`Storage::completion_fd`] (reads its counter), if there is one.

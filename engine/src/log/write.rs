@@ -133,10 +133,11 @@ impl Log {
     }
 
     /// A file descriptor that becomes readable when a write this thread submitted may have
-    /// completed (an eventfd registered with the thread's ring), for an embedder's reactor to
-    /// wait on before calling [`Log::poll`]; [`Log::poll`] resets it. `None` when the log's
-    /// storage completes every write at submission (sync mode).
-    pub fn completion_fd(&self) -> Option<std::os::unix::io::RawFd> {
+    /// completed (a duplicate of an eventfd registered with the thread's ring; every log of
+    /// the thread shares it), for an embedder's reactor to wait on before calling
+    /// [`Log::poll`], which resets it. Call it on the thread that appends. `None` when the
+    /// log's storage completes every write at submission (sync mode).
+    pub fn completion_fd(&self) -> Option<std::os::fd::OwnedFd> {
         self.storage.completion_fd()
     }
 

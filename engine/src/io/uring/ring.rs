@@ -222,15 +222,13 @@ impl Ring {
 
     /// The eventfd the kernel signals when this ring posts a completion (or, with
     /// DEFER_TASKRUN, queues completion work for an io_uring_enter): registered on first call.
-    pub(super) fn completion_fd(&mut self) -> io::Result<RawFd> {
-        if let Some(fd) = &self.completion_fd {
-            return Ok(fd.raw());
+    pub(super) fn completion_fd(&mut self) -> io::Result<std::os::fd::OwnedFd> {
+        if self.completion_fd.is_none() {
+            let fd = crate::io::eventfd::EventFd::new().map_err(|e| io::Error::other(e.to_string()))?;
+            self.ring.submitter().register_eventfd(fd.raw())?;
+            self.completion_fd = Some(fd);
         }
-        let fd = crate::io::eventfd::EventFd::new().map_err(|e| io::Error::other(e.to_string()))?;
-        self.ring.submitter().register_eventfd(fd.raw())?;
-        let raw = fd.raw();
-        self.completion_fd = Some(fd);
-        Ok(raw)
+        self.completion_fd.as_ref().map(|fd| fd.try_clone()).unwrap_or_else(|| Err(io::Error::other("no eventfd")))
     }
 
     /// Resets the completion eventfd, if one is registered (before reaping, so that a

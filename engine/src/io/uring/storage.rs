@@ -516,7 +516,7 @@ impl Storage for UringStorage {
         completions_waiting()
     }
 
-    fn completion_fd(&self) -> Option<RawFd> {
+    fn completion_fd(&self) -> Option<std::os::fd::OwnedFd> {
         with_thread_ring(|ring| ring.completion_fd().ok()).ok().flatten()
     }
 
