@@ -14,7 +14,8 @@ use crate::pct::Hist;
 use crate::rusage::Usage;
 use crate::workload::{first_timestamp_ms, make_batch, stamp, Counters, Rng, RunReport, Setup, Timeline};
 
-fn report(system: &str, workload: &str, setup: &Setup) -> RunReport {
+/// A reference's row (mode "page cache") for `setup`'s batches and durability.
+pub(crate) fn report(system: &str, workload: &str, setup: &Setup) -> RunReport {
     RunReport {
         workload: workload.into(),
         system: system.into(),

@@ -351,7 +351,7 @@ pub fn kafka_reference(dir: &Path, setup: &Setup, p: &LogParams) -> LogResult<Ve
     let check =
         |offset: i64, got: &[u8]| check_stamped(&batches, run.first_ts, offset, got).map_err(std::io::Error::other);
     let rows = |workload: &str, reads: refs::Reads, note: &str| {
-        let mut r = ref_report("kafka-ref", workload, &setup);
+        let mut r = refs::report("kafka-ref", workload, &Setup { durability: Durability::None, ..setup.clone() });
         r.note = note.into();
         reads.report(r, setup.records_per_batch as u64)
     };
@@ -388,7 +388,7 @@ pub fn commitlog_reference(dir: &Path, setup: &Setup, p: &LogParams) -> LogResul
     };
     let one = setup.batch_bytes + 64;
     let rows = |workload: &str, reads: refs::Reads, note: &str| {
-        let mut r = ref_report("commitlog", workload, setup);
+        let mut r = refs::report("commitlog", workload, &Setup { durability: Durability::None, ..setup.clone() });
         r.note = note.into();
         reads.report(r, setup.records_per_batch as u64)
     };
@@ -398,20 +398,6 @@ pub fn commitlog_reference(dir: &Path, setup: &Setup, p: &LogParams) -> LogResul
     let cold = refs::commitlog_reads(&log, targets(), one, || evictor.evict(), check)?;
     out.push(rows(COLD, cold, "the same lookups, the .log files' page cache dropped before each (index maps stay)"));
     Ok(out)
-}
-
-/// A reference's row, as [`refs`] labels them (mode "page cache").
-fn ref_report(system: &str, workload: &str, setup: &Setup) -> RunReport {
-    RunReport {
-        workload: workload.into(),
-        system: system.into(),
-        mode_requested: "page cache".into(),
-        mode: "page cache".into(),
-        huge_pages: "n/a".into(),
-        durability: durability_name(Durability::None),
-        batch_bytes: setup.batch_bytes,
-        ..RunReport::default()
-    }
 }
 
 #[cfg(test)]
