@@ -1149,14 +1149,15 @@ fn catch<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
 fn crash_state(wl: &Workload, k: u64, variant: u64, tally: &mut Tally) -> Result<(), String> {
     let sim = new_storage(wl);
     sim.halt_after(Some(k));
-    // The power goes with the process still running: the log is never dropped.
-    let (model, _) = catch(|| {
-        let (model, completed, log) = run_open(wl, &sim);
+    // The power goes with the process still running: the log stays open until every crash of
+    // this state has been taken (each a copy of the disk as the cut left it), and only then is
+    // it dropped (a drop waits for the writes in flight, on the cut disk).
+    let (model, _still_open) = catch(|| {
+        let (model, _, log) = run_open(wl, &sim);
         if log.as_ref().is_some_and(|l| l.writes_in_flight() > 1) {
             tally.with_several_writes += 1;
         }
-        std::mem::forget(log);
-        Ok((model, completed))
+        Ok((model, log))
     })?;
     if sim.ops_in_flight() > 0 {
         tally.with_writes_in_flight += 1;
