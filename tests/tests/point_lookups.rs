@@ -6,7 +6,8 @@
 //! high watermark), in every I/O mode on a real ext4 directory (tmpfs accepts unaligned
 //! O_DIRECT), for batches larger than `index.interval.bytes` (every batch indexed), smaller
 //! (several batches per entry) and mixed, as written, reopened without a rebuild, reopened with
-//! one, and after a truncation.
+//! one, and after a truncation. Reopened without a rebuild, a segment learns whether its index
+//! is dense from its fetches, and a wrong guess may cost one fetch per segment a second read.
 
 mod common;
 
@@ -83,11 +84,16 @@ fn reference(stored: &[Stored], offset: i64, max_bytes: u32, upper: i64, min_one
     (seg, stored[first].position, out)
 }
 
-/// What a pass of fetches cost: fetches served by the active segment with no read, with one.
+/// What a pass of fetches cost: fetches served by the active segment with no read, with one;
+/// fetches of sealed segments that took a second read (`learning` passes only).
 #[derive(Debug, Default)]
 struct Reads {
     active_none: usize,
     active_one: usize,
+    second_reads: usize,
+    /// Whether a fetch may take a second read: a segment opened without a rebuild learns its
+    /// index's density from its fetches, and a learned guess that turns out wrong costs one.
+    learning: bool,
 }
 
 /// A fetch's arguments ([`Log::read`]'s).
@@ -113,6 +119,12 @@ fn fetch(log: &Log, stored: &[Stored], f: Fetch, reads: &mut Reads, ctx: &str) {
     if !want.is_empty() {
         assert_eq!((got.segment_base_offset, got.position), (seg, pos), "{ctx}");
     }
+    let ops = if reads.learning && ops == 2 {
+        reads.second_reads += 1;
+        1
+    } else {
+        ops
+    };
     if seg == log.active_segment().base_offset() {
         assert!(ops <= 1, "{ctx}: {ops} reads of the active segment");
         if ops == 0 {
@@ -129,8 +141,8 @@ fn fetch(log: &Log, stored: &[Stored], f: Fetch, reads: &mut Reads, ctx: &str) {
 /// to have an entry for every batch but a segment's first, reading that batch only, from a
 /// segment's third batch on); then from each batch's first, a middle and last offset, small
 /// fetches with and without `min_one`, and upper bounds inside sealed and active segments.
-fn check(log: &Log, stored: &[Stored], what: &str, one_batch: bool) -> Reads {
-    let mut reads = Reads::default();
+fn check(log: &Log, stored: &[Stored], what: &str, one_batch: bool, learning: bool) -> Reads {
+    let mut reads = Reads { learning, ..Reads::default() };
     let live: Vec<&Stored> = stored.iter().filter(|s| s.base >= log.log_start_offset()).collect();
     for offset in log.log_start_offset()..log.log_end_offset() {
         let before = thread_stats().bytes_read;
@@ -194,23 +206,30 @@ fn run(mode: IoMode, sizes: Sizes) {
     fill(&mut log, sizes, 7, &mut stored);
     assert!(log.segments().count() >= 4, "{what}: several segments");
     let dense = sizes.name == "dense";
-    let reads = check(&log, &stored, &format!("{what}, as written"), dense);
+    let reads = check(&log, &stored, &format!("{what}, as written"), dense, false);
     // The tail cache (1 MiB by default) holds the whole small active segment.
     assert_eq!(reads.active_one, 0, "{what}: the active segment in memory ({reads:?})");
 
-    // Reopened without a rebuild: the indexes as written, nothing known about their density,
-    // the active segment's bytes in its file only.
+    // Reopened without a rebuild: the indexes as written, their density learned from the
+    // fetches' walks (a wrong guess costs one fetch per segment a second read), the active
+    // segment's bytes in its file only. Learned, a dense index reads one batch per lookup.
     log.close().unwrap();
     let log = Log::open(&dir, options(mode, Recovery::Clean).unwrap()).unwrap();
     warm(&log);
-    let reads = check(&log, &stored, &format!("{what}, reopened clean"), false);
-    assert!(reads.active_one > 0, "{what}: the active segment's file was read ({reads:?})");
+    let segments = log.segments().count();
+    let mut second_reads = 0;
+    for pass in 0..2 {
+        let reads = check(&log, &stored, &format!("{what}, reopened clean, pass {pass}"), dense && pass == 1, true);
+        assert!(reads.active_one > 0, "{what}: the active segment's file was read ({reads:?})");
+        second_reads += reads.second_reads;
+    }
+    assert!(second_reads <= segments, "{what}: {second_reads} second reads, {segments} segments");
 
     // Reopened with every segment rebuilt.
     log.close().unwrap();
     let mut log = Log::open(&dir, options(mode, Recovery::FromRecoveryPoint(0)).unwrap()).unwrap();
     warm(&log);
-    check(&log, &stored, &format!("{what}, rebuilt"), dense);
+    check(&log, &stored, &format!("{what}, rebuilt"), dense, false);
 
     // A follower's truncation inside the active segment, then more appends: the entries after
     // the cut follow a restarted byte counter.
@@ -219,7 +238,7 @@ fn run(mode: IoMode, sizes: Sizes) {
     assert!(log.truncate_to(cut).unwrap());
     stored.retain(|s| s.base < cut);
     fill(&mut log, Sizes { batches: sizes.batches / 3, ..sizes }, 11, &mut stored);
-    check(&log, &stored, &format!("{what}, truncated and appended"), false);
+    check(&log, &stored, &format!("{what}, truncated and appended"), false, false);
 }
 
 #[test]
@@ -227,6 +246,49 @@ fn point_lookups_read_once_in_every_mode() {
     for mode in [IoMode::Direct, IoMode::Buffered, IoMode::Sync] {
         for sizes in KINDS {
             run(mode, sizes);
+        }
+    }
+}
+
+/// A segment opened without a rebuild takes its index as dense once its fetches' walks saw
+/// enough different gaps between entries that were (the floor entry's batch ending where the
+/// next entry's starts). Where a later part of it is not (small batches, several to an entry),
+/// the first fetch of an unindexed batch there finds the next entry's batch starting above the
+/// offset sought: that fetch reads a second time (from the floor entry) and still returns the
+/// right batch, and the segment is taken as sparse from then on (one read per fetch again).
+#[test]
+fn a_wrong_guess_that_an_index_is_dense_costs_one_fetch_a_second_read() {
+    for mode in [IoMode::Direct, IoMode::Buffered, IoMode::Sync] {
+        let tmp = tempfile::tempdir_in("/var/tmp").unwrap();
+        let dir = tmp.path().join("topic-0");
+        let Some(opts) = options(mode, Recovery::default()) else { continue };
+        let config = LogConfig { segment_bytes: 1 << 20, ..config() };
+        let mut log = Log::open(&dir, LogOptions { config: config.clone(), ..opts }).unwrap();
+        let big: Vec<Stored> = (0..24).map(|i| append_stored(&mut log, batch_n(4, T0 + i, 4000), 1)).collect();
+        let small: Vec<Stored> = (0..40).map(|i| append_stored(&mut log, batch_n(1, T0 + 100 + i, 300), 1)).collect();
+        assert!(big.iter().chain(&small).all(|s| s.segment == 0), "{mode}: one segment");
+        log.roll(None).unwrap();
+        let mut stored: Vec<Stored> = big.iter().chain(&small).cloned().collect();
+        stored.push(append_stored(&mut log, batch_n(1, T0 + 200, 300), 1));
+        log.close().unwrap();
+        let opts = options(mode, Recovery::Clean).unwrap();
+        let log = Log::open(&dir, LogOptions { config, ..opts }).unwrap();
+        warm(&log);
+        let mut reads = Reads::default();
+        let one = |offset| Fetch { offset, max_bytes: 1, upper: None, min_one: true };
+        // Learning: a lookup in each large batch from the third on walks over the one before.
+        for s in &big[2..] {
+            fetch(&log, &stored, one(s.base), &mut reads, &format!("{mode}, learning"));
+        }
+        // The third small batch has no entry; the next entry is ~13 batches on.
+        let y = &small[2];
+        let before = thread_stats().ops;
+        let got = log.read(y.base, 1, None, true).unwrap();
+        assert_eq!(thread_stats().ops - before, 2, "{mode}: the wrong guess read twice");
+        assert!(got.records == y.bytes, "{mode}: still the batch holding offset {}", y.base);
+        // Taken as sparse now: one read per fetch, from the floor entry.
+        for s in &small[3..] {
+            fetch(&log, &stored, one(s.base), &mut reads, &format!("{mode}, sparse"));
         }
     }
 }

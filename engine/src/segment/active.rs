@@ -63,7 +63,7 @@ impl ActiveSegment {
                 segment_index_bytes: settings.segment_index_bytes,
                 max_timestamp_so_far: TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: base_offset },
                 index_interval_bytes: settings.index_interval_bytes,
-                dense_index: true,
+                dense_index: IndexDensity::dense(),
             },
             file,
             tail,
@@ -159,7 +159,7 @@ impl ActiveSegment {
                 self.seg.time_index.maybe_append(m.timestamp, m.offset, false);
                 self.index_rule.entry_written();
             } else if physical_position > 0 {
-                self.seg.dense_index = false;
+                self.seg.dense_index.set_sparse();
             }
             let size = b.size_in_bytes() as u32;
             physical_position += size;

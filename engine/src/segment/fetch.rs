@@ -11,10 +11,9 @@
 //! fetch can return, the whole first batch included however small `max_size` is (Kafka returns
 //! it whole with `minOneMessage`): the walk runs in memory and the result is a [`FetchBytes`]
 //! view of that buffer. Where the segment's index is dense (every batch but the first has an
-//! entry: batches larger than `index.interval.bytes`, as when this process built the index;
-//! `Segment::dense_index`), the batch after the floor entry's is the next entry's, so the read
-//! starts there and holds the batch sought and nothing before it: a point lookup reads one
-//! batch. A read that stops before an offset (a high watermark) finds the batch holding it in
+//! entry: batches larger than `index.interval.bytes`; [`IndexDensity`]), the batch after the
+//! floor entry's is the next entry's, so the read starts there and holds the batch sought and
+//! nothing before it: a point lookup reads one batch. A read that stops before an offset (a high watermark) finds the batch holding it in
 //! the same window instead of walking to it first.
 //!
 //! The buffer comes from a small per-thread pool of aligned buffers ([`AlignedBuf`]) that a
@@ -27,6 +26,7 @@
 //! errors name the file and position.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use super::Segment;
@@ -246,6 +246,16 @@ fn give_back(buf: &Arc<AlignedBuf>) {
     });
 }
 
+/// How a planned read went.
+enum Planned {
+    /// The fetch's bytes.
+    Read(super::SegmentRead),
+    /// The dense index's batch started above the offset sought: read again from the floor entry.
+    Missed,
+    /// Anything else unexpected: the general path.
+    Elsewhere,
+}
+
 /// The limits of one fetch, as the window is sized for them.
 #[derive(Clone, Copy, Debug)]
 struct WindowFetch {
@@ -299,6 +309,86 @@ fn whole_batches(bytes: &[u8], upper: Option<i64>) -> (usize, Option<usize>) {
     (end, last)
 }
 
+/// Consecutive gaps between index entries a segment of unknown density must be seen to be
+/// dense (the floor entry's batch ending where the next entry's starts) before its fetches
+/// start at the next entry's batch without walking to it.
+const DENSE_GAPS_TO_TRUST: u8 = 16;
+
+/// Whether a segment's offset index is dense: every batch but the first has an entry, so the
+/// batch after an entry's is the next entry's (`Segment::dense_index`).
+///
+/// Known where this process built the index: appends to a segment it created (dense while
+/// every batch but the first got an entry), or a recovery rebuild. A segment opened from its
+/// files without a rebuild (after a clean shutdown) starts unknown and learns from its fetches'
+/// walks, which step over the floor entry's batch anyway: after [`DENSE_GAPS_TO_TRUST`] dense
+/// gaps in a row, each a different one (and none that is not), it is taken as dense. A guess that turns out wrong (the
+/// batch at the next entry starts above the offset sought) makes it sparse for good, and costs
+/// that one fetch a second read (the general path).
+#[derive(Debug)]
+pub(crate) struct IndexDensity {
+    state: AtomicU8,
+    /// The position of the last gap counted (its next entry's), so that fetches walking over the
+    /// same gap (a scan of the offsets of one batch) count it once.
+    last_gap: AtomicU32,
+}
+
+impl IndexDensity {
+    /// Taken as dense, learned.
+    const LEARNED: u8 = u8::MAX - 2;
+    /// Dense, as built here.
+    const DENSE: u8 = u8::MAX - 1;
+    /// Not dense (or not to be guessed so again).
+    const SPARSE: u8 = u8::MAX;
+    // Values below DENSE_GAPS_TO_TRUST: unknown, that many dense gaps seen in a row.
+
+    fn with(state: u8) -> IndexDensity {
+        IndexDensity { state: AtomicU8::new(state), last_gap: AtomicU32::new(0) }
+    }
+    /// A new segment's index: dense until a batch after the first gets no entry.
+    pub(crate) fn dense() -> IndexDensity {
+        Self::with(Self::DENSE)
+    }
+    /// An index as a rebuild found it.
+    pub(crate) fn known(dense: bool) -> IndexDensity {
+        Self::with(if dense { Self::DENSE } else { Self::SPARSE })
+    }
+    /// An index read from its file: to be learned.
+    pub(crate) fn unknown() -> IndexDensity {
+        Self::with(0)
+    }
+    /// A batch after the first was appended without an entry.
+    pub(crate) fn set_sparse(&self) {
+        self.state.store(Self::SPARSE, Ordering::Relaxed);
+    }
+    /// Whether fetches may start at the next entry's batch.
+    fn trusted(&self) -> bool {
+        matches!(self.state.load(Ordering::Relaxed), Self::DENSE | Self::LEARNED)
+    }
+    /// A walk saw whether the floor entry's batch ends where the next entry's (at `next`)
+    /// starts, in an index of `gaps` gaps between entries (a segment with fewer than
+    /// [`DENSE_GAPS_TO_TRUST`] is taken as dense once that many were seen dense).
+    fn observe(&self, next: u32, dense_gap: bool, gaps: usize) {
+        let v = self.state.load(Ordering::Relaxed);
+        if v >= DENSE_GAPS_TO_TRUST {
+            return;
+        }
+        if !dense_gap {
+            self.state.store(Self::SPARSE, Ordering::Relaxed);
+        } else if self.last_gap.swap(next, Ordering::Relaxed) != next {
+            let seen = v + 1;
+            let enough = seen as usize >= gaps.min(DENSE_GAPS_TO_TRUST as usize);
+            self.state.store(if enough { Self::LEARNED } else { seen }, Ordering::Relaxed);
+        }
+    }
+    /// The batch at the next entry started above the offset sought: a learned guess was wrong.
+    /// (For an index built here it is an offset gap, and the index stays dense.)
+    fn missed(&self) {
+        if self.state.load(Ordering::Relaxed) == Self::LEARNED {
+            self.state.store(Self::SPARSE, Ordering::Relaxed);
+        }
+    }
+}
+
 /// What the offset index says about a fetch from one start offset, before anything is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Plan {
@@ -311,6 +401,11 @@ struct Plan {
     /// `from` is the batch sought by the dense index alone (`Segment::dense_index`), with no walk
     /// to it: checked against the batch's own base offset once read.
     skipped_walk: bool,
+    /// Where the next entry's batch starts, when the walk steps over the floor entry's batch and
+    /// the index's density is still being learned: whether that batch ends there is a gap seen.
+    learn_gap_to: Option<u32>,
+    /// Gaps between the index's entries (its entries less one).
+    gaps: usize,
 }
 
 /// Where a read stops.
@@ -379,9 +474,13 @@ impl Segment {
     /// floor is at the segment's end. Positions that do not fit between the floor and the
     /// segment's end (a damaged index) are replaced by the segment's end: a longer read, never a
     /// wrong answer.
-    fn locate(&self, start_offset: i64) -> Result<Option<Plan>> {
+    fn locate(&self, start_offset: i64, shortcut: bool) -> Result<Option<Plan>> {
         let size = self.size;
-        let (floor, [next, after]) = self.indexes()?.offset().lookup_with_next(start_offset);
+        let (floor, [next, after], gaps) = {
+            let idx = self.indexes()?;
+            let (floor, next) = idx.offset().lookup_with_next(start_offset);
+            (floor, next, idx.offset().entries().saturating_sub(1))
+        };
         if floor.position as u64 + BATCH_HEADER_SIZE as u64 > size as u64 {
             return Ok(None);
         }
@@ -398,21 +497,36 @@ impl Segment {
                 start_bound: floor.position,
                 end_bound,
                 skipped_walk: false,
+                learn_gap_to: None,
+                gaps,
             }));
         }
         let next_position = at_or_after(next, floor.position);
         let after_position = next_position.and_then(|n| at_or_after(after, n));
         // A dense index: the batch after the floor entry's (a real entry: none is at position 0,
-        // the first batch never gets one) is the next entry's.
-        if let (true, true, Some(n)) = (self.dense_index, floor.position > 0, next_position) {
-            let end_bound = after_position.unwrap_or(size);
-            return Ok(Some(Plan { from: n, start_bound: n, end_bound, skipped_walk: true }));
+        // the first batch never gets one) is the next entry's. Until the density is known, the
+        // walk over the floor entry's batch is a gap seen.
+        let real_floor = floor.position > 0;
+        if let (true, Some(n)) = (real_floor, next_position) {
+            if shortcut && self.dense_index.trusted() {
+                let end_bound = after_position.unwrap_or(size);
+                return Ok(Some(Plan {
+                    from: n,
+                    start_bound: n,
+                    end_bound,
+                    skipped_walk: true,
+                    learn_gap_to: None,
+                    gaps,
+                }));
+            }
         }
         Ok(Some(Plan {
             from: floor.position,
             start_bound: next_position.unwrap_or(size),
             end_bound: after_position.unwrap_or(size),
             skipped_walk: false,
+            learn_gap_to: next_position.filter(|_| real_floor),
+            gaps,
         }))
     }
 
@@ -440,7 +554,7 @@ impl Segment {
         if end as u64 + BATCH_HEADER_SIZE as u64 > fetch.max_position.min(self.size) as u64 {
             return;
         }
-        let Ok(Some(plan)) = self.locate(next_offset) else { return };
+        let Ok(Some(plan)) = self.locate(next_offset, true) else { return };
         let win_end = self.window_end(&plan, fetch.max_size, fetch.max_position, fetch.min_one);
         let (al, mem_align) = self.fetch_alignment();
         let read_start = plan.from as u64 / al * al;
@@ -458,8 +572,31 @@ impl Segment {
         read_end: ReadEnd,
         min_one: bool,
     ) -> Result<Option<super::SegmentRead>> {
+        let Some(plan) = self.locate(start_offset, true)? else { return Ok(None) };
+        match self.read_planned(plan, start_offset, max_size, read_end, min_one)? {
+            Planned::Read(r) => Ok(Some(r)),
+            Planned::Elsewhere => Ok(None),
+            Planned::Missed => {
+                // A learned guess that the index is dense was wrong: from the floor entry, once.
+                let Some(plan) = self.locate(start_offset, false)? else { return Ok(None) };
+                match self.read_planned(plan, start_offset, max_size, read_end, min_one)? {
+                    Planned::Read(r) => Ok(Some(r)),
+                    Planned::Elsewhere | Planned::Missed => Ok(None),
+                }
+            }
+        }
+    }
+
+    /// The one read of `plan` and the walk in it.
+    fn read_planned(
+        &self,
+        plan: Plan,
+        start_offset: i64,
+        max_size: u32,
+        read_end: ReadEnd,
+        min_one: bool,
+    ) -> Result<Planned> {
         let size = self.size;
-        let Some(plan) = self.locate(start_offset)? else { return Ok(None) };
         // With the upper bound an offset, its batch is found in the window: until then the read
         // may go to the segment's end.
         let (max_position, upper) = match read_end {
@@ -473,25 +610,31 @@ impl Segment {
             Some(w) => Some(w),
             None => self.read_window(plan.from as u64, win_end)?,
         };
-        let Some(win) = first else { return Ok(None) };
+        let Some(win) = first else { return Ok(Planned::Elsewhere) };
         // The walk, with Kafka's framing rules, inside the window (the index said the batch
         // sought starts in it); any departure leaves for the general path.
         let mut pos = plan.from as u64;
         let (target, target_size) = loop {
             if pos + BATCH_HEADER_SIZE as u64 > size as u64 || !win.covers(pos, BATCH_HEADER_SIZE) {
-                return Ok(None);
+                return Ok(Planned::Elsewhere);
             }
             let head = win.at(pos, BATCH_HEADER_SIZE);
-            let Ok(frame) = EntryFrame::parse(head) else { return Ok(None) };
+            let Ok(frame) = EntryFrame::parse(head) else { return Ok(Planned::Elsewhere) };
             if super::scan::check_frame(&frame, pos, size as u64) != super::scan::FrameCheck::Whole {
-                return Ok(None);
+                return Ok(Planned::Elsewhere);
             }
-            let Ok(header) = BatchHeader::parse(head) else { return Ok(None) };
+            let Ok(header) = BatchHeader::parse(head) else { return Ok(Planned::Elsewhere) };
+            if pos == plan.from as u64 {
+                if let Some(next) = plan.learn_gap_to {
+                    self.dense_index.observe(next, pos + frame.size as u64 == next as u64, plan.gaps);
+                }
+            }
             if header.last_offset() >= start_offset {
                 if plan.skipped_walk && pos == plan.from as u64 && header.base_offset > start_offset {
                     // The dense index's batch starts above the offset (an offset gap, or an
                     // index that is not dense after all): an earlier batch may hold it.
-                    return Ok(None);
+                    self.dense_index.missed();
+                    return Ok(Planned::Missed);
                 }
                 break (pos as u32, header.size_in_bytes() as u32);
             }
@@ -500,11 +643,11 @@ impl Segment {
         let adjusted = if min_one { max_size.max(target_size) } else { max_size };
         let limit = max_position.saturating_sub(target).min(adjusted);
         if limit == 0 {
-            return Ok(Some(super::SegmentRead { position: target, bytes: FetchBytes::default() }));
+            return Ok(Planned::Read(super::SegmentRead { position: target, bytes: FetchBytes::default() }));
         }
         if !win.covers(target as u64, limit as usize) {
             // More data than the index said there could be: the general path.
-            return Ok(None);
+            return Ok(Planned::Elsewhere);
         }
         let data = win.at(target as u64, limit as usize);
         let (len, last) = whole_batches(data, upper);
@@ -514,7 +657,7 @@ impl Segment {
             }
         }
         let start = win.off + (target as u64 - win.start) as usize;
-        Ok(Some(super::SegmentRead { position: target, bytes: FetchBytes::shared(win.buf, start, len) }))
+        Ok(Planned::Read(super::SegmentRead { position: target, bytes: FetchBytes::shared(win.buf, start, len) }))
     }
 
     /// The general path's data read: `[position, position + limit)` (found by the walk) in one

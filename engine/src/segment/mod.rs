@@ -25,7 +25,7 @@ mod tail;
 mod zero_fill;
 
 pub use fetch::FetchBytes;
-pub(crate) use fetch::ReadEnd;
+pub(crate) use fetch::{IndexDensity, ReadEnd};
 
 pub(crate) use resident::IndexPair;
 pub use resident::{IndexCache, IndexCacheStats, IndexRef, ResourceConfig, ResourceReport, SegmentResources};
@@ -117,14 +117,12 @@ pub struct Segment {
     segment_index_bytes: u32,
     max_timestamp_so_far: TimestampOffset,
     index_interval_bytes: u32,
-    /// True when every batch but the first has an offset index entry, as this process knows
-    /// because it built the index: appends to a segment it created (each batch larger than
-    /// `index.interval.bytes`, e.g. Kafka's default 4 KiB with batches of 16 KiB), or a recovery
-    /// rebuild. The batch after an entry's is then the next entry's, so a fetch from inside it
-    /// reads that batch and nothing before it (`fetch.rs`). False when unknown (a segment opened
-    /// from its files without a rebuild, or appended to after a reopen or a truncation); a wrong
-    /// `true` would cost a fetch a second read, never a wrong answer.
-    dense_index: bool,
+    /// Whether every batch but the first has an offset index entry (each batch larger than
+    /// `index.interval.bytes`, e.g. Kafka's default 4 KiB with batches of 16 KiB): then the batch
+    /// after an entry's is the next entry's, and a fetch from inside it reads that batch and
+    /// nothing before it (`fetch.rs`). Known where this process built the index, learned from
+    /// fetches otherwise ([`IndexDensity`]).
+    dense_index: IndexDensity,
 }
 
 /// Both indexes of a segment, borrowed for one operation.

@@ -89,7 +89,7 @@ impl Segment {
                 segment_index_bytes: settings.segment_index_bytes,
                 max_timestamp_so_far,
                 index_interval_bytes: settings.index_interval_bytes,
-                dense_index: false,
+                dense_index: IndexDensity::unknown(),
             },
             needs_rebuild,
         ))
@@ -147,7 +147,7 @@ impl Segment {
                 segment_index_bytes: settings.segment_index_bytes,
                 max_timestamp_so_far,
                 index_interval_bytes: settings.index_interval_bytes,
-                dense_index: false,
+                dense_index: IndexDensity::unknown(),
             },
             needs_rebuild,
         ))

@@ -85,7 +85,7 @@ impl Segment {
                 last_epoch = Some(epoch);
             }
         }
-        self.dense_index = dense;
+        self.dense_index = IndexDensity::known(dense);
         res.valid_bytes = valid;
         res.truncated_bytes = file_len - valid as u64;
         self.finish_rebuild(&mut res)?;
