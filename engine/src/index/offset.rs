@@ -105,19 +105,20 @@ impl OffsetIndex {
         self.floor_entry(self.slot_range(target))
     }
 
-    /// [`OffsetIndex::lookup`], and the first entry with offset `> target` if there is one, from
-    /// the same search.
-    pub(crate) fn lookup_with_next(&self, target: i64) -> (OffsetPosition, Option<OffsetPosition>) {
+    /// [`OffsetIndex::lookup`], and the first two entries with offset `> target` (those that
+    /// exist), from the same search. An entry's offset is its batch's last offset, so the batch
+    /// holding `target` starts at or before the first of them and ends at or before the second.
+    pub(crate) fn lookup_with_next(&self, target: i64) -> (OffsetPosition, [Option<OffsetPosition>; 2]) {
         let r = self.slot_range(target);
         // `upper` is the smallest entry `>=` target (Kafka's bracket); on an exact hit the next
         // one is above it (offsets strictly increase).
-        let next = match usize::try_from(r.upper) {
+        let first_above = match usize::try_from(r.upper) {
             Err(_) => None,
-            Ok(u) => match self.entry(u) {
-                e if e.offset > target => Some(e),
-                _ => (u + 1 < self.entries()).then(|| self.entry(u + 1)),
-            },
+            Ok(u) if self.entry(u).offset > target => Some(u),
+            Ok(u) => Some(u + 1),
         };
+        let at = |i: usize| (i < self.entries()).then(|| self.entry(i));
+        let next = first_above.map_or([None, None], |u| [at(u), at(u + 1)]);
         (self.floor_entry(r), next)
     }
 
@@ -189,15 +190,24 @@ mod tests {
         for target in 300..800 {
             let (floor, next) = idx.lookup_with_next(target);
             assert_eq!(floor, idx.lookup(target), "floor of {target}");
-            // The first entry above the target, by a linear scan.
-            let want = entries.iter().position(|&(o, _)| o > target).and_then(at);
-            assert_eq!(next, want, "next of {target}");
+            // The first two entries above the target, by a linear scan.
+            let above = entries.iter().position(|&(o, _)| o > target);
+            assert_eq!(next[0], above.and_then(at), "next of {target}");
+            assert_eq!(
+                next[1],
+                above.and_then(|i| (i + 1 < entries.len()).then(|| at(i + 1)).flatten()),
+                "after next of {target}"
+            );
         }
         // Exact hits at the first slot (Kafka's bracket is (slot, slot + 1) there), in the
-        // middle ((slot, slot)) and at the last one.
-        assert_eq!(idx.lookup_with_next(473).1, at(1));
-        assert_eq!(idx.lookup_with_next(552).1, at(2));
-        assert_eq!(idx.lookup_with_next(710).1, None);
+        // middle ((slot, slot)) and at the last ones.
+        assert_eq!(idx.lookup_with_next(473).1, [at(1), at(2)]);
+        assert_eq!(idx.lookup_with_next(552).1, [at(2), at(3)]);
+        assert_eq!(idx.lookup_with_next(631).1, [at(3), None]);
+        assert_eq!(idx.lookup_with_next(710).1, [None, None]);
+        // An empty index: nothing above.
+        let empty = OffsetIndex::create(316, 1024, None).unwrap();
+        assert_eq!(empty.lookup_with_next(400), (OffsetPosition { offset: 316, position: 0 }, [None, None]));
     }
 
     #[test]

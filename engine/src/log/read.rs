@@ -3,7 +3,7 @@
 
 use super::{Log, Writes};
 use crate::error::{Error, Result};
-use crate::segment::{FetchBytes, Segment, TimestampAndOffset};
+use crate::segment::{FetchBytes, ReadEnd, Segment, TimestampAndOffset};
 
 /// Kafka's special `ListOffsets` timestamps, and a plain timestamp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,8 +99,9 @@ impl Log {
             if seg.base_offset() > upper_base {
                 break;
             }
-            let max_position = if seg.base_offset() == upper_base { self.position_in(seg, upper)? } else { seg.size() };
-            if let Some(r) = seg.read(start_offset, max_bytes, max_position, min_one)? {
+            let end =
+                if seg.base_offset() == upper_base { self.end_in(seg, upper) } else { ReadEnd::Position(seg.size()) };
+            if let Some(r) = seg.read_to(start_offset, max_bytes, end, min_one)? {
                 out.records = r.bytes;
                 out.segment_base_offset = seg.base_offset();
                 out.position = r.position;
@@ -140,7 +141,8 @@ impl Log {
             if seg.base_offset() > upper_base {
                 break;
             }
-            let max_position = if seg.base_offset() == upper_base { self.position_in(seg, upper)? } else { seg.size() };
+            let max_position =
+                if seg.base_offset() == upper_base { seg.position_of(self.end_in(seg, upper))? } else { seg.size() };
             if let Some((position, len)) = seg.read_range(start_offset, max_bytes, max_position, min_one)? {
                 let file = if seg.base_offset() == active_base {
                     if position as u64 + len as u64 > unwritten_from {
@@ -182,20 +184,23 @@ impl Log {
         })
     }
 
-    /// The byte position in `seg` (the segment [`Log::segment_of`] gives for `offset`) of the
-    /// batch holding `offset`: the segment's size at the log end or past its last batch, and 0
-    /// at or below its base offset (its first batch) without a lookup.
-    fn position_in(&self, seg: &Segment, offset: i64) -> Result<u32> {
+    /// Where a read of `seg` (the segment [`Log::segment_of`] gives for `offset`) stops for an
+    /// upper bound of `offset`: before the batch holding it. A position where it is known
+    /// without a walk: the segment's size at the log end, the written position at the end of
+    /// what was written, 0 at or below the segment's base offset (its first batch); otherwise the
+    /// offset, whose batch the read finds in the bytes it reads anyway (Kafka keeps the high
+    /// watermark's position beside it for the same reason: no lookup per fetch).
+    fn end_in(&self, seg: &Segment, offset: i64) -> ReadEnd {
         if offset >= self.log_end_offset {
-            return Ok(seg.size());
+            return ReadEnd::Position(seg.size());
         }
         if offset == self.written && seg.base_offset() == self.active_segment().base_offset() {
-            return Ok(self.written_position());
+            return ReadEnd::Position(self.written_position());
         }
         if offset <= seg.base_offset() {
-            return Ok(0);
+            return ReadEnd::Position(0);
         }
-        Ok(seg.translate_offset(offset, 0)?.map(|p| p.position).unwrap_or(seg.size()))
+        ReadEnd::BatchHolding(offset)
     }
 
     /// Kafka's `fetchOffsetByTimestamp`. For a timestamp: the first segment whose largest

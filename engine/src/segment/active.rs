@@ -63,6 +63,7 @@ impl ActiveSegment {
                 segment_index_bytes: settings.segment_index_bytes,
                 max_timestamp_so_far: TimestampOffset { timestamp: batch::NO_TIMESTAMP, offset: base_offset },
                 index_interval_bytes: settings.index_interval_bytes,
+                dense_index: IndexDensity::dense(),
             },
             file,
             tail,
@@ -157,6 +158,8 @@ impl ActiveSegment {
                 let m = self.seg.max_timestamp_so_far;
                 self.seg.time_index.maybe_append(m.timestamp, m.offset, false);
                 self.index_rule.entry_written();
+            } else if physical_position > 0 {
+                self.seg.dense_index.set_sparse();
             }
             let size = b.size_in_bytes() as u32;
             physical_position += size;

@@ -3,24 +3,36 @@
 //! A catching-up consumer's fetch used to cost two reads in series (the header walk of
 //! `translate_offset`, then the data) into unaligned `Vec`s, which O_DIRECT had to bounce through
 //! a zero-filled aligned buffer and copy out. Here the offset index bounds where the batch
-//! holding the start offset can be: after the floor entry `(k, p)` and at or before the next
-//! entry's position (that batch's last offset is above the target). So one aligned read from the
-//! floor entry's position, long enough to cover the walk and `max_size` bytes after it, holds both
-//! the headers to walk and the data to return: the walk runs in memory and the result is a
-//! [`FetchBytes`] view of that buffer. The buffer comes from a small per-thread pool of aligned
-//! buffers ([`AlignedBuf`]) that a fetch gets back once its consumer dropped the view, so a
-//! sequential consumer's fetches neither allocate nor zero memory.
+//! holding the start offset can be, before anything is read. An entry's offset is its batch's
+//! last offset, so that batch starts after the floor entry `(k, p)` and at or before the first
+//! entry above the start offset, and ends at or before the entry after that one (or the
+//! segment's end). One aligned read from the floor entry's position through the later of that
+//! end and `max_size` bytes past the latest start holds the headers to walk and every byte the
+//! fetch can return, the whole first batch included however small `max_size` is (Kafka returns
+//! it whole with `minOneMessage`): the walk runs in memory and the result is a [`FetchBytes`]
+//! view of that buffer. Where the segment's index is dense (every batch but the first has an
+//! entry: batches larger than `index.interval.bytes`; [`IndexDensity`]), the batch after the
+//! floor entry's is the next entry's, so the read starts there and holds the batch sought and
+//! nothing before it: a point lookup reads one batch. A read that stops before an offset (a high watermark) finds the batch holding it in
+//! the same window instead of walking to it first.
 //!
-//! Anything unexpected (a header that does not parse, a batch running past the segment, the
-//! start offset past the segment's last batch, a file shorter than the segment) leaves the fast
-//! path: [`Segment::read`] then does the general walk, whose errors name the file and position.
+//! The buffer comes from a small per-thread pool of aligned buffers ([`AlignedBuf`]) that a
+//! fetch gets back once its consumer dropped the view, so a sequential consumer's fetches neither
+//! allocate nor zero memory.
+//!
+//! Anything unexpected (a header that does not parse, a batch running past the segment or
+//! outside what the index said, the start offset past the segment's last batch, a file shorter
+//! than the segment) leaves the fast path: [`Segment::read`] then does the general walk, whose
+//! errors name the file and position.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use super::Segment;
 use crate::error::Result;
 use crate::format::batch::{BatchHeader, EntryFrame, BATCH_HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC};
+use crate::index::OffsetPosition;
 use crate::io::{readahead, AlignedBuf, IoFile};
 
 // Pooled buffers are aligned to READ_ALIGN in memory, and window reads start and end on it in
@@ -35,10 +47,6 @@ const POOL_MAX_BUF: usize = 8 << 20;
 /// Fetches of at least this many bytes from a sealed segment's O_DIRECT file read the next
 /// fetch's window ahead (a consumer catching up; smaller fetches are seeks or tail reads).
 const READ_AHEAD_MIN_FETCH: u32 = 256 * 1024;
-/// Where the offset index gives no upper bound for the batch (after the segment's last entry),
-/// the window assumes the walk covers at most `index.interval.bytes` plus this many bytes; a
-/// longer walk reads a second window.
-const WALK_SLACK: u32 = 16 * 1024;
 
 /// The bytes of a fetch: whole batches exactly as stored. Either a view into the aligned buffer
 /// the segment was read into (no copy) or an owned vector. Dereferences to `[u8]` and compares
@@ -238,6 +246,24 @@ fn give_back(buf: &Arc<AlignedBuf>) {
     });
 }
 
+/// How a planned read went.
+enum Planned {
+    /// The fetch's bytes.
+    Read(super::SegmentRead),
+    /// The dense index's batch started above the offset sought: read again from the floor entry.
+    Missed,
+    /// Anything else unexpected: the general path.
+    Elsewhere,
+}
+
+/// The limits of one fetch, as the window is sized for them.
+#[derive(Clone, Copy, Debug)]
+struct WindowFetch {
+    max_size: u32,
+    max_position: u32,
+    min_one: bool,
+}
+
 /// File bytes `[start, start + len)` in an aligned buffer.
 struct Window {
     buf: Arc<AlignedBuf>,
@@ -261,18 +287,135 @@ impl Window {
 }
 
 /// The longest prefix of `bytes` made of whole batches (the framing alone: size field and
-/// bounds), Kafka's rule for the end of a fetch; and where the last of them starts.
-fn whole_batches(bytes: &[u8]) -> (usize, Option<usize>) {
+/// bounds), Kafka's rule for the end of a fetch, stopping before the first batch whose last
+/// offset is `>= upper` when given (the batch holding a read's upper bound); and where the last
+/// of them starts.
+fn whole_batches(bytes: &[u8], upper: Option<i64>) -> (usize, Option<usize>) {
     let (mut end, mut last) = (0usize, None);
     while end + HEADER_SIZE_UP_TO_MAGIC <= bytes.len() {
         let Ok(frame) = EntryFrame::parse(&bytes[end..]) else { break };
         if frame.size < BATCH_HEADER_SIZE as i64 || end as i64 + frame.size > bytes.len() as i64 {
             break;
         }
+        if let Some(upper) = upper {
+            match BatchHeader::parse(&bytes[end..]) {
+                Ok(h) if h.last_offset() < upper => {}
+                _ => break,
+            }
+        }
         last = Some(end);
         end += frame.size as usize;
     }
     (end, last)
+}
+
+/// Consecutive gaps between index entries a segment of unknown density must be seen to be
+/// dense (the floor entry's batch ending where the next entry's starts) before its fetches
+/// start at the next entry's batch without walking to it.
+const DENSE_GAPS_TO_TRUST: u8 = 16;
+
+/// Whether a segment's offset index is dense: every batch but the first has an entry, so the
+/// batch after an entry's is the next entry's (`Segment::dense_index`).
+///
+/// Known where this process built the index: appends to a segment it created (dense while
+/// every batch but the first got an entry), or a recovery rebuild. A segment opened from its
+/// files without a rebuild (after a clean shutdown) starts unknown and learns from its fetches'
+/// walks, which step over the floor entry's batch anyway: after [`DENSE_GAPS_TO_TRUST`] dense
+/// gaps in a row, each a different one (and none that is not), it is taken as dense. A guess that turns out wrong (the
+/// batch at the next entry starts above the offset sought) makes it sparse for good, and costs
+/// that one fetch a second read (the general path).
+#[derive(Debug)]
+pub(crate) struct IndexDensity {
+    state: AtomicU8,
+    /// The position of the last gap counted (its next entry's), so that fetches walking over the
+    /// same gap (a scan of the offsets of one batch) count it once.
+    last_gap: AtomicU32,
+}
+
+impl IndexDensity {
+    /// Taken as dense, learned.
+    const LEARNED: u8 = u8::MAX - 2;
+    /// Dense, as built here.
+    const DENSE: u8 = u8::MAX - 1;
+    /// Not dense (or not to be guessed so again).
+    const SPARSE: u8 = u8::MAX;
+    // Values below DENSE_GAPS_TO_TRUST: unknown, that many dense gaps seen in a row.
+
+    fn with(state: u8) -> IndexDensity {
+        IndexDensity { state: AtomicU8::new(state), last_gap: AtomicU32::new(0) }
+    }
+    /// A new segment's index: dense until a batch after the first gets no entry.
+    pub(crate) fn dense() -> IndexDensity {
+        Self::with(Self::DENSE)
+    }
+    /// An index as a rebuild found it.
+    pub(crate) fn known(dense: bool) -> IndexDensity {
+        Self::with(if dense { Self::DENSE } else { Self::SPARSE })
+    }
+    /// An index read from its file: to be learned.
+    pub(crate) fn unknown() -> IndexDensity {
+        Self::with(0)
+    }
+    /// A batch after the first was appended without an entry.
+    pub(crate) fn set_sparse(&self) {
+        self.state.store(Self::SPARSE, Ordering::Relaxed);
+    }
+    /// Whether fetches may start at the next entry's batch.
+    fn trusted(&self) -> bool {
+        matches!(self.state.load(Ordering::Relaxed), Self::DENSE | Self::LEARNED)
+    }
+    /// A walk saw whether the floor entry's batch ends where the next entry's (at `next`)
+    /// starts, in an index of `gaps` gaps between entries (a segment with fewer than
+    /// [`DENSE_GAPS_TO_TRUST`] is taken as dense once that many were seen dense).
+    fn observe(&self, next: u32, dense_gap: bool, gaps: usize) {
+        let v = self.state.load(Ordering::Relaxed);
+        if v >= DENSE_GAPS_TO_TRUST {
+            return;
+        }
+        if !dense_gap {
+            self.state.store(Self::SPARSE, Ordering::Relaxed);
+        } else if self.last_gap.swap(next, Ordering::Relaxed) != next {
+            let seen = v + 1;
+            let enough = seen as usize >= gaps.min(DENSE_GAPS_TO_TRUST as usize);
+            self.state.store(if enough { Self::LEARNED } else { seen }, Ordering::Relaxed);
+        }
+    }
+    /// The batch at the next entry started above the offset sought: a learned guess was wrong.
+    /// (For an index built here it is an offset gap, and the index stays dense.)
+    fn missed(&self) {
+        if self.state.load(Ordering::Relaxed) == Self::LEARNED {
+            self.state.store(Self::SPARSE, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What the offset index says about a fetch from one start offset, before anything is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Plan {
+    /// Where the read and the walk start: the floor entry's batch, or the batch sought itself.
+    from: u32,
+    /// The batch sought starts at or before this position...
+    start_bound: u32,
+    /// ...and ends at or before this one.
+    end_bound: u32,
+    /// `from` is the batch sought by the dense index alone (`Segment::dense_index`), with no walk
+    /// to it: checked against the batch's own base offset once read.
+    skipped_walk: bool,
+    /// Where the next entry's batch starts, when the walk steps over the floor entry's batch and
+    /// the index's density is still being learned: whether that batch ends there is a gap seen.
+    learn_gap_to: Option<u32>,
+    /// Gaps between the index's entries (its entries less one).
+    gaps: usize,
+}
+
+/// Where a read stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReadEnd {
+    /// Before this byte position (Kafka's `maxPosition`).
+    Position(u32),
+    /// Before the batch holding this offset, found by the read itself: the position Kafka's
+    /// `maxPosition` would be, without a walk to find it first.
+    BatchHolding(i64),
 }
 
 impl Segment {
@@ -313,37 +456,78 @@ impl Segment {
         Ok((w.end() == end).then_some(w))
     }
 
-    /// The end of the window to read from `anchor` for a fetch of `max_size` bytes below
-    /// `max_position`, given that the batch sought starts at or before `bound`.
-    fn window_end(&self, anchor: u32, bound: u32, max_size: u32, max_position: u32) -> u64 {
+    /// The end of the window a fetch of `max_size` bytes (`min_one` as [`Segment::read`]) below
+    /// `max_position` reads, for `plan`: the headers up to the latest start of the batch
+    /// sought, `max_size` bytes after it and, with `min_one`, the latest end of that batch.
+    fn window_end(&self, plan: &Plan, max_size: u32, max_position: u32, min_one: bool) -> u64 {
         let size = self.size as u64;
-        let bound = (bound.max(anchor) as u64).min(size);
-        let header_end = (bound + BATCH_HEADER_SIZE as u64).min(size);
-        let data_end = (bound + max_size as u64).min(max_position as u64);
-        header_end.max(data_end).max((anchor as u64 + BATCH_HEADER_SIZE as u64).min(size)).min(size)
+        let latest_start = plan.start_bound as u64;
+        let headers_end = (plan.from.max(plan.start_bound) as u64 + BATCH_HEADER_SIZE as u64).min(size);
+        let mut data_end = latest_start + max_size as u64;
+        if min_one {
+            data_end = data_end.max(plan.end_bound as u64);
+        }
+        headers_end.max(data_end.min(max_position as u64)).min(size)
     }
 
-    /// Where the window of a fetch from `start_offset` starts (the offset index's floor entry)
-    /// and the position at or before which the batch sought starts (the next entry, or a guess
-    /// past the last one). `None` when the floor is at the segment's end.
-    fn locate(&self, start_offset: i64) -> Result<Option<(u32, u32)>> {
-        let (floor, next) = {
+    /// What the offset index says about a fetch from `start_offset` ([`Plan`]). `None` when the
+    /// floor is at the segment's end. Positions that do not fit between the floor and the
+    /// segment's end (a damaged index) are replaced by the segment's end: a longer read, never a
+    /// wrong answer.
+    fn locate(&self, start_offset: i64, shortcut: bool) -> Result<Option<Plan>> {
+        let size = self.size;
+        let (floor, [next, after], gaps) = {
             let idx = self.indexes()?;
-            let (floor, above) = idx.offset().lookup_with_next(start_offset);
-            // An entry's offset is its batch's last offset: an entry at the start offset itself
-            // points at the batch sought; else the first entry above it bounds where that batch
-            // starts (a damaged index costs a second read, never a wrong answer).
-            let next = if floor.offset == start_offset { Some(floor.position) } else { above.map(|e| e.position) };
-            (floor.position, next)
+            let (floor, next) = idx.offset().lookup_with_next(start_offset);
+            (floor, next, idx.offset().entries().saturating_sub(1))
         };
-        if floor as u64 + BATCH_HEADER_SIZE as u64 > self.size as u64 {
+        if floor.position as u64 + BATCH_HEADER_SIZE as u64 > size as u64 {
             return Ok(None);
         }
-        let bound = match next {
-            Some(p) if p >= floor && p <= self.size => p,
-            _ => floor.saturating_add(self.index_interval_bytes).saturating_add(WALK_SLACK),
+        let at_or_after = |e: Option<OffsetPosition>, lo: u32| match e {
+            Some(e) if e.position >= lo && e.position <= size => Some(e.position),
+            _ => None,
         };
-        Ok(Some((floor, bound)))
+        // An entry at the start offset itself (or the base offset, with no entry at or below
+        // it) points at the batch sought, which ends at or before the next entry.
+        if floor.offset == start_offset {
+            let end_bound = at_or_after(next, floor.position).unwrap_or(size);
+            return Ok(Some(Plan {
+                from: floor.position,
+                start_bound: floor.position,
+                end_bound,
+                skipped_walk: false,
+                learn_gap_to: None,
+                gaps,
+            }));
+        }
+        let next_position = at_or_after(next, floor.position);
+        let after_position = next_position.and_then(|n| at_or_after(after, n));
+        // A dense index: the batch after the floor entry's (a real entry: none is at position 0,
+        // the first batch never gets one) is the next entry's. Until the density is known, the
+        // walk over the floor entry's batch is a gap seen.
+        let real_floor = floor.position > 0;
+        if let (true, Some(n)) = (real_floor, next_position) {
+            if shortcut && self.dense_index.trusted() {
+                let end_bound = after_position.unwrap_or(size);
+                return Ok(Some(Plan {
+                    from: n,
+                    start_bound: n,
+                    end_bound,
+                    skipped_walk: true,
+                    learn_gap_to: None,
+                    gaps,
+                }));
+            }
+        }
+        Ok(Some(Plan {
+            from: floor.position,
+            start_bound: next_position.unwrap_or(size),
+            end_bound: after_position.unwrap_or(size),
+            skipped_walk: false,
+            learn_gap_to: next_position.filter(|_| real_floor),
+            gaps,
+        }))
     }
 
     /// The key of this segment's read-ahead, when a fetch of `max_size` bytes from it reads
@@ -366,14 +550,14 @@ impl Segment {
 
     /// Starts reading the window of the fetch that follows one ending at position `end` with
     /// `next_offset` (a sequential consumer's next fetch), if it lies in this segment.
-    fn start_read_ahead(&self, key: &Arc<dyn IoFile>, next_offset: i64, end: u32, max_size: u32, max_position: u32) {
-        if end as u64 + BATCH_HEADER_SIZE as u64 > max_position.min(self.size) as u64 {
+    fn start_read_ahead(&self, key: &Arc<dyn IoFile>, next_offset: i64, end: u32, fetch: WindowFetch) {
+        if end as u64 + BATCH_HEADER_SIZE as u64 > fetch.max_position.min(self.size) as u64 {
             return;
         }
-        let Ok(Some((floor, bound))) = self.locate(next_offset) else { return };
-        let win_end = self.window_end(floor, bound, max_size, max_position);
+        let Ok(Some(plan)) = self.locate(next_offset, true) else { return };
+        let win_end = self.window_end(&plan, fetch.max_size, fetch.max_position, fetch.min_one);
         let (al, mem_align) = self.fetch_alignment();
-        let read_start = floor as u64 / al * al;
+        let read_start = plan.from as u64 / al * al;
         let want = (win_end.div_ceil(al) * al - read_start) as usize;
         let Ok(file) = self.pinned_log_file() else { return };
         readahead::start(key.clone(), file, read_start, want, take_buffer(want, mem_align));
@@ -385,45 +569,73 @@ impl Segment {
         &self,
         start_offset: i64,
         max_size: u32,
-        max_position: u32,
+        read_end: ReadEnd,
         min_one: bool,
     ) -> Result<Option<super::SegmentRead>> {
-        let size = self.size;
-        let Some((floor, bound)) = self.locate(start_offset)? else { return Ok(None) };
-        let first_end = self.window_end(floor, bound, max_size, max_position);
-        let ra_key = self.read_ahead_key(max_size);
-        let first = match ra_key.and_then(|k| self.window_from_read_ahead(k, floor as u64, first_end)) {
-            Some(w) => Some(w),
-            None => self.read_window(floor as u64, first_end)?,
-        };
-        let Some(mut win) = first else { return Ok(None) };
-        // The walk, with Kafka's framing rules; any departure leaves for the general path.
-        let mut pos = floor as u64;
-        let mut rereads = 0;
-        let (target, target_size) = loop {
-            if pos + BATCH_HEADER_SIZE as u64 > size as u64 {
-                return Ok(None);
+        let Some(plan) = self.locate(start_offset, true)? else { return Ok(None) };
+        match self.read_planned(plan, start_offset, max_size, read_end, min_one)? {
+            Planned::Read(r) => Ok(Some(r)),
+            Planned::Elsewhere => Ok(None),
+            Planned::Missed => {
+                // A learned guess that the index is dense was wrong: from the floor entry, once.
+                let Some(plan) = self.locate(start_offset, false)? else { return Ok(None) };
+                match self.read_planned(plan, start_offset, max_size, read_end, min_one)? {
+                    Planned::Read(r) => Ok(Some(r)),
+                    Planned::Elsewhere | Planned::Missed => Ok(None),
+                }
             }
-            if !win.covers(pos, BATCH_HEADER_SIZE) {
-                // The walk went past the window: read on from here.
-                rereads += 1;
-                if rereads > 2 {
-                    return Ok(None);
-                }
-                let anchor = pos as u32;
-                let bound = if bound > anchor { bound } else { anchor.saturating_add(WALK_SLACK) };
-                match self.read_window(pos, self.window_end(anchor, bound, max_size, max_position))? {
-                    Some(w) => win = w,
-                    None => return Ok(None),
-                }
+        }
+    }
+
+    /// The one read of `plan` and the walk in it.
+    fn read_planned(
+        &self,
+        plan: Plan,
+        start_offset: i64,
+        max_size: u32,
+        read_end: ReadEnd,
+        min_one: bool,
+    ) -> Result<Planned> {
+        let size = self.size;
+        // With the upper bound an offset, its batch is found in the window: until then the read
+        // may go to the segment's end.
+        let (max_position, upper) = match read_end {
+            ReadEnd::Position(p) => (p, None),
+            ReadEnd::BatchHolding(o) => (size, Some(o)),
+        };
+        let fetch = WindowFetch { max_size, max_position, min_one };
+        let win_end = self.window_end(&plan, max_size, max_position, min_one);
+        let ra_key = self.read_ahead_key(max_size);
+        let first = match ra_key.and_then(|k| self.window_from_read_ahead(k, plan.from as u64, win_end)) {
+            Some(w) => Some(w),
+            None => self.read_window(plan.from as u64, win_end)?,
+        };
+        let Some(win) = first else { return Ok(Planned::Elsewhere) };
+        // The walk, with Kafka's framing rules, inside the window (the index said the batch
+        // sought starts in it); any departure leaves for the general path.
+        let mut pos = plan.from as u64;
+        let (target, target_size) = loop {
+            if pos + BATCH_HEADER_SIZE as u64 > size as u64 || !win.covers(pos, BATCH_HEADER_SIZE) {
+                return Ok(Planned::Elsewhere);
             }
             let head = win.at(pos, BATCH_HEADER_SIZE);
-            let Ok(frame) = EntryFrame::parse(head) else { return Ok(None) };
+            let Ok(frame) = EntryFrame::parse(head) else { return Ok(Planned::Elsewhere) };
             if super::scan::check_frame(&frame, pos, size as u64) != super::scan::FrameCheck::Whole {
-                return Ok(None);
+                return Ok(Planned::Elsewhere);
             }
-            let Ok(header) = BatchHeader::parse(head) else { return Ok(None) };
+            let Ok(header) = BatchHeader::parse(head) else { return Ok(Planned::Elsewhere) };
+            if pos == plan.from as u64 {
+                if let Some(next) = plan.learn_gap_to {
+                    self.dense_index.observe(next, pos + frame.size as u64 == next as u64, plan.gaps);
+                }
+            }
             if header.last_offset() >= start_offset {
+                if plan.skipped_walk && pos == plan.from as u64 && header.base_offset > start_offset {
+                    // The dense index's batch starts above the offset (an offset gap, or an
+                    // index that is not dense after all): an earlier batch may hold it.
+                    self.dense_index.missed();
+                    return Ok(Planned::Missed);
+                }
                 break (pos as u32, header.size_in_bytes() as u32);
             }
             pos += frame.size as u64;
@@ -431,32 +643,28 @@ impl Segment {
         let adjusted = if min_one { max_size.max(target_size) } else { max_size };
         let limit = max_position.saturating_sub(target).min(adjusted);
         if limit == 0 {
-            return Ok(Some(super::SegmentRead { position: target, bytes: FetchBytes::default() }));
+            return Ok(Planned::Read(super::SegmentRead { position: target, bytes: FetchBytes::default() }));
         }
         if !win.covers(target as u64, limit as usize) {
-            // More data than the window holds (a first batch larger than max_size, or a walk
-            // longer than the index suggested): read it.
-            match self.read_window(target as u64, target as u64 + limit as u64)? {
-                Some(w) => win = w,
-                None => return Ok(None),
-            }
+            // More data than the index said there could be: the general path.
+            return Ok(Planned::Elsewhere);
         }
         let data = win.at(target as u64, limit as usize);
-        let (len, last) = whole_batches(data);
+        let (len, last) = whole_batches(data, upper);
         if let (Some(key), Some(last)) = (ra_key, last) {
             if let Ok(h) = BatchHeader::parse(&data[last..]) {
-                self.start_read_ahead(key, h.next_offset(), target + len as u32, max_size, max_position);
+                self.start_read_ahead(key, h.next_offset(), target + len as u32, fetch);
             }
         }
         let start = win.off + (target as u64 - win.start) as usize;
-        Ok(Some(super::SegmentRead { position: target, bytes: FetchBytes::shared(win.buf, start, len) }))
+        Ok(Planned::Read(super::SegmentRead { position: target, bytes: FetchBytes::shared(win.buf, start, len) }))
     }
 
     /// The general path's data read: `[position, position + limit)` (found by the walk) in one
     /// aligned read, whole batches kept. Short where the file is.
     pub(super) fn read_found(&self, position: u32, limit: u32) -> Result<FetchBytes> {
         let w = self.read_into_pool(position as u64, position as u64 + limit as u64)?;
-        let (len, _) = whole_batches(w.at(position as u64, w.len));
+        let (len, _) = whole_batches(w.at(position as u64, w.len), None);
         Ok(FetchBytes::shared(w.buf, w.off, len))
     }
 }

@@ -25,6 +25,7 @@ mod tail;
 mod zero_fill;
 
 pub use fetch::FetchBytes;
+pub(crate) use fetch::{IndexDensity, ReadEnd};
 
 pub(crate) use resident::IndexPair;
 pub use resident::{IndexCache, IndexCacheStats, IndexRef, ResourceConfig, ResourceReport, SegmentResources};
@@ -116,6 +117,12 @@ pub struct Segment {
     segment_index_bytes: u32,
     max_timestamp_so_far: TimestampOffset,
     index_interval_bytes: u32,
+    /// Whether every batch but the first has an offset index entry (each batch larger than
+    /// `index.interval.bytes`, e.g. Kafka's default 4 KiB with batches of 16 KiB): then the batch
+    /// after an entry's is the next entry's, and a fetch from inside it reads that batch and
+    /// nothing before it (`fetch.rs`). Known where this process built the index, learned from
+    /// fetches otherwise ([`IndexDensity`]).
+    dense_index: IndexDensity,
 }
 
 /// Both indexes of a segment, borrowed for one operation.
@@ -335,8 +342,8 @@ impl Segment {
     /// With `min_one`, the first batch is returned even if larger than `max_size`. `None` when
     /// `start_offset` is past the segment's last offset.
     ///
-    /// Usually one aligned read from the offset index's floor entry covers the header walk and
-    /// the data, and the bytes returned are a view of it (see `fetch.rs`); otherwise the walk
+    /// Usually one aligned read covers the header walk and the data, the whole first batch
+    /// included, and the bytes returned are a view of it (see `fetch.rs`); otherwise the walk
     /// (`translate_offset`), then one aligned read of the data.
     pub fn read(
         &self,
@@ -345,18 +352,43 @@ impl Segment {
         max_position: u32,
         min_one: bool,
     ) -> Result<Option<SegmentRead>> {
-        if let Some(r) = self.read_in_one_window(start_offset, max_size, max_position, min_one)? {
+        self.read_to(start_offset, max_size, ReadEnd::Position(max_position), min_one)
+    }
+
+    /// [`Segment::read`] stopping at `end`: a position, or the batch holding an offset (found in
+    /// the same read where the one-read path serves the fetch).
+    pub(crate) fn read_to(
+        &self,
+        start_offset: i64,
+        max_size: u32,
+        end: ReadEnd,
+        min_one: bool,
+    ) -> Result<Option<SegmentRead>> {
+        if let Some(r) = self.read_in_one_window(start_offset, max_size, end, min_one)? {
             return Ok(Some(r));
         }
         let Some(start) = self.translate_offset(start_offset, 0)? else {
             return Ok(None);
         };
+        let max_position = self.position_of(end)?;
         let adjusted = if min_one { max_size.max(start.size) } else { max_size };
         let limit = (max_position.saturating_sub(start.position)).min(adjusted);
         if limit == 0 {
             return Ok(Some(SegmentRead { position: start.position, bytes: FetchBytes::default() }));
         }
         Ok(Some(SegmentRead { position: start.position, bytes: self.read_found(start.position, limit)? }))
+    }
+
+    /// The byte position `end` stands for: the start of the batch holding its offset (the first
+    /// batch whose last offset is `>=` it, by a header walk), or the segment's size past its last
+    /// batch.
+    pub(crate) fn position_of(&self, end: ReadEnd) -> Result<u32> {
+        match end {
+            ReadEnd::Position(p) => Ok(p),
+            ReadEnd::BatchHolding(offset) => {
+                Ok(self.translate_offset(offset, 0)?.map(|p| p.position).unwrap_or(self.size))
+            }
+        }
     }
 
     /// Like [`Segment::read`], but only finds the byte range of the whole batches it would

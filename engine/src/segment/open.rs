@@ -89,6 +89,7 @@ impl Segment {
                 segment_index_bytes: settings.segment_index_bytes,
                 max_timestamp_so_far,
                 index_interval_bytes: settings.index_interval_bytes,
+                dense_index: IndexDensity::unknown(),
             },
             needs_rebuild,
         ))
@@ -146,6 +147,7 @@ impl Segment {
                 segment_index_bytes: settings.segment_index_bytes,
                 max_timestamp_so_far,
                 index_interval_bytes: settings.index_interval_bytes,
+                dense_index: IndexDensity::unknown(),
             },
             needs_rebuild,
         ))

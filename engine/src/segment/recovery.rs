@@ -40,6 +40,8 @@ impl Segment {
         let mut index_rule = IndexInterval::new(self.index_interval_bytes as u64);
         let mut last_epoch: Option<i32> = None;
         let mut prev_last: Option<i64> = None;
+        // Whether every batch but the first gets an entry (`Segment::dense_index`).
+        let mut dense = true;
         loop {
             let (b, buf) = match scan.next_batch() {
                 Ok(Some(x)) => x,
@@ -71,6 +73,8 @@ impl Segment {
                 let m = self.max_timestamp_so_far;
                 self.time_index.maybe_append(m.timestamp, m.offset, false);
                 index_rule.entry_written();
+            } else if valid > 0 {
+                dense = false;
             }
             index_rule.count(b.size() as u64);
             valid += b.size();
@@ -81,6 +85,7 @@ impl Segment {
                 last_epoch = Some(epoch);
             }
         }
+        self.dense_index = IndexDensity::known(dense);
         res.valid_bytes = valid;
         res.truncated_bytes = file_len - valid as u64;
         self.finish_rebuild(&mut res)?;
