@@ -225,3 +225,25 @@ fn appends_wait_for_the_device_past_max_unwritten_bytes() {
     let one_append = batch_n(10, T0, 10_000).len() as u64;
     assert!(most <= limit + one_append, "{most} bytes unwritten, the limit {limit}");
 }
+
+#[test]
+fn an_append_that_finds_an_earlier_write_failed_is_refused_not_kept() {
+    // The writes run at submission (in order); the second append's write fails, which the third
+    // append finds when it claims it: the log rolls back everything past the last good write,
+    // the third append included, so that append must not be reported as made.
+    let sim = SimStorage::new();
+    sim.put_dir("/data");
+    sim.set_now_ms(T0);
+    sim.set_async_at_once();
+    let options = LogOptions { storage: Arc::new(sim.clone()), config: big_config(), ..LogOptions::default() };
+    let mut log = Log::open(DIR, options).expect("open");
+    log.append_as_leader(&mut batch_n(10, T0, 100), 0).expect("append");
+    log.poll().expect("its write done");
+    assert_eq!(log.written_offset(), 10);
+    sim.inject(Fault::Write(sim.counters().writes + 1));
+    log.append_as_leader(&mut batch_n(10, T0, 100), 0).expect("in memory; its write fails later");
+    let third = log.append_as_leader(&mut batch_n(10, T0, 100), 0);
+    assert!(matches!(third, Err(seglog::Error::Failed { .. })), "{third:?}");
+    assert_eq!(log.log_end_offset(), 10, "the failed write's append and the one after it are gone");
+    assert!(log.failure().is_some());
+}

@@ -497,6 +497,13 @@ impl Log {
                     let _ = self.claim_write(true);
                     self.pump(false);
                 }
+                // A write found failed on the way rolled the log back to the last append
+                // wholly written before it: if that took this one too, it is not in the log
+                // and must not be reported as made.
+                if self.log_end_offset <= info.last_offset {
+                    debug_assert!(self.failed.is_some(), "only a failed write takes an append back");
+                    self.check_not_failed()?;
+                }
             }
             Writes::Caller => {}
         }
