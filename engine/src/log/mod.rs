@@ -394,7 +394,7 @@ impl Log {
         let needed = self.check_append_fits(&headers)?;
         let r = self.epochs.assign(leader_epoch, self.log_end_offset);
         self.guard(r)?;
-        let mut info = self.append_batches(records, &headers, needed)?;
+        let mut info = self.append_batches(records, &headers, needed, now)?;
         info.log_append_time_ms = if log_append { now } else { -1 };
         Ok(info)
     }
@@ -419,22 +419,35 @@ impl Log {
             let r = self.epochs.assign(h.partition_leader_epoch, h.base_offset);
             self.guard(r)?;
         }
-        let mut info = self.append_batches(records, &headers, needed)?;
+        let now = self.clock.now_ms();
+        let mut info = self.append_batches(records, &headers, needed, now)?;
         info.log_append_time_ms = -1;
         Ok(info)
     }
 
-    /// Appends checked batches (the leader epochs they start already assigned); on an error
-    /// nothing of them stays, the epochs included.
-    fn append_batches(&mut self, records: &[u8], headers: &[BatchHeader], needed: usize) -> Result<AppendInfo> {
-        let r = self.append_checked(records, headers, needed);
+    /// Appends checked batches (the leader epochs they start already assigned) at the clock's
+    /// `now_ms`; on an error nothing of them stays, the epochs included.
+    fn append_batches(
+        &mut self,
+        records: &[u8],
+        headers: &[BatchHeader],
+        needed: usize,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
+        let r = self.append_checked(records, headers, needed, now_ms);
         if r.is_err() {
             let _ = self.epochs.truncate_from_end(self.log_end_offset);
         }
         r
     }
 
-    fn append_checked(&mut self, records: &[u8], headers: &[BatchHeader], needed: usize) -> Result<AppendInfo> {
+    fn append_checked(
+        &mut self,
+        records: &[u8],
+        headers: &[BatchHeader],
+        needed: usize,
+        now_ms: i64,
+    ) -> Result<AppendInfo> {
         let first = headers[0];
         let last = headers[headers.len() - 1];
         let mut max_ts = batch::NO_TIMESTAMP;
@@ -447,7 +460,7 @@ impl Log {
             }
             count += h.records_count.max(0) as u64;
         }
-        self.maybe_roll(records.len() as u32, max_ts, last.last_offset(), first.base_offset, needed)?;
+        self.maybe_roll(records.len() as u32, max_ts, last.last_offset(), first.base_offset, needed, now_ms)?;
         let active = self.active.as_mut().expect("active segment");
         let position = active.size();
         let base = active.base_offset();
@@ -461,7 +474,7 @@ impl Log {
         });
         self.unflushed_messages += count as i64;
         if self.first_unflushed_ms.is_none() {
-            self.first_unflushed_ms = Some(self.clock.now_ms());
+            self.first_unflushed_ms = Some(now_ms);
         }
         let info = AppendInfo {
             first_offset: first.base_offset,
@@ -479,7 +492,7 @@ impl Log {
             Writes::Through => {
                 // In the file before the append returns and, when flush.messages or flush.ms call
                 // for it, fsynced: a failed write or fsync rolls this append back with the rest.
-                if self.flush_due(self.clock.now_ms(), None) {
+                if self.flush_due(now_ms, None) {
                     self.flush()?;
                 } else {
                     self.write_now(false)?;
@@ -489,7 +502,7 @@ impl Log {
             Writes::Async(limits) => {
                 // The append is the caller's now; a write failing later fails the log (reported
                 // by the next call) and rolls back what was not written.
-                if self.flush_due(self.clock.now_ms(), None) {
+                if self.flush_due(now_ms, None) {
                     self.sync_wanted = true;
                 }
                 self.pump(false);
@@ -578,8 +591,8 @@ impl Log {
         max_offset: i64,
         first_offset: i64,
         index_entries: usize,
+        now: i64,
     ) -> Result<()> {
-        let now = self.clock.now_ms();
         let (segment_bytes, segment_ms) = (self.config.segment_bytes, self.config.segment_ms);
         let r = self.active_mut().should_roll(
             segment_bytes,
