@@ -4,8 +4,8 @@
 
 use super::{AsyncIo, AsyncOutcome, Storage};
 
-/// A batch from [`Storage::submit_async`] and its submitter's note about it (`meta`: the offset
-/// it ends before, the range it zeroes...). Claim it with [`InFlight::poll`] on the storage that
+/// A batch from [`Storage::submit_async`] and its submitter's note about it (`meta`: the recovery
+/// point its fsync advances, the range it zeroes...). Claim it with [`InFlight::poll`] on the storage that
 /// submitted it.
 #[derive(Debug)]
 pub(crate) struct InFlight<M> {

@@ -100,8 +100,8 @@ impl Log {
     /// appends leave for the next write, goes out here once nothing else is in flight, and so
     /// does an fsync that `flush.ms` made due. Call it when [`Log::completion_fd`] is readable,
     /// or from time to time; appends do the same on their way. A write that failed puts the log
-    /// in the failed state and is returned here once ([`Error::Failed`] from then on). Under
-    /// the other modes it only reports that state.
+    /// in the failed state (what it had not written rolled back): this returns [`Error::Failed`]
+    /// from then on, as appends do. Under the other modes it only reports that state.
     pub fn poll(&mut self) -> Result<()> {
         if let Writes::Async(_) = self.writes {
             self.storage.clear_completion_fd();
@@ -135,7 +135,8 @@ impl Log {
     /// A file descriptor that becomes readable when a write this thread submitted may have
     /// completed (a duplicate of an eventfd registered with the thread's ring; every log of
     /// the thread shares it), for an embedder's reactor to wait on before calling
-    /// [`Log::poll`], which resets it. Call it on the thread that appends. `None` when the
+    /// [`Log::poll`], which resets it: with several logs on the thread, poll each of them when
+    /// it is readable (one log's poll clears it for all). Call it on the thread that appends. `None` when the
     /// log's storage completes every write at submission (sync mode).
     pub fn completion_fd(&self) -> Option<std::os::fd::OwnedFd> {
         self.storage.completion_fd()

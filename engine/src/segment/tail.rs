@@ -7,8 +7,9 @@
 //! the in-memory window come from memory, others go to the file. Writes to the file happen only
 //! through [`TailFile::prepare_write`] / [`TailFile::complete_write`]: for an O_DIRECT file the
 //! write covers whole aligned blocks from the block holding the first unwritten byte to the block
-//! holding the last, the partial last block padded with zeros and rewritten by the next flush; the
-//! file is truncated back to its logical length when the segment is sealed or closed, so `.log`
+//! holding the last, the partial last block padded with zeros and rewritten by the next flush
+//! (several writes may be in flight when each but the newest ends on a block boundary:
+//! [`WriteSpan`]); the file is truncated back to its logical length when the segment is sealed or closed, so `.log`
 //! stays byte-exact Kafka format.
 //!
 //! The window is a chain of [`CHUNK_BYTES`] chunks from the thread's write-buffer pool
