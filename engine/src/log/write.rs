@@ -66,10 +66,10 @@ impl Log {
     /// meanwhile; a roll, flush, truncation, close or the next `take_writes` waits for the
     /// writes first (their outcome is still reported by `poll_writes`, in order).
     pub fn writes_started(&mut self, io: AsyncIo, synced_up_to: Option<i64>) {
-        let had_writes = std::mem::take(&mut self.taken);
-        if had_writes || synced_up_to.is_some() {
-            self.settle_writes();
-        }
+        self.taken = false;
+        // A no-op after `take_writes` (which settled); otherwise one batch at a time, as the
+        // caller's next `poll_writes` / `complete_writes` expects.
+        self.settle_writes();
         self.started(io, synced_up_to);
     }
 
