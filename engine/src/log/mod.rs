@@ -363,6 +363,7 @@ impl Log {
     /// appends. `records` holds one or more whole v2 batches as a producer sent them (base offset
     /// 0). On any refusal the log is unchanged.
     pub fn append_as_leader(&mut self, records: &mut [u8], leader_epoch: i32) -> Result<AppendInfo> {
+        self.claim_completed_writes();
         self.check_not_failed()?;
         let now = self.clock.now_ms();
         let checked = validate::validate_leader(records, &self.config, now)?;
@@ -403,6 +404,7 @@ impl Log {
     /// continue the log (gaps from compaction are allowed, going backwards is not). Refusals leave
     /// the log unchanged.
     pub fn append_as_follower(&mut self, records: &[u8]) -> Result<AppendInfo> {
+        self.claim_completed_writes();
         self.check_not_failed()?;
         let checked = validate::validate_follower(records, &self.config, self.log_end_offset)?;
         if records.len() as u64 > self.config.segment_bytes as u64 {

@@ -164,7 +164,7 @@ impl Log {
     /// (its callers report it).
     pub(super) fn pump(&mut self, idle: bool) {
         let Writes::Async(limits) = self.writes else { return };
-        while self.claim_write(false).is_some() {}
+        self.claim_completed_writes();
         if self.failed.is_some() {
             return;
         }
@@ -192,6 +192,15 @@ impl Log {
         if !zeros.is_empty() {
             let io = self.storage.submit_async(vec![zeros]).pop().expect("one batch submitted");
             self.zero_fill_started(io);
+        }
+    }
+
+    /// Under [`Writes::Async`]: claims the writes that completed, without waiting. An append does
+    /// it before it touches the tail: a completed write's completions hold the tail chunks it
+    /// wrote from until it is claimed, and an append into a chunk still held copies it first.
+    pub(super) fn claim_completed_writes(&mut self) {
+        if let Writes::Async(_) = self.writes {
+            while self.claim_write(false).is_some() {}
         }
     }
 
@@ -329,5 +338,31 @@ impl Drop for Log {
         if matches!(self.writes, Writes::Async(_)) && self.failed.is_none() && self.write.is_empty() {
             let _ = self.write_now(false);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::builder::BatchBuilder;
+    use crate::io::std_backend::StdStorage;
+
+    #[test]
+    fn an_append_claims_completed_writes_before_it_changes_the_tail() {
+        // Sync mode runs every write at submission: a write is complete, though not yet
+        // claimed, when the next append comes, and its completions hold the tail chunk it
+        // wrote from. Claimed first, the append writes into that chunk in place; claimed after,
+        // every append copied the chunk (up to 256 KiB for a 16 KiB batch).
+        let dir = crate::io::uring::tests::test_dir();
+        let options = LogOptions { storage: Arc::new(StdStorage::default()), ..LogOptions::default() };
+        let mut log = Log::open(dir.path().join("topic-0"), options).unwrap();
+        for i in 0..64 {
+            let mut b = BatchBuilder::new();
+            b.push(1_700_000_000_000 + i, None, Some(&[7u8; 1000][..]), &[]);
+            log.append_as_leader(&mut b.build().unwrap(), 0).unwrap();
+        }
+        assert_eq!(log.active_segment().tail_stats().chunk_copies, 0);
+        log.finish_writes().unwrap();
+        assert_eq!(log.written_offset(), 64);
     }
 }

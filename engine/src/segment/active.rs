@@ -377,6 +377,12 @@ impl ActiveSegment {
         &self.file
     }
 
+    /// The tail's counters.
+    #[cfg(test)]
+    pub(crate) fn tail_stats(&self) -> super::tail::TailStats {
+        self.tail.stats()
+    }
+
     /// Appended bytes not yet handed to the kernel.
     pub(crate) fn unwritten_bytes(&self) -> u64 {
         self.tail.unwritten()

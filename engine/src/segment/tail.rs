@@ -55,6 +55,8 @@ struct TailState {
     /// How many bytes before `written` to keep in memory as the tail cache.
     cache_bytes: u64,
     hits: u64,
+    /// Chunks copied because a write still held them when an append changed them.
+    copies: u64,
 }
 
 /// A segment's `.log` file with its in-memory tail. See the module docs.
@@ -70,6 +72,8 @@ pub(crate) struct TailFile {
 pub(crate) struct TailStats {
     /// Reads served entirely from memory.
     pub cache_hits: u64,
+    /// Chunks copied because a write still held them when an append changed them.
+    pub chunk_copies: u64,
     pub buffered_bytes: u64,
     pub unwritten_bytes: u64,
 }
@@ -92,6 +96,7 @@ impl TailState {
     /// in a copy (its meaningful bytes only).
     fn chunk_mut(&mut self, k: usize) -> &mut Chunk {
         if Arc::get_mut(&mut self.chunks[k]).is_none() {
+            self.copies += 1;
             let used = (self.end.saturating_sub(self.start + k as u64 * CHUNK)).min(CHUNK) as usize;
             let mut fresh = pool::thread_pool().alloc();
             fresh.bytes_mut()[..used].copy_from_slice(&self.chunks[k].bytes()[..used]);
@@ -153,6 +158,7 @@ impl TailFile {
                 broken: false,
                 cache_bytes,
                 hits: 0,
+                copies: 0,
             }),
         })
     }
@@ -195,7 +201,12 @@ impl TailFile {
     #[cfg(test)]
     pub(crate) fn stats(&self) -> TailStats {
         let s = self.lock();
-        TailStats { cache_hits: s.hits, buffered_bytes: s.end - s.start, unwritten_bytes: s.end - s.written }
+        TailStats {
+            cache_hits: s.hits,
+            chunk_copies: s.copies,
+            buffered_bytes: s.end - s.start,
+            unwritten_bytes: s.end - s.written,
+        }
     }
 }
 
