@@ -163,10 +163,15 @@ fn flush_messages_fsyncs_without_the_appender_waiting() {
     let config = LogConfig { flush_messages: 4, ..big_config() };
     let (sim, mut log) = sim_log(7, 20, async_writes(4, 4 << 20), config);
     let syncs_before = sim.counters().syncs;
+    let mut returned_before_durable = 0;
     for i in 0..10 {
         log.append_as_leader(&mut batch_n(1, T0 + i, 100), 0).unwrap();
         assert!(log.recovery_point() <= log.written_offset(), "durable before written");
+        if log.log_end_offset() % 4 == 0 && log.recovery_point() < log.log_end_offset() {
+            returned_before_durable += 1;
+        }
     }
+    assert!(returned_before_durable > 0, "every append that made an fsync due waited for it");
     for _ in 0..10_000 {
         log.poll().unwrap();
         if log.writes_in_flight() == 0 && log.recovery_point() >= 8 {
@@ -202,16 +207,21 @@ fn the_completion_fd_wakes_a_reactor_when_a_write_completes() {
 
 #[test]
 fn a_dropped_log_keeps_the_appends_it_held_in_memory() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("topic-0");
-    let options = || LogOptions { config: big_config(), ..seglog_tests::log_options() };
-    let mut log = Log::open(&dir, options()).unwrap();
-    for i in 0..30 {
-        log.append_as_leader(&mut batch_n(10, T0 + i, 1_000), 0).unwrap();
-    }
+    // On the simulated disk a write runs only when claimed: what the drop does not claim, and
+    // what it does not write, never reaches the file.
+    let (sim, mut log) = sim_log(5, 0, async_writes(4, 8 << 20), big_config());
+    let appended = append_many(&mut log, 30, |_| {});
+    assert!(log.writes_in_flight() > 0 && log.unwritten_bytes() > 0, "nothing left for the drop to do");
     let leo = log.log_end_offset();
     drop(log);
-    let log = Log::open(&dir, LogOptions { recovery: Recovery::FromRecoveryPoint(0), ..options() }).unwrap();
+    assert!(file_bytes(&sim).starts_with(&appended.concat()), "a drop lost appends the log held");
+    let options = LogOptions {
+        storage: Arc::new(sim.clone()),
+        config: big_config(),
+        recovery: Recovery::FromRecoveryPoint(0),
+        ..LogOptions::default()
+    };
+    let log = Log::open(DIR, options).unwrap();
     assert_eq!(log.log_end_offset(), leo, "a drop lost appends the log held");
 }
 
