@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use seglog::config::LogConfig;
-use seglog::io::{storage_for_mode, thread_stats};
+use seglog::io::thread_stats;
 use seglog::log::{Log, LogOptions, Recovery};
 use seglog::IoMode;
 
@@ -24,15 +24,6 @@ fn config(index_interval_bytes: u32) -> LogConfig {
     }
 }
 
-fn options(mode: IoMode, config: LogConfig) -> Option<LogOptions> {
-    let opened = storage_for_mode(mode);
-    if opened.mode != mode {
-        println!("skipped {mode}: {:?}", opened.fallback);
-        return None;
-    }
-    Some(LogOptions { storage: opened.storage, ..LogOptions { config, ..seglog_tests::log_options() } })
-}
-
 /// Batches of scattered sizes (100 B to 40 KiB, never a multiple of a sector, one of 200 KiB),
 /// over several segments.
 fn fill(log: &mut Log) -> Vec<Stored> {
@@ -45,23 +36,6 @@ fn fill(log: &mut Log) -> Vec<Stored> {
         stored.push(append_stored(log, b, 3));
     }
     stored
-}
-
-/// Kafka's fetch over the stored batches: from the batch holding `offset`, within its segment,
-/// only batches wholly below `upper`, as many as fit in `max_bytes` (the first whatever its size
-/// with `min_one`). Returns the first batch's (segment, position) and the bytes.
-fn reference(stored: &[Stored], offset: i64, max_bytes: u32, upper: i64, min_one: bool) -> Option<(i64, u32, Vec<u8>)> {
-    let first = stored.iter().position(|s| s.last >= offset)?;
-    let seg = stored[first].segment;
-    let limit = if min_one { (max_bytes as usize).max(stored[first].bytes.len()) } else { max_bytes as usize };
-    let mut out = Vec::new();
-    for s in stored[first..].iter().take_while(|s| s.segment == seg && s.last < upper) {
-        if out.len() + s.bytes.len() > limit {
-            break;
-        }
-        out.extend_from_slice(&s.bytes);
-    }
-    Some((seg, stored[first].position, out))
 }
 
 /// Every start offset worth trying: each batch's first and last offset and one inside it.
@@ -85,7 +59,7 @@ fn check_against_reference(log: &Log, stored: &[Stored], what: &str) {
                         continue;
                     }
                     let (seg, pos, want) =
-                        reference(stored, offset, max_bytes, upper, min_one).expect("below the log end");
+                        kafka_fetch(stored, offset, max_bytes, upper, min_one).expect("below the log end");
                     assert!(got.records == want, "{ctx}: {} bytes, want {}", got.records.len(), want.len());
                     if !want.is_empty() {
                         assert_eq!((got.segment_base_offset, got.position), (seg, pos), "{ctx}");
@@ -126,7 +100,7 @@ fn catch_up(log: &Log, stored: &[Stored], max_bytes: u32, count_reads: bool) {
 fn run(mode: IoMode, index_interval_bytes: u32, reopen_interval_bytes: u32) {
     let tmp = tempfile::tempdir_in("/var/tmp").unwrap();
     let dir = tmp.path().join("topic-0");
-    let Some(opts) = options(mode, config(index_interval_bytes)) else { return };
+    let Some(opts) = mode_options(mode, config(index_interval_bytes)) else { return };
     let mut log = Log::open(&dir, opts).unwrap();
     let stored = fill(&mut log);
     assert!(log.segments().count() >= 5, "several segments");
@@ -137,7 +111,7 @@ fn run(mode: IoMode, index_interval_bytes: u32, reopen_interval_bytes: u32) {
     // Reopened after the clean close: sealed segments open their files lazily and load their
     // indexes (as written) from disk.
     log.close().unwrap();
-    let opts = options(mode, config(reopen_interval_bytes)).unwrap();
+    let opts = mode_options(mode, config(reopen_interval_bytes)).unwrap();
     let log = Log::open(&dir, LogOptions { recovery: Recovery::Clean, ..opts }).unwrap();
     // The first fetch of each segment loads its index; count reads from the second pass.
     catch_up(&log, &stored, 1 << 20, false);
@@ -167,7 +141,8 @@ fn fetches_with_a_sparse_index_equal_a_linear_scan() {
 #[test]
 fn held_results_keep_their_bytes() {
     let tmp = tempfile::tempdir_in("/var/tmp").unwrap();
-    let Some(opts) = options(IoMode::Direct, config(4096)).or_else(|| options(IoMode::Sync, config(4096))) else {
+    let Some(opts) = mode_options(IoMode::Direct, config(4096)).or_else(|| mode_options(IoMode::Sync, config(4096)))
+    else {
         return;
     };
     let mut log = Log::open(tmp.path().join("topic-0"), opts).unwrap();
@@ -191,7 +166,7 @@ fn held_results_keep_their_bytes() {
 fn read_ahead_serves_a_sequential_consumer() {
     let tmp = tempfile::tempdir_in("/var/tmp").unwrap();
     let cfg = LogConfig { segment_bytes: 3 << 20, ..config(4096) };
-    let Some(opts) = options(IoMode::Direct, cfg) else { return };
+    let Some(opts) = mode_options(IoMode::Direct, cfg) else { return };
     let mut log = Log::open(tmp.path().join("topic-0"), opts).unwrap();
     let mut stored = Vec::new();
     let mut rng = Rng::new(11);
@@ -239,7 +214,7 @@ fn read_ahead_serves_a_sequential_consumer() {
             continue;
         }
         let f = log.read(at, 300_000, Some(active), true).unwrap();
-        let (_, _, want) = reference(&stored, at, 300_000, active, true).unwrap();
+        let (_, _, want) = kafka_fetch(&stored, at, 300_000, active, true).unwrap();
         assert!(f.records == want, "step {step}: fetch at {at}");
         cursors[c] = batches_in(&f.records).last().unwrap().1.next_offset();
         if step % 5 == 0 {

@@ -13,7 +13,7 @@ mod common;
 
 use common::*;
 use seglog::config::LogConfig;
-use seglog::io::{storage_for_mode, thread_stats};
+use seglog::io::thread_stats;
 use seglog::log::{Log, LogOptions, Recovery};
 use seglog::IoMode;
 
@@ -46,13 +46,7 @@ fn config() -> LogConfig {
 }
 
 fn options(mode: IoMode, recovery: Recovery) -> Option<LogOptions> {
-    let opened = storage_for_mode(mode);
-    if opened.mode != mode {
-        println!("skipped {mode}: {:?}", opened.fallback);
-        return None;
-    }
-    let base = seglog_tests::log_options();
-    Some(LogOptions { storage: opened.storage, config: config(), recovery, ..base })
+    mode_options(mode, config()).map(|o| LogOptions { recovery, ..o })
 }
 
 /// Appends batches of 1 to 16 records with sizes in `sizes`.
@@ -65,23 +59,6 @@ fn fill(log: &mut Log, sizes: Sizes, seed: u64, stored: &mut Vec<Stored>) {
         let value_len = (target.saturating_sub(61) / records).saturating_sub(14).max(1);
         stored.push(append_stored(log, batch_n(records, T0 + i as i64, value_len), 1));
     }
-}
-
-/// Kafka's fetch over the stored batches: from the batch holding `offset`, within its segment,
-/// only batches wholly below `upper`, as many as fit in `max_bytes` (the first whatever its size
-/// with `min_one`). The first batch's segment and position, and the bytes.
-fn reference(stored: &[Stored], offset: i64, max_bytes: u32, upper: i64, min_one: bool) -> (i64, u32, Vec<u8>) {
-    let first = stored.iter().position(|s| s.last >= offset).expect("below the log end");
-    let seg = stored[first].segment;
-    let limit = if min_one { (max_bytes as usize).max(stored[first].bytes.len()) } else { max_bytes as usize };
-    let mut out = Vec::new();
-    for s in stored[first..].iter().take_while(|s| s.segment == seg && s.last < upper) {
-        if out.len() + s.bytes.len() > limit {
-            break;
-        }
-        out.extend_from_slice(&s.bytes);
-    }
-    (seg, stored[first].position, out)
 }
 
 /// What a pass of fetches cost: fetches served by the active segment with no read, with one;
@@ -114,7 +91,7 @@ fn fetch(log: &Log, stored: &[Stored], f: Fetch, reads: &mut Reads, ctx: &str) {
     let got = log.read(offset, max_bytes, upper, min_one).unwrap_or_else(|e| panic!("{ctx}: {e}"));
     let ops = thread_stats().ops - before;
     let upper = upper.unwrap_or(log.log_end_offset());
-    let (seg, pos, want) = reference(stored, offset, max_bytes, upper, min_one);
+    let (seg, pos, want) = kafka_fetch(stored, offset, max_bytes, upper, min_one).expect("below the log end");
     assert!(got.records == want, "{ctx}: {} bytes, want {}", got.records.len(), want.len());
     if !want.is_empty() {
         assert_eq!((got.segment_base_offset, got.position), (seg, pos), "{ctx}");

@@ -177,6 +177,41 @@ pub fn append_stored(log: &mut Log, mut b: Vec<u8>, epoch: i32) -> Stored {
     }
 }
 
+/// Kafka's fetch over the stored batches: from the batch holding `offset`, within its segment,
+/// only batches wholly below `upper`, as many as fit in `max_bytes` (the first whatever its size
+/// with `min_one`). The first batch's segment and position, and the bytes; `None` at or past the
+/// last stored offset.
+pub fn kafka_fetch(
+    stored: &[Stored],
+    offset: i64,
+    max_bytes: u32,
+    upper: i64,
+    min_one: bool,
+) -> Option<(i64, u32, Vec<u8>)> {
+    let first = stored.iter().position(|s| s.last >= offset)?;
+    let seg = stored[first].segment;
+    let limit = if min_one { (max_bytes as usize).max(stored[first].bytes.len()) } else { max_bytes as usize };
+    let mut out = Vec::new();
+    for s in stored[first..].iter().take_while(|s| s.segment == seg && s.last < upper) {
+        if out.len() + s.bytes.len() > limit {
+            break;
+        }
+        out.extend_from_slice(&s.bytes);
+    }
+    Some((seg, stored[first].position, out))
+}
+
+/// The tests' log options with `config` on the storage of I/O mode `mode`, or `None` (saying so)
+/// where that mode is not available (io_uring refused: the storage fell back).
+pub fn mode_options(mode: seglog::IoMode, config: LogConfig) -> Option<LogOptions> {
+    let opened = seglog::io::storage_for_mode(mode);
+    if opened.mode != mode {
+        println!("skipped {mode}: {:?}", opened.fallback);
+        return None;
+    }
+    Some(LogOptions { storage: opened.storage, config, ..seglog_tests::log_options() })
+}
+
 /// Every byte of the log, segment by segment, read through the public fetch path.
 pub fn read_all(log: &Log) -> Vec<u8> {
     let mut out = Vec::new();
