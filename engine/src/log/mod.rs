@@ -363,7 +363,6 @@ impl Log {
     /// appends. `records` holds one or more whole v2 batches as a producer sent them (base offset
     /// 0). On any refusal the log is unchanged.
     pub fn append_as_leader(&mut self, records: &mut [u8], leader_epoch: i32) -> Result<AppendInfo> {
-        self.claim_completed_writes();
         self.check_not_failed()?;
         let now = self.clock.now_ms();
         let checked = validate::validate_leader(records, &self.config, now)?;
@@ -404,7 +403,6 @@ impl Log {
     /// continue the log (gaps from compaction are allowed, going backwards is not). Refusals leave
     /// the log unchanged.
     pub fn append_as_follower(&mut self, records: &[u8]) -> Result<AppendInfo> {
-        self.claim_completed_writes();
         self.check_not_failed()?;
         let checked = validate::validate_follower(records, &self.config, self.log_end_offset)?;
         if records.len() as u64 > self.config.segment_bytes as u64 {
@@ -463,6 +461,11 @@ impl Log {
             count += h.records_count.max(0) as u64;
         }
         self.maybe_roll(records.len() as u32, max_ts, last.last_offset(), first.base_offset, needed, now_ms)?;
+        // The writes that completed are claimed before the tail changes (see
+        // `claim_completed_writes`); one that failed fails this append, which has changed
+        // nothing yet.
+        self.claim_completed_writes();
+        self.check_not_failed()?;
         let active = self.active.as_mut().expect("active segment");
         let position = active.size();
         let base = active.base_offset();
@@ -510,6 +513,7 @@ impl Log {
                 self.pump(false);
                 while self.unwritten_bytes() > limits.max_unwritten_bytes && !self.write.is_empty() {
                     let _ = self.claim_write(true);
+                    self.claim_completed_writes();
                     self.pump(false);
                 }
                 // A write found failed on the way rolled the log back to the last append

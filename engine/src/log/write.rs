@@ -105,6 +105,7 @@ impl Log {
     pub fn poll(&mut self) -> Result<()> {
         if let Writes::Async(_) = self.writes {
             self.storage.clear_completion_fd();
+            self.claim_completed_writes();
             if self.flush_due(self.clock.now_ms(), None) {
                 self.sync_wanted = true;
             }
@@ -156,15 +157,14 @@ impl Log {
         Ok(())
     }
 
-    /// Under [`Writes::Async`]: claims the writes that are done, without waiting, and submits
-    /// more while fewer than `max_in_flight` are out: the tail's whole chunks (appends go on in
-    /// the last one, which no write then holds, so it is never copied), and everything else
-    /// when nothing is in flight or when `idle` (the device never waits for an append to fill
-    /// a chunk); an fsync that is due once nothing else is in flight. A failure fails the log
-    /// (its callers report it).
+    /// Under [`Writes::Async`], after the caller claimed what completed
+    /// ([`Log::claim_completed_writes`]): submits writes while fewer than `max_in_flight` are
+    /// out: the tail's whole chunks (appends go on in the last one, which no write then holds,
+    /// so it is never copied), and everything else when nothing is in flight or when `idle`
+    /// (the device never waits for an append to fill a chunk); an fsync that is due once
+    /// nothing else is in flight. Nothing when the log is failed.
     pub(super) fn pump(&mut self, idle: bool) {
         let Writes::Async(limits) = self.writes else { return };
-        self.claim_completed_writes();
         if self.failed.is_some() {
             return;
         }
@@ -195,9 +195,10 @@ impl Log {
         }
     }
 
-    /// Under [`Writes::Async`]: claims the writes that completed, without waiting. An append does
-    /// it before it touches the tail: a completed write's completions hold the tail chunks it
-    /// wrote from until it is claimed, and an append into a chunk still held copies it first.
+    /// Under [`Writes::Async`]: claims the writes that completed, without waiting (a failed one
+    /// fails the log). Once per append, just before it touches the tail: a completed write's
+    /// completions hold the tail chunks it wrote from until it is claimed, and an append into a
+    /// chunk still held copies it first. And before each [`Log::pump`] of [`Log::poll`].
     pub(super) fn claim_completed_writes(&mut self) {
         if let Writes::Async(_) = self.writes {
             while self.claim_write(false).is_some() {}
