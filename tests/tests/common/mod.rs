@@ -294,10 +294,12 @@ pub fn file_len(p: &Path) -> u64 {
     std::fs::metadata(p).expect("metadata").len()
 }
 
-/// The valid bytes of segment `base`'s `.log` file. In direct I/O mode (`SEGLOG_IO_MODE=direct`)
-/// an active segment's file runs past its logical size (aligned writes) until roll or close
-/// trims it, so the file is cut at the size the log reports.
-pub fn segment_bytes(log: &Log, base: i64) -> Vec<u8> {
+/// The valid bytes of segment `base`'s `.log` file, once every append is in it
+/// (`Log::finish_writes`: a `Log` on its own returns from an append before writing it). In
+/// direct I/O mode (`SEGLOG_IO_MODE=direct`) an active segment's file runs past its logical size
+/// (aligned writes) until roll or close trims it, so the file is cut at the size the log reports.
+pub fn segment_bytes(log: &mut Log, base: i64) -> Vec<u8> {
+    log.finish_writes().expect("finish_writes");
     let size = log.segment_infos().iter().find(|s| s.base_offset == base).expect("a segment at that base offset").size
         as usize;
     let mut bytes = std::fs::read(log_path(log.dir(), base)).expect("read .log");
