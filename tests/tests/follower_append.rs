@@ -38,7 +38,8 @@ fn batches_keep_their_offsets_epochs_and_bytes() {
     assert_eq!(t.log.log_end_offset(), 5);
     let all = [a, b, c].concat();
     assert_eq!(read_all(&t.log), all);
-    assert_eq!(segment_bytes(&mut t.log, 0), all);
+    t.log.finish_writes().unwrap();
+    assert_eq!(segment_bytes(&t.log, 0), all);
     let recs = decode(&all);
     let got: Vec<(i64, i64, i32)> = recs.iter().map(|r| (r.offset, r.timestamp, r.leader_epoch)).collect();
     assert_eq!(got, vec![(0, T0, 3), (1, T0 + 1, 3), (2, T0 + 2, 3), (3, T0 - 99, 4), (4, T0 - 1_000_000_000, 4)]);

@@ -52,7 +52,8 @@ fn offsets_are_assigned_from_the_log_end_by_stamping_in_place() {
     }
     // The caller's stamped buffers are exactly what the log holds and what a fetch returns.
     assert_eq!(read_all(&t.log), stored);
-    assert_eq!(segment_bytes(&mut t.log, 0), stored);
+    t.log.finish_writes().unwrap();
+    assert_eq!(segment_bytes(&t.log, 0), stored);
     let offsets: Vec<i64> = decode(&stored).iter().map(|r| r.offset).collect();
     assert_eq!(offsets, (0..9).collect::<Vec<_>>());
 }

@@ -93,6 +93,8 @@ fn a_log_and_an_engine_exclude_each_other() {
     // Two logs on one partition directory.
     let mut log = Log::open(&part, options()).unwrap();
     log.append_as_leader(&mut batch(0), 0).unwrap();
+    // In the file before the snapshot: a write still in flight would change it under the test.
+    log.finish_writes().unwrap();
     let before = snapshot(dir.path());
     assert_locked(Log::open(&part, options()), "second Log");
     // An engine over a partition a log holds.

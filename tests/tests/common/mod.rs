@@ -16,7 +16,7 @@ use seglog::format::batch::{compute_crc, split_batches, BatchHeader, CRC_OFFSET}
 use seglog::format::builder::BatchBuilder;
 use seglog::format::filename;
 use seglog::format::record::batch_records;
-use seglog::log::{Log, LogOptions, Recovery, SegmentInfo};
+use seglog::log::{Log, LogOptions, Recovery, SegmentInfo, Writes};
 
 /// A wall-clock time in the recent past, the default "now" of the tests.
 pub const T0: i64 = 1_700_000_000_000;
@@ -40,8 +40,11 @@ pub fn small_config() -> LogConfig {
     LogConfig { segment_index_bytes: 4096, ..LogConfig::default() }
 }
 
+/// Options for the tests that read a log's files beside it: each append is in the file when it
+/// returns (`Writes::Through`), as the files are what they check. The default, `Writes::Async`,
+/// has tests of its own (async_appends.rs, crash_sim.rs).
 pub fn options(config: LogConfig, clock: &Arc<ManualClock>, recovery: Recovery) -> LogOptions {
-    LogOptions { config, clock: clock.clone(), recovery, ..seglog_tests::log_options() }
+    LogOptions { config, clock: clock.clone(), recovery, writes: Writes::Through, ..seglog_tests::log_options() }
 }
 
 /// Opens a new log in `<tmp>/topic-0` with the clock at [`T0`].
@@ -294,12 +297,11 @@ pub fn file_len(p: &Path) -> u64 {
     std::fs::metadata(p).expect("metadata").len()
 }
 
-/// The valid bytes of segment `base`'s `.log` file, once every append is in it
-/// (`Log::finish_writes`: a `Log` on its own returns from an append before writing it). In
-/// direct I/O mode (`SEGLOG_IO_MODE=direct`) an active segment's file runs past its logical size
-/// (aligned writes) until roll or close trims it, so the file is cut at the size the log reports.
-pub fn segment_bytes(log: &mut Log, base: i64) -> Vec<u8> {
-    log.finish_writes().expect("finish_writes");
+/// The valid bytes of segment `base`'s `.log` file. A `Log` on its own returns from an append
+/// before writing it: call `Log::finish_writes` first. In direct I/O mode
+/// (`SEGLOG_IO_MODE=direct`) an active segment's file runs past its logical size (aligned writes)
+/// until roll or close trims it, so the file is cut at the size the log reports.
+pub fn segment_bytes(log: &Log, base: i64) -> Vec<u8> {
     let size = log.segment_infos().iter().find(|s| s.base_offset == base).expect("a segment at that base offset").size
         as usize;
     let mut bytes = std::fs::read(log_path(log.dir(), base)).expect("read .log");
