@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use seglog::{Durability, Engine, IoMode, TopicPartition, ZeroFill};
+use seglog::{Durability, Engine, IoMode, SyncMethod, TopicPartition, ZeroFill};
 
 use crate::fio::{self, FioResult};
 use crate::pct::{median, Hist};
@@ -117,6 +117,10 @@ pub struct Args {
     /// mode), off, or a lead in bytes (8MiB).
     #[arg(long, default_value = "auto")]
     pub zero_fill: ZeroFill,
+    /// How the engine makes a durable write durable: dsync-writes (RWF_DSYNC writes, the
+    /// engine's default) or fdatasync (each write linked to an fdatasync). Durable runs only.
+    #[arg(long, value_parser = crate::workload::parse_sync_method)]
+    pub sync_method: Option<SyncMethod>,
     /// Pin the producing thread of the produce and durable workloads to a core no shard is
     /// pinned to (when there is one), as a broker keeps its request threads off the shards'
     /// cores; by default it runs wherever the scheduler puts it.
@@ -226,6 +230,7 @@ impl Plan {
                 index_interval_bytes: a.index_interval_bytes.unwrap_or(4096),
                 preallocate: !a.no_preallocate,
                 zero_fill: a.zero_fill,
+                sync_method: a.sync_method.unwrap_or_default(),
             },
         }
     }
@@ -1500,7 +1505,7 @@ pub fn render(r: &Results) -> String {
     let p = &r.plan;
     let _ = writeln!(
         s,
-        "profile {}: {} rep(s), {} B batches x {} records, {} partition(s), {} shard(s), window {} (sweep {:?}), {} MB produced, segment.bytes {}, preallocate {}, zero fill {}, client pinned {}, {:.0} s",
+        "profile {}: {} rep(s), {} B batches x {} records, {} partition(s), {} shard(s), window {} (sweep {:?}), {} MB produced, segment.bytes {}, preallocate {}, zero fill {}, sync method {}, client pinned {}, {:.0} s",
         p.profile,
         p.reps,
         p.setup.batch_bytes,
@@ -1513,6 +1518,7 @@ pub fn render(r: &Results) -> String {
         p.setup.segment_bytes,
         p.setup.preallocate,
         p.setup.zero_fill,
+        crate::workload::sync_method_name(p.setup.sync_method),
         p.pin_client,
         r.seconds
     );
