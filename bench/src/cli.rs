@@ -15,7 +15,7 @@ use seglog::{Durability, Engine, IoMode, SyncMethod, TopicPartition, ZeroFill};
 
 use crate::fio::{self, FioResult};
 use crate::pct::{median, Hist};
-use crate::sweep::{self, LayoutChoice, SweepPlan, SweepPoint, SweepRun};
+use crate::sweep::{self, FioDepth, LayoutChoice, SweepPlan, SweepPoint, SweepRun};
 use crate::workload::interval::IntervalPoint;
 use crate::workload::log::{self, LogParams};
 use crate::workload::mixed::MixedParams;
@@ -152,6 +152,11 @@ pub struct Args {
     /// on, else fallocated with preallocation, else extended), extend, fallocate or written.
     #[arg(long, default_value = "match")]
     pub sweep_fio_layout: LayoutChoice,
+    /// durable-sweep: fio's queue depth: appends (the default: partitions x in flight writes)
+    /// or bytes (as many bytes in flight as seglog's appends: per file, in flight x batch bytes
+    /// / fio's block size writes).
+    #[arg(long, value_enum, default_value = "appends")]
+    pub sweep_fio_depth: FioDepth,
     /// Pin the producing thread of the produce and durable workloads to a core no shard is
     /// pinned to (when there is one), as a broker keeps its request threads off the shards'
     /// cores; by default it runs wherever the scheduler puts it.
@@ -275,6 +280,7 @@ impl Plan {
                     bytes: a.sweep_bytes.unwrap_or(d.bytes).max(1),
                     max_seconds: a.sweep_seconds.unwrap_or(d.max_seconds).max(0.0),
                     fio_layout: a.sweep_fio_layout,
+                    fio_depth: a.sweep_fio_depth,
                 }
             },
         }

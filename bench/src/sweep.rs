@@ -62,6 +62,30 @@ impl std::fmt::Display for LayoutChoice {
     }
 }
 
+/// fio's queue depth at a point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FioDepth {
+    /// As many writes in flight as seglog has appends in flight: partitions x in flight (the
+    /// default). fio's writes are as large as seglog's partition writes, which each carry
+    /// several appends when more than one is in flight, so fio has more bytes in flight than
+    /// seglog; seglog keeps one write in flight per partition.
+    Appends,
+    /// As many bytes in flight as seglog's appends: per file, in flight x batch bytes / fio's
+    /// block size writes (at least one), as in the issue's own fio figure (8 files, 64 KiB
+    /// writes, 2 in flight each, against 8 partitions x 8 appends of 16 KiB).
+    Bytes,
+}
+
+impl FioDepth {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            FioDepth::Appends => "appends",
+            FioDepth::Bytes => "bytes",
+        }
+    }
+}
+
 /// What the sweep runs (from `seglog bench`'s `--sweep-*` flags).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct SweepPlan {
@@ -83,6 +107,12 @@ pub struct SweepPlan {
     pub max_seconds: f64,
     #[serde(serialize_with = "ser_name")]
     pub fio_layout: LayoutChoice,
+    #[serde(serialize_with = "ser_depth")]
+    pub fio_depth: FioDepth,
+}
+
+fn ser_depth<S: serde::Serializer>(d: &FioDepth, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(d.name())
 }
 
 fn ser_name<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> Result<S::Ok, S::Error> {
@@ -125,6 +155,7 @@ impl SweepPlan {
             bytes: 256 << 20,
             max_seconds: 10.0,
             fio_layout: LayoutChoice::Match,
+            fio_depth: FioDepth::Appends,
         }
     }
 
@@ -182,11 +213,6 @@ pub struct PointKey {
 }
 
 impl PointKey {
-    /// Total appends in flight, fio's queue depth.
-    pub fn queue_depth(&self) -> usize {
-        self.partitions * self.in_flight
-    }
-
     /// A short label: `direct dsync-writes zf=auto 8x8`.
     pub fn label(&self) -> String {
         format!("{} {} zf={} {}x{}", self.mode, self.sync_method, self.zero_fill, self.partitions, self.in_flight)
@@ -221,14 +247,20 @@ impl PointConfig {
         }
     }
 
-    /// fio's job beside seglog's run `r` of this point (see the module doc): `files` files of
-    /// `r.bytes / files` bytes each (whole writes), each write as large as seglog's partition
-    /// writes were on average (rounded to 4 KiB), at queue depth partitions x in flight.
-    pub fn fio_job(&self, r: &RunReport, preallocate: bool, layout: LayoutChoice) -> FilesWrite {
+    /// fio's job beside seglog's run `r` of this point (see the module doc): one file per
+    /// partition, the files sharing `r.bytes` (whole writes), each write as large as seglog's
+    /// partition writes were on average (rounded to 4 KiB), at the queue depth `plan.fio_depth`
+    /// says (by default partitions x in flight), in the layout `plan.fio_layout` says (with
+    /// seglog's `preallocate`).
+    pub fn fio_job(&self, r: &RunReport, preallocate: bool, plan: &SweepPlan) -> FilesWrite {
         let bs = ((r.bytes_per_flush / 4096.0).round().max(1.0) as u64) * 4096;
         let files = self.key.partitions;
         let file_bytes = ((r.bytes / files as u64) / bs).max(1) * bs;
-        let layout = match layout {
+        let per_file = match plan.fio_depth {
+            FioDepth::Appends => self.key.in_flight,
+            FioDepth::Bytes => ((self.key.in_flight * r.batch_bytes) as f64 / bs as f64).round().max(1.0) as usize,
+        };
+        let layout = match plan.fio_layout {
             LayoutChoice::Fixed(l) => l,
             LayoutChoice::Match if self.lead_bytes > 0 => FioLayout::Written,
             LayoutChoice::Match if preallocate => FioLayout::Fallocate,
@@ -237,7 +269,7 @@ impl PointConfig {
         FilesWrite {
             files,
             bs,
-            iodepth: self.key.queue_depth() as u32,
+            iodepth: (files * per_file) as u32,
             file_bytes,
             direct: r.mode == IoMode::Direct.name(),
             sync: match self.sync_method {
@@ -284,7 +316,7 @@ pub fn run_fio(
     preallocate: bool,
     plan: &SweepPlan,
 ) -> Result<FioSide, String> {
-    let job = point.fio_job(r, preallocate, plan.fio_layout);
+    let job = point.fio_job(r, preallocate, plan);
     let f = job.run(base)?;
     Ok(FioSide::new(&job, f))
 }
@@ -481,7 +513,11 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
     );
     let _ = writeln!(
         s,
-        "  fio beside each point: one job, one file per partition, bs = seglog's bytes per partition write, qd = partitions x in flight, layout {}; its latency is a write's whole latency for O_DSYNC, the fdatasync's for fdatasync=1",
+        "  fio beside each point: one job, one file per partition, bs = seglog's bytes per partition write, qd = {}, layout {}; its latency is a write's whole latency for O_DSYNC, the fdatasync's for fdatasync=1",
+        match plan.fio_depth {
+            FioDepth::Appends => "partitions x in flight (writes in flight = appends in flight)",
+            FioDepth::Bytes => "partitions x (in flight x batch bytes / bs) (bytes in flight = seglog's)",
+        },
         plan.fio_layout
     );
     let _ = writeln!(
@@ -681,9 +717,19 @@ mod tests {
             .into_iter()
             .find(|p| p.key.partitions == 8 && p.key.in_flight == 8 && p.key.zero_fill == "auto")
             .unwrap();
-        let r = RunReport { mode: "direct".into(), bytes: 64 << 20, bytes_per_flush: 90_000.0, ..Default::default() };
-        let job = point.fio_job(&r, true, LayoutChoice::Match);
+        let r = RunReport {
+            mode: "direct".into(),
+            bytes: 64 << 20,
+            batch_bytes: 16_384,
+            bytes_per_flush: 90_000.0,
+            ..Default::default()
+        };
+        let job = point.fio_job(&r, true, &plan);
         assert_eq!((job.files, job.bs, job.iodepth), (8, 90_112, 64));
+        let bytes = SweepPlan { fio_depth: FioDepth::Bytes, ..plan.clone() };
+        assert_eq!(point.fio_job(&r, true, &bytes).iodepth, 8, "8 x 16 KiB / 88 KiB = 1.45: one write per file");
+        let r64 = RunReport { bytes_per_flush: 65_536.0, ..r.clone() };
+        assert_eq!(point.fio_job(&r64, true, &bytes).iodepth, 16, "8 x 16 KiB / 64 KiB: two writes per file");
         assert_eq!(job.file_bytes % job.bs, 0);
         assert!(job.file_bytes <= 8 << 20 && job.file_bytes > (8 << 20) - job.bs);
         assert_eq!((job.direct, job.sync, job.layout), (true, FioSync::Dsync, FioLayout::Written));
@@ -692,10 +738,11 @@ mod tests {
             .into_iter()
             .find(|p| p.sync_method == SyncMethod::Fdatasync && p.key.zero_fill == "off")
             .unwrap();
-        let job = off.fio_job(&r, true, LayoutChoice::Match);
+        let job = off.fio_job(&r, true, &plan);
         assert_eq!((job.sync, job.layout), (FioSync::Fdatasync(1), FioLayout::Fallocate));
-        assert_eq!(off.fio_job(&r, false, LayoutChoice::Match).layout, FioLayout::Extend);
-        let fixed = off.fio_job(&r, false, LayoutChoice::Fixed(FioLayout::Written));
+        assert_eq!(off.fio_job(&r, false, &plan).layout, FioLayout::Extend);
+        let written = SweepPlan { fio_layout: LayoutChoice::Fixed(FioLayout::Written), ..plan.clone() };
+        let fixed = off.fio_job(&r, false, &written);
         assert_eq!(fixed.layout, FioLayout::Written);
         assert_eq!("match".parse::<LayoutChoice>().unwrap(), LayoutChoice::Match);
         assert!("nope".parse::<LayoutChoice>().is_err());
