@@ -609,12 +609,14 @@ struct Line {
 }
 
 /// The sweep's charts, `(file name, chart)`: seglog over fio for throughput and for p99 against
-/// partitions, a line per mode, sync method, zero fill and appends in flight, with the proof's
-/// bounds marked. None when no point has fio's figures.
+/// partitions, a line per mode, sync method, zero fill and appends in flight per partition (`w`),
+/// with the proof's bounds marked. None when no point has fio's figures.
 pub fn charts(points: &[SweepPoint]) -> Vec<(&'static str, plot::Chart)> {
     let mut lines: Vec<Line> = Vec::new();
     for p in points {
-        let name = format!("{} {} zf={} {} in flight", p.key.mode, p.key.sync_method, p.key.zero_fill, p.key.in_flight);
+        // Short enough for the legend: `buffered fdatasync zf=auto=off w=8` (w: in flight).
+        let sync = p.key.sync_method.trim_end_matches("-writes");
+        let name = format!("{} {sync} zf={} w={}", p.key.mode, p.key.zero_fill, p.key.in_flight);
         let i = match lines.iter().position(|l| l.name == name) {
             Some(i) => i,
             None => {
@@ -810,7 +812,7 @@ mod tests {
             charts.iter().map(|c| c.0).collect::<Vec<_>>(),
             ["durable-sweep-throughput.svg", "durable-sweep-p99.svg"]
         );
-        assert!(charts[0].1.series.iter().any(|s| s.name == "direct dsync-writes zf=auto 1 in flight"));
+        assert!(charts[0].1.series.iter().any(|s| s.name == "direct dsync zf=auto w=1"));
         assert!(render(&[], &plan, &base_setup()).is_empty());
     }
 }
