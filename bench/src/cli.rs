@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use seglog::{Durability, Engine, IoMode, TopicPartition, ZeroFill};
+use seglog::{Durability, Engine, IoMode, SyncMethod, TopicPartition, ZeroFill};
 
 use crate::fio::{self, FioResult};
 use crate::pct::{median, Hist};
+use crate::sweep::{self, FioDepth, LayoutChoice, SweepPlan, SweepPoint, SweepRun};
 use crate::workload::interval::IntervalPoint;
 use crate::workload::log::{self, LogParams};
 use crate::workload::mixed::MixedParams;
@@ -23,11 +24,15 @@ use crate::workload::produce::{ProduceParams, Produced};
 use crate::workload::{consume, interval, mixed, open, produce, recovery, DiskRef, RunReport, Setup};
 use crate::{plot, refs};
 
-/// Every workload, in the order they run.
+/// Every workload run by default, in the order they run.
 pub const WORKLOADS: &[&str] = &[
     "produce", "tail", "lookup", "lag", "seek", "time", "mixed", "recovery", "open", "durable", "log", "refs",
     "interval",
 ];
+
+/// Workloads that run only when `--workloads` names them: the durable sweep
+/// ([`sweep::WORKLOAD`], minutes long), after `durable` in each mode.
+pub const OPT_IN_WORKLOADS: &[&str] = &[sweep::WORKLOAD];
 
 /// How much to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -47,8 +52,10 @@ pub struct Args {
     /// Directory on the disk to measure (not tmpfs); runs use fresh subdirectories, removed after.
     #[arg(long, default_value = "/var/tmp/seglog-bench")]
     pub dir: PathBuf,
-    /// Workloads to run (default all): produce, tail, lookup, lag, seek, time, mixed, recovery,
-    /// open, durable, log, refs, interval.
+    /// Workloads to run (default all but durable-sweep): produce, tail, lookup, lag, seek,
+    /// time, mixed, recovery, open, durable, log, refs, interval; and durable-sweep (only when
+    /// named: durable appends at partitions x appends in flight x zero fill x sync method, each
+    /// point beside fio's equivalent job; see the --sweep-* flags).
     #[arg(long, value_delimiter = ',')]
     pub workloads: Option<Vec<String>>,
     /// I/O modes (default: direct,buffered for quick; direct,buffered,sync for full).
@@ -117,6 +124,39 @@ pub struct Args {
     /// mode), off, or a lead in bytes (8MiB).
     #[arg(long, default_value = "auto")]
     pub zero_fill: ZeroFill,
+    /// How the engine makes a durable write durable: dsync-writes (RWF_DSYNC writes, the
+    /// engine's default) or fdatasync (each write linked to an fdatasync). Durable runs only.
+    #[arg(long, value_parser = crate::workload::parse_sync_method)]
+    pub sync_method: Option<SyncMethod>,
+    /// durable-sweep: partitions of the one shard (default 1,8,64).
+    #[arg(long, value_delimiter = ',')]
+    pub sweep_partitions: Option<Vec<usize>>,
+    /// durable-sweep: appends in flight per partition (default 1,8).
+    #[arg(long, value_delimiter = ',')]
+    pub sweep_in_flight: Option<Vec<usize>>,
+    /// durable-sweep: zero-fill settings (default auto,off); those that mean the same in a mode
+    /// (both, in buffered mode) run once there.
+    #[arg(long, value_delimiter = ',')]
+    pub sweep_zero_fill: Option<Vec<ZeroFill>>,
+    /// durable-sweep: sync methods (default dsync-writes,fdatasync).
+    #[arg(long, value_delimiter = ',', value_parser = crate::workload::parse_sync_method)]
+    pub sweep_sync_methods: Option<Vec<SyncMethod>>,
+    /// durable-sweep: bytes appended per point, fio writing the same (default 268435456, 256 MiB).
+    #[arg(long)]
+    pub sweep_bytes: Option<u64>,
+    /// durable-sweep: a point's appends stop after this many seconds even short of
+    /// --sweep-bytes (default 10; 0 = no limit).
+    #[arg(long)]
+    pub sweep_seconds: Option<f64>,
+    /// durable-sweep: fio's file layout: match (the default: written blocks where zero fill is
+    /// on, else fallocated with preallocation, else extended), extend, fallocate or written.
+    #[arg(long, default_value = "match")]
+    pub sweep_fio_layout: LayoutChoice,
+    /// durable-sweep: fio's queue depth: appends (the default: partitions x in flight writes)
+    /// or bytes (as many bytes in flight as seglog's appends: per file, in flight x batch bytes
+    /// / fio's block size writes).
+    #[arg(long, value_enum, default_value = "appends")]
+    pub sweep_fio_depth: FioDepth,
     /// Pin the producing thread of the produce and durable workloads to a core no shard is
     /// pinned to (when there is one), as a broker keeps its request threads off the shards'
     /// cores; by default it runs wherever the scheduler puts it.
@@ -169,6 +209,8 @@ pub struct Plan {
     /// See `Args::pin_client`.
     pub pin_client: bool,
     pub setup: Setup,
+    /// The durable sweep's points and volume (when `durable-sweep` runs).
+    pub durable_sweep: SweepPlan,
 }
 
 impl Plan {
@@ -226,6 +268,20 @@ impl Plan {
                 index_interval_bytes: a.index_interval_bytes.unwrap_or(4096),
                 preallocate: !a.no_preallocate,
                 zero_fill: a.zero_fill,
+                sync_method: a.sync_method.unwrap_or_default(),
+            },
+            durable_sweep: {
+                let d = SweepPlan::default_plan();
+                SweepPlan {
+                    partitions: a.sweep_partitions.clone().unwrap_or(d.partitions),
+                    in_flight: a.sweep_in_flight.clone().unwrap_or(d.in_flight),
+                    zero_fill: a.sweep_zero_fill.clone().unwrap_or(d.zero_fill),
+                    sync_methods: a.sweep_sync_methods.clone().unwrap_or(d.sync_methods),
+                    bytes: a.sweep_bytes.unwrap_or(d.bytes).max(1),
+                    max_seconds: a.sweep_seconds.unwrap_or(d.max_seconds).max(0.0),
+                    fio_layout: a.sweep_fio_layout,
+                    fio_depth: a.sweep_fio_depth,
+                }
             },
         }
     }
@@ -241,8 +297,13 @@ impl Plan {
                 .filter(|w| self.runs(w))
                 .count() as u64;
         let per_mode = per_mode + if self.runs("produce") { self.sweep_windows.len() as u64 } else { 0 };
+        let sweep: u64 = if self.runs(sweep::WORKLOAD) {
+            self.modes().iter().map(|&m| self.durable_sweep.points(m).len() as u64).sum()
+        } else {
+            0
+        };
         let refs = self.runs("refs") as u64 * 2 + self.runs("log") as u64;
-        self.reps as u64 * (self.modes().len() as u64 * per_mode + refs)
+        self.reps as u64 * (self.modes().len() as u64 * per_mode + sweep + refs)
             + self.runs("interval") as u64
             + self.runs("open") as u64
             + 1
@@ -780,6 +841,9 @@ pub struct Results {
     pub recovery: Vec<RecoverySummary>,
     /// Clean open of many segments, per mode (medians).
     pub open: Vec<OpenSummary>,
+    /// The durable sweep's points (medians over the repetitions) and each repetition of each.
+    pub durable_sweep: Vec<SweepPoint>,
+    pub durable_sweep_runs: Vec<SweepRun>,
     pub runs: Vec<RunReport>,
     pub skipped: Vec<String>,
     /// Wall time of each step (seglog runs and the fio runs beside them), in order.
@@ -1028,6 +1092,7 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
         open_dir: open_dir.as_ref().map(|d| d.path()),
         skipped,
         runs: Vec::new(),
+        sweep_runs: Vec::new(),
     };
     for rep in 0..plan.reps {
         for &mode in &plan.modes() {
@@ -1042,7 +1107,7 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
         }
     }
     let intervals = if plan.runs("interval") { d.intervals()? } else { Vec::new() };
-    let Driver { bars, skipped, runs, .. } = d;
+    let Driver { bars, skipped, runs, sweep_runs, .. } = d;
     bars.close_step();
     bars.bar.finish_and_clear();
 
@@ -1052,6 +1117,7 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
     let references = ref_ratios(&summary);
     let recovery = recovery_summaries(&runs, &summary);
     let open = open_summaries(&runs, &plan, open_written.seconds);
+    let durable_sweep = sweep::summarize(&sweep_runs);
     drop(open_dir);
     let results = Results {
         machine,
@@ -1062,6 +1128,8 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
         intervals,
         recovery,
         open,
+        durable_sweep,
+        durable_sweep_runs: sweep_runs,
         runs,
         skipped,
         steps: bars.steps.take(),
@@ -1098,6 +1166,8 @@ struct Driver<'a> {
     open_dir: Option<&'a Path>,
     skipped: Vec<String>,
     runs: Vec<RunReport>,
+    /// The durable sweep's runs (apart from `runs`: a point is a row of the sweep's own table).
+    sweep_runs: Vec<SweepRun>,
 }
 
 impl Driver<'_> {
@@ -1147,6 +1217,9 @@ impl Driver<'_> {
         }
         if plan.runs("durable") {
             self.durable(&tag, rep, &setup)?;
+        }
+        if plan.runs(sweep::WORKLOAD) {
+            self.durable_sweep(&tag, rep, &setup)?;
         }
         if plan.runs("produce") {
             for &w in &plan.sweep_windows {
@@ -1387,6 +1460,42 @@ impl Driver<'_> {
         Ok(())
     }
 
+    /// The durable sweep in one mode: each point on a fresh engine, then fio's equivalent job,
+    /// each side after `sync -f` on the bench directory (see [`sweep`]).
+    fn durable_sweep(&mut self, tag: &str, rep: usize, setup: &Setup) -> BenchResult<()> {
+        let plan = &self.plan.durable_sweep;
+        let base = &self.args.dir;
+        for point in plan.points(setup.mode) {
+            let label = point.key.label();
+            self.bars.step(format!("{tag}: durable sweep {label}"));
+            settle(base, &mut self.skipped);
+            let r = sweep::run_seglog(base, setup, &point, plan, self.plan.pin_client)?;
+            let fio = if self.use_fio {
+                self.bars.step(format!("{tag}: durable sweep {label}, fio"));
+                settle(base, &mut self.skipped);
+                match sweep::run_fio(base, &point, &r, setup.preallocate, plan) {
+                    Ok(f) => Some(f),
+                    Err(e) => {
+                        warn(&mut self.skipped, format!("fio, durable sweep {label}: {e}"));
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            self.sweep_runs.push(SweepRun {
+                rep,
+                key: point.key.clone(),
+                lead_bytes: point.lead_bytes,
+                engine_defaults: point.engine_defaults,
+                seglog: r,
+                fio,
+            });
+            self.bars.done();
+        }
+        Ok(())
+    }
+
     /// An extra produce run at `window` appends in flight, on a fresh log, beside fio's write
     /// at the size it reached.
     fn produce_window(&mut self, tag: &str, setup: &Setup, window: usize) -> BenchResult<()> {
@@ -1500,7 +1609,7 @@ pub fn render(r: &Results) -> String {
     let p = &r.plan;
     let _ = writeln!(
         s,
-        "profile {}: {} rep(s), {} B batches x {} records, {} partition(s), {} shard(s), window {} (sweep {:?}), {} MB produced, segment.bytes {}, preallocate {}, zero fill {}, client pinned {}, {:.0} s",
+        "profile {}: {} rep(s), {} B batches x {} records, {} partition(s), {} shard(s), window {} (sweep {:?}), {} MB produced, segment.bytes {}, preallocate {}, zero fill {}, sync method {}, client pinned {}, {:.0} s",
         p.profile,
         p.reps,
         p.setup.batch_bytes,
@@ -1513,6 +1622,7 @@ pub fn render(r: &Results) -> String {
         p.setup.segment_bytes,
         p.setup.preallocate,
         p.setup.zero_fill,
+        crate::workload::sync_method_name(p.setup.sync_method),
         p.pin_client,
         r.seconds
     );
@@ -1653,6 +1763,7 @@ pub fn render(r: &Results) -> String {
             );
         }
     }
+    s.push_str(&sweep::render(&r.durable_sweep, &p.durable_sweep, &p.setup));
     for w in &r.skipped {
         let _ = writeln!(s, "skipped: {w}");
     }
@@ -1718,6 +1829,9 @@ pub fn plots(dir: &Path, r: &Results) -> std::io::Result<Vec<PathBuf>> {
         "latency-cdf-log-lookups.svg",
         &plot::latency_cdf("Log point lookups, warm and cold, beside the references", cdf_of(&[log::WARM, log::COLD])),
     )?;
+    for (name, chart) in sweep::charts(&r.durable_sweep) {
+        put(name, &chart)?;
+    }
     // Throughput over time: the first repetition of each produce run.
     let mut seen = std::collections::BTreeSet::new();
     let mut tput = Vec::new();
@@ -1842,6 +1956,8 @@ mod tests {
             intervals,
             recovery: vec![],
             open: vec![],
+            durable_sweep: vec![],
+            durable_sweep_runs: vec![],
             runs,
             skipped: vec![],
             steps: vec![],

@@ -2,7 +2,7 @@
 //! writes at the block size and queue depth seglog used, optionally with fdatasync), read back
 //! from fio's JSON output.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// One fio job's result.
@@ -167,6 +167,93 @@ pub fn seq_write_as(
     r
 }
 
+/// Sequential writes into several files from one job (one thread, one io_uring), the files
+/// taking turns write by write (`--file_service_type=roundrobin`), as one engine shard writes
+/// its partitions' segments: the durable sweep's reference for one point of the sweep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilesWrite {
+    /// Files (one per partition), each written from its start.
+    pub files: usize,
+    /// Bytes per write.
+    pub bs: u64,
+    /// Writes in flight over all the files (the io_uring queue depth).
+    pub iodepth: u32,
+    /// Bytes written into each file.
+    pub file_bytes: u64,
+    /// O_DIRECT, or through the page cache.
+    pub direct: bool,
+    pub sync: FioSync,
+    pub layout: FioLayout,
+}
+
+impl FilesWrite {
+    /// The job's files in `dir`: `fio-files-write.0.dat`, `fio-files-write.1.dat`, ...
+    pub fn paths(&self, dir: &Path) -> Vec<PathBuf> {
+        (0..self.files.max(1)).map(|i| dir.join(format!("fio-files-write.{i}.dat"))).collect()
+    }
+
+    /// fio's arguments for the job on files in `dir`.
+    pub fn args(&self, dir: &Path) -> Vec<String> {
+        // fio separates file names with ':'; a ':' inside a name is escaped.
+        let names: Vec<String> = self.paths(dir).iter().map(|f| f.display().to_string().replace(':', "\\:")).collect();
+        let mut args = vec![
+            "--name=files-write".to_string(),
+            format!("--filename={}", names.join(":")),
+            "--rw=write".into(),
+            format!("--bs={}", self.bs),
+            // fio divides the size between the files.
+            format!("--size={}", self.file_bytes * names.len() as u64),
+            format!("--iodepth={}", self.iodepth.max(1)),
+            format!("--direct={}", self.direct as u8),
+            "--file_service_type=roundrobin".into(),
+            "--ioengine=io_uring".into(),
+            // Percentiles of the whole latency too, not only of the completion.
+            "--lat_percentiles=1".into(),
+            "--output-format=json".into(),
+        ];
+        if self.layout != FioLayout::Fallocate {
+            // As in `seq_write_as`: a new file with nothing reserved, or one written in full
+            // beforehand, which fio keeps as it is.
+            args.push("--fallocate=none".into());
+        }
+        match self.sync {
+            FioSync::None => {}
+            FioSync::Fdatasync(n) => args.push(format!("--fdatasync={n}")),
+            FioSync::Dsync => args.push("--sync=dsync".into()),
+        }
+        args
+    }
+
+    /// A short description, e.g. `64 files, bs=131072, qd=512, O_DIRECT + O_DSYNC, written`.
+    pub fn describe(&self) -> String {
+        let how = if self.direct { "O_DIRECT" } else { "buffered" };
+        let sync = match self.sync {
+            FioSync::None => String::new(),
+            FioSync::Fdatasync(n) => format!(" + fdatasync every {n}"),
+            FioSync::Dsync => " + O_DSYNC".into(),
+        };
+        format!("{} files, bs={}, qd={}, {how}{sync}, {}", self.files, self.bs, self.iodepth, self.layout.name())
+    }
+
+    /// Lays the files out in `dir` ([`FioLayout::Written`]: zeros, made durable), runs the job
+    /// and removes the files.
+    pub fn run(&self, dir: &Path) -> Result<FioResult, String> {
+        let paths = self.paths(dir);
+        let remove = || paths.iter().for_each(|p| drop(std::fs::remove_file(p)));
+        remove();
+        let r = (|| {
+            if self.layout == FioLayout::Written {
+                for p in &paths {
+                    write_zeros(p, self.file_bytes)?;
+                }
+            }
+            run(&self.args(dir))
+        })();
+        remove();
+        r
+    }
+}
+
 pub fn run(args: &[String]) -> Result<FioResult, String> {
     let out = Command::new("fio").args(args).output().map_err(|e| format!("fio: {e}"))?;
     if !out.status.success() {
@@ -264,6 +351,39 @@ pub fn settle(dir: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sweep's job: every file named, the size split between them, the queue depth over all
+    /// of them, and the sync and layout options of [`seq_write_as`].
+    #[test]
+    fn a_files_write_names_every_file_and_its_options() {
+        let job = FilesWrite {
+            files: 3,
+            bs: 65_536,
+            iodepth: 24,
+            file_bytes: 1 << 20,
+            direct: true,
+            sync: FioSync::Dsync,
+            layout: FioLayout::Written,
+        };
+        let args = job.args(Path::new("/d"));
+        for want in [
+            "--filename=/d/fio-files-write.0.dat:/d/fio-files-write.1.dat:/d/fio-files-write.2.dat",
+            "--bs=65536",
+            "--size=3145728",
+            "--iodepth=24",
+            "--direct=1",
+            "--sync=dsync",
+            "--fallocate=none",
+            "--file_service_type=roundrobin",
+        ] {
+            assert!(args.iter().any(|a| a == want), "no {want} in {args:?}");
+        }
+        assert_eq!(job.describe(), "3 files, bs=65536, qd=24, O_DIRECT + O_DSYNC, written");
+        let buffered = FilesWrite { direct: false, sync: FioSync::Fdatasync(1), layout: FioLayout::Fallocate, ..job };
+        let args = buffered.args(Path::new("/d"));
+        assert!(args.iter().any(|a| a == "--fdatasync=1") && args.iter().any(|a| a == "--direct=0"), "{args:?}");
+        assert!(!args.iter().any(|a| a.starts_with("--fallocate") || a.starts_with("--sync")), "{args:?}");
+    }
 
     #[test]
     fn parses_write_and_sync_percentiles() {

@@ -6,6 +6,8 @@
 //!   the engine; [`refs`] runs the reference designs ([`kafka_ref`], the `commitlog` crate) on the
 //!   same batches; [`fio`] runs and parses fio; [`cli`] is `seglog bench` (the driver, the summary,
 //!   `--json`, `--plot`); [`plot`] draws every chart (these and `seglog index-report --plot`'s).
+//! - [`sweep`]: the durable-append sweep (partitions x appends in flight x zero fill x sync
+//!   method, each point beside fio's equivalent job), run by [`cli`] when asked for.
 //! - [`append`] is the older append-only comparison behind the `append-vs-fio` binary.
 
 pub mod append;
@@ -17,6 +19,7 @@ pub mod pct;
 pub use seglog_plot as plot;
 pub mod refs;
 pub mod rusage;
+pub mod sweep;
 pub mod workload;
 
 /// Environment variable: `0` (or `false`, `no`, `off`) keeps the engine's write-buffer pool

@@ -416,6 +416,7 @@ mod tests {
             index_interval_bytes: 4096,
             preallocate: false,
             zero_fill: seglog::ZeroFill::Off,
+            sync_method: seglog::SyncMethod::default(),
         }
     }
 

@@ -22,7 +22,7 @@ use std::time::Instant;
 use seglog::engine::ShardStats;
 use seglog::format::batch;
 use seglog::format::builder::BatchBuilder;
-use seglog::{Durability, Engine, EngineConfig, IoMode, LogConfig, TopicPartition, ZeroFill};
+use seglog::{Durability, Engine, EngineConfig, IoMode, LogConfig, SyncMethod, TopicPartition, ZeroFill};
 
 use crate::pct::{Hist, Latency};
 use crate::rusage::Usage;
@@ -45,6 +45,10 @@ pub struct Setup {
     /// The engine's zero fill (`auto` turns it on for the durable runs).
     #[serde(serialize_with = "ser_display")]
     pub zero_fill: ZeroFill,
+    /// How the engine makes a durable write durable (RWF_DSYNC writes, the engine's default, or
+    /// a write linked to an fdatasync); matters only for durable runs.
+    #[serde(serialize_with = "ser_sync_method")]
+    pub sync_method: SyncMethod,
 }
 
 fn ser_display<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> Result<S::Ok, S::Error> {
@@ -56,6 +60,27 @@ fn ser_mode<S: serde::Serializer>(m: &IoMode, s: S) -> Result<S::Ok, S::Error> {
 }
 fn ser_durability<S: serde::Serializer>(d: &Durability, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&durability_name(*d))
+}
+fn ser_sync_method<S: serde::Serializer>(m: &SyncMethod, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(sync_method_name(*m))
+}
+
+/// The bench's name of a sync method: `dsync-writes` or `fdatasync` (what [`parse_sync_method`]
+/// reads).
+pub fn sync_method_name(m: SyncMethod) -> &'static str {
+    match m {
+        SyncMethod::DsyncWrites => "dsync-writes",
+        SyncMethod::Fdatasync => "fdatasync",
+    }
+}
+
+/// Parses `dsync-writes` (or `dsync`) and `fdatasync`.
+pub fn parse_sync_method(s: &str) -> Result<SyncMethod, String> {
+    match s.trim() {
+        "dsync-writes" | "dsync_writes" | "dsync" => Ok(SyncMethod::DsyncWrites),
+        "fdatasync" => Ok(SyncMethod::Fdatasync),
+        other => Err(format!("unknown sync method {other:?} (dsync-writes, fdatasync)")),
+    }
 }
 
 /// A short name for a durability policy.
@@ -106,6 +131,7 @@ impl Setup {
         cfg.shards = Some(self.shards);
         cfg.durability = self.durability;
         cfg.zero_fill = self.zero_fill;
+        cfg.sync_method = self.sync_method;
         cfg.log_config = self.log_config();
         let engine = Engine::open(cfg)?;
         let tps = partitions(self.partitions);
@@ -181,6 +207,11 @@ pub struct Counters {
     pub fsyncs: u64,
     pub tail_cache_hits: u64,
     pub fetches: u64,
+    /// Bytes appended (batches taken by the shards), partition flushes started (one per
+    /// partition write, with its sync when durable) and zero-fill refills started.
+    pub appended_bytes: u64,
+    pub flushes: u64,
+    pub zero_fills: u64,
     /// The shards' write latencies (submission started to seen complete), merged.
     pub write_latency: seglog::LatencyHistogram,
     pub usage: Usage,
@@ -203,6 +234,9 @@ impl Counters {
             fsyncs: sum(|s| s.fsyncs),
             tail_cache_hits: sum(|s| s.tail_cache_hits),
             fetches: sum(|s| s.fetches),
+            appended_bytes: sum(|s| s.appended_bytes),
+            flushes: sum(|s| s.flushes),
+            zero_fills: sum(|s| s.zero_fills),
             write_latency: stats.iter().fold(seglog::LatencyHistogram::new(), |mut h, s| {
                 h.merge(&s.write_latency);
                 h
@@ -221,6 +255,9 @@ impl Counters {
             fsyncs: self.fsyncs.saturating_sub(earlier.fsyncs),
             tail_cache_hits: self.tail_cache_hits.saturating_sub(earlier.tail_cache_hits),
             fetches: self.fetches.saturating_sub(earlier.fetches),
+            appended_bytes: self.appended_bytes.saturating_sub(earlier.appended_bytes),
+            flushes: self.flushes.saturating_sub(earlier.flushes),
+            zero_fills: self.zero_fills.saturating_sub(earlier.zero_fills),
             write_latency: self.write_latency.since(&earlier.write_latency),
             usage: self.usage.since(&earlier.usage),
         }
@@ -263,8 +300,14 @@ pub struct RunReport {
     /// io_uring_enter (or plain I/O system calls) and I/O operations per operation, over all shards.
     pub enters_per_op: f64,
     pub ios_per_op: f64,
-    /// Bytes per write handed to the kernel (the block size fio is given).
+    /// Bytes per write handed to the kernel (the block size fio is given), zero-fill writes
+    /// (1 MiB each) included.
     pub avg_write_bytes: f64,
+    /// Bytes appended per partition flush: the new data each partition write carried, zero
+    /// fill left out (the block size of the durable sweep's fio jobs).
+    pub bytes_per_flush: f64,
+    /// Zero-fill refills started during the run.
+    pub zero_fills: u64,
     pub fsyncs: u64,
     /// The engine's partition writes, from the start of their submission to seen complete (with
     /// the sync when durable), p50 and p99 in microseconds: the device's and kernel's part of
@@ -304,6 +347,8 @@ impl RunReport {
         self.enters_per_op = delta.io_enters as f64 / ops;
         self.ios_per_op = delta.io_ops as f64 / ops;
         self.avg_write_bytes = if delta.writes > 0 { delta.bytes_written as f64 / delta.writes as f64 } else { 0.0 };
+        self.bytes_per_flush = if delta.flushes > 0 { delta.appended_bytes as f64 / delta.flushes as f64 } else { 0.0 };
+        self.zero_fills = delta.zero_fills;
         self.fsyncs = delta.fsyncs;
         let writes = Latency::from_engine(&delta.write_latency);
         (self.write_p50_us, self.write_p99_us) = (writes.p50_us, writes.p99_us);
@@ -439,6 +484,15 @@ mod tests {
             let h = batch::validate_batch(&b, true).unwrap();
             assert_eq!((h.base_timestamp, h.max_timestamp), (123_456, 123_456));
         }
+    }
+
+    #[test]
+    fn sync_method_names_round_trip() {
+        for m in [SyncMethod::DsyncWrites, SyncMethod::Fdatasync] {
+            assert_eq!(parse_sync_method(sync_method_name(m)).unwrap(), m);
+        }
+        assert_eq!(parse_sync_method("dsync").unwrap(), SyncMethod::DsyncWrites);
+        assert!(parse_sync_method("fsync").is_err());
     }
 
     #[test]

@@ -182,6 +182,7 @@ mod tests {
             index_interval_bytes: 4096,
             preallocate: false,
             zero_fill: seglog::ZeroFill::Auto,
+            sync_method: seglog::SyncMethod::default(),
         };
         let w = write(dir.path(), &p, &setup).unwrap();
         assert_eq!(w.segments, 30, "{:?}", all_files(dir.path()));

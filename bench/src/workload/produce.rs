@@ -2,9 +2,14 @@
 //! the partitions, with a window of appends in flight per partition (as a broker serving several
 //! producers has), unthrottled or paced to a target rate. Paced runs time each append from its
 //! scheduled send time, so a stall shows in the latency instead of silently lowering the rate
-//! (no coordinated omission).
+//! (no coordinated omission). [`run_per_partition`] keeps the window full on each partition on
+//! its own, for the durable sweep.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
@@ -151,4 +156,161 @@ pub fn run(
         if p.rate > 0.0 { format!("paced {:.0} batches/s", p.rate) } else { "unthrottled".into() }
     );
     Ok((r.finish(hist, seconds, &delta), Produced { first_ts, batches: acked }))
+}
+
+/// How long [`run_per_partition`] polls for completions (yielding the core each round) before
+/// it sleeps until one wakes it: as long as [`Completion::wait`] spins at most.
+const POLL_SPIN: Duration = Duration::from_micros(500);
+
+/// A yield that took longer than this gave the core away for a scheduler slice (the core is
+/// wanted): [`run_per_partition`] stops polling and sleeps, as [`Completion::wait`] does.
+const CONTENDED_YIELD: Duration = Duration::from_micros(200);
+
+/// Wakes the producing thread when a completion it polled is delivered.
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Appends unthrottled as [`run`] does, but keeps `p.window` appends in flight on each partition
+/// on its own: an append that completes is replaced at once, whichever partition it was on, and
+/// is timed when it is seen complete. [`run`] waits for the oldest append first, so one slow
+/// partition holds back the next appends of every other one (the queue depth drops below
+/// partitions x window) and adds its wait to their latency. This is the durable sweep's producer:
+/// its fio reference keeps its queue depth full the same way. `p.rate` is ignored; the progress
+/// of the run is not reported.
+pub fn run_per_partition(
+    engine: &Engine,
+    tps: &[TopicPartition],
+    setup: &Setup,
+    p: &ProduceParams,
+    workload: &str,
+) -> seglog::Result<RunReport> {
+    let _pinned = if p.pin_client { pin_off_shards(engine)? } else { None };
+    let template = make_batch(setup.batch_bytes, setup.records_per_batch, 0);
+    let batch_len = template.len() as u64;
+    let total = (p.total_bytes / batch_len).max(1);
+    let first_ts = first_timestamp_ms();
+    let window = p.window.max(1);
+    type Pending = VecDeque<(Completion<seglog::log::AppendInfo>, Instant)>;
+    let mut queues: Vec<Pending> = tps.iter().map(|_| VecDeque::with_capacity(window)).collect();
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut hist = Hist::new();
+    let c0 = Counters::of(engine);
+    let t0 = Instant::now();
+    let mut timeline = Timeline::new(t0);
+    let deadline = (p.max_seconds > 0.0).then(|| t0 + Duration::from_secs_f64(p.max_seconds));
+    let (mut sent, mut acked) = (0u64, 0u64);
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        // Fill every partition's window, one append per partition per pass (round-robin).
+        let sending = sent < total && deadline.is_none_or(|d| Instant::now() < d);
+        while sending && sent < total {
+            let before = sent;
+            for (tp, q) in tps.iter().zip(queues.iter_mut()) {
+                if q.len() < window && sent < total {
+                    let mut b = template.clone();
+                    stamp(&mut b, first_ts + sent as i64);
+                    q.push_back((engine.append(tp, b, 0), Instant::now()));
+                    sent += 1;
+                }
+            }
+            if sent == before {
+                break;
+            }
+        }
+        if queues.iter().all(VecDeque::is_empty) {
+            break;
+        }
+        // Take every completed append. A partition's appends complete in order, so only its
+        // oldest is polled; a pending poll leaves the waker with it.
+        let mut reaped = 0u64;
+        let now = Instant::now();
+        for q in &mut queues {
+            while let Some((c, _)) = q.front_mut() {
+                match Pin::new(c).poll(&mut cx) {
+                    Poll::Ready(v) => {
+                        v?;
+                        let (_, at) = q.pop_front().expect("non-empty");
+                        hist.record(now.saturating_duration_since(at));
+                        timeline.add(now, batch_len);
+                        reaped += 1;
+                    }
+                    Poll::Pending => break,
+                }
+            }
+        }
+        acked += reaped;
+        if reaped > 0 {
+            idle_since = None;
+            continue;
+        }
+        // Nothing completed: poll again after a yield, or sleep once polling has gone on long
+        // enough or the core is wanted (every oldest append holds the waker).
+        let since = *idle_since.get_or_insert(now);
+        let yielded = Instant::now();
+        if now.duration_since(since) < POLL_SPIN {
+            std::thread::yield_now();
+            if yielded.elapsed() <= CONTENDED_YIELD {
+                continue;
+            }
+        }
+        std::thread::park_timeout(Duration::from_millis(10));
+        idle_since = None;
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let delta = Counters::of(engine).since(&c0);
+    let mut r = RunReport::for_engine(workload, setup, engine);
+    r.ops = acked;
+    r.bytes = acked * batch_len;
+    r.records = acked * setup.records_per_batch as u64;
+    r.timeline = timeline.points();
+    r.note = format!(
+        "{} partitions, {} shards, window {}/partition, unthrottled, each partition refilled as its appends complete",
+        tps.len(),
+        engine.shard_count(),
+        window,
+    );
+    Ok(r.finish(hist, seconds, &delta))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The per-partition producer appends every batch asked for, durably, across every
+    /// partition, and times each one.
+    #[test]
+    fn run_per_partition_appends_everything_on_every_partition() {
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let setup = Setup {
+            mode: seglog::IoMode::Sync,
+            shards: 1,
+            partitions: 4,
+            batch_bytes: 4096,
+            records_per_batch: 4,
+            durability: seglog::Durability::EveryBatch,
+            segment_bytes: 1 << 20,
+            index_interval_bytes: 4096,
+            preallocate: false,
+            zero_fill: seglog::ZeroFill::Off,
+            sync_method: seglog::SyncMethod::Fdatasync,
+        };
+        let (engine, tps) = setup.open(dir.path()).unwrap();
+        let p = ProduceParams { total_bytes: 100 * 4096, window: 3, rate: 0.0, max_seconds: 0.0, pin_client: false };
+        let r = run_per_partition(&engine, &tps, &setup, &p, "durable-sweep").unwrap();
+        assert_eq!((r.ops, r.bytes, r.hist.count()), (100, 100 * 4096, 100));
+        assert!(r.fsyncs > 0 && r.bytes_per_flush >= 4096.0, "{r:?}");
+        let ends: Vec<i64> = engine.partitions().unwrap().iter().map(|p| p.2).collect();
+        assert_eq!(ends.iter().sum::<i64>(), 100 * 4, "{ends:?}");
+        assert!(ends.iter().all(|&e| e > 0), "{ends:?}");
+        engine.shutdown().unwrap();
+    }
 }
