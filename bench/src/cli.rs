@@ -1584,7 +1584,8 @@ fn opt_pct(r: Option<f64>) -> String {
     r.map_or("-".into(), |r| format!("{:.0}%", 100.0 * r))
 }
 
-fn num(v: f64) -> String {
+/// A figure for a table: `-` for none, fewer decimals as it grows.
+pub(crate) fn num(v: f64) -> String {
     if v == 0.0 {
         "-".into()
     } else if v >= 100.0 {

@@ -18,6 +18,7 @@ use std::path::Path;
 
 use seglog::{Durability, Engine, IoMode, SyncMethod, ZeroFill};
 
+use crate::cli::num;
 use crate::fio::{FilesWrite, FioLayout, FioResult, FioSync};
 use crate::pct::median;
 use crate::plot;
@@ -474,19 +475,6 @@ pub fn summarize(runs: &[SweepRun]) -> Vec<SweepPoint> {
             }
         })
         .collect()
-}
-
-/// A figure for the table: `-` for none, fewer decimals as it grows.
-fn num(v: f64) -> String {
-    if v == 0.0 {
-        "-".into()
-    } else if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
 }
 
 fn ratio(r: Option<f64>) -> String {
