@@ -401,6 +401,61 @@ fn the_engine_zero_fills_as_configured() {
     }
 }
 
+/// An engine shard shares its zero-fill lead among its partitions: each keeps at most its share
+/// of zeros ahead of its data, so the zeros a shard writes stay close to the data it writes
+/// however many partitions it holds (with the whole lead each, 64 partitions wrote several times
+/// their data in zeros). What the partitions wrote is exactly their batches after shutdown.
+#[test]
+fn a_shard_shares_its_zero_fill_lead_among_its_partitions() {
+    const LEAD: u32 = 2 << 20;
+    const PARTITIONS: usize = 4;
+    let tmp = disk_tempdir();
+    let mut cfg = EngineConfig::new(tmp.path());
+    cfg.io_mode = test_mode();
+    cfg.shards = Some(1);
+    cfg.pin_threads = false;
+    cfg.durability = Durability::EveryBatch;
+    cfg.zero_fill = ZeroFill::Lead(LEAD);
+    let engine = Engine::open(cfg).expect("engine");
+    let direct = engine.io_mode() == IoMode::Direct;
+    let tps: Vec<TopicPartition> = (0..PARTITIONS as i32).map(|p| TopicPartition::new("share", p)).collect();
+    for tp in &tps {
+        engine.open_partition(tp, None).wait().expect("open partition");
+    }
+    let mut appended = vec![Vec::new(); PARTITIONS];
+    // About 1.9 MiB a partition: past the second doubling of a lead of its own (256 KiB, 512
+    // KiB, 1 MiB, 2 MiB), so a partition keeping the whole lead writes more zeros than allowed.
+    for _ in 0..160 {
+        for (tp, bytes) in tps.iter().zip(appended.iter_mut()) {
+            let b = batch(&[T0], 12_000);
+            let info = engine.append(tp, b.clone(), 0).wait().expect("append");
+            let mut stored = b;
+            stored[0..8].copy_from_slice(&info.first_offset.to_be_bytes());
+            stored[12..16].copy_from_slice(&0i32.to_be_bytes());
+            bytes.extend(stored);
+        }
+    }
+    let share = (LEAD / PARTITIONS as u32) as u64;
+    let mut fills = 0;
+    for (tp, bytes) in tps.iter().zip(&appended) {
+        let stats = engine.with_log(tp, |log| Ok(log.zero_fill_stats())).wait().expect("stats");
+        fills += stats.fills;
+        // The zeros end at most a share (rounded up to a block) past the data.
+        assert!(
+            stats.bytes <= bytes.len() as u64 + share + 4096,
+            "{tp:?}: {} zero bytes for {} data bytes with a share of {share}",
+            stats.bytes,
+            bytes.len()
+        );
+    }
+    assert_eq!(fills > 0, direct, "zero fill ran ({fills} refills) only in direct mode");
+    engine.shutdown().expect("shutdown");
+    for (tp, bytes) in tps.iter().zip(&appended) {
+        let on_disk = file(&log_path(&tmp.path().join(tp.dir_name()), 0));
+        assert_same(&on_disk, bytes, &format!("{tp:?} after shutdown"));
+    }
+}
+
 #[test]
 fn zero_fill_settings_parse() {
     assert_eq!("auto".parse::<ZeroFill>(), Ok(ZeroFill::Auto));

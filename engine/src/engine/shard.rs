@@ -70,8 +70,12 @@ pub(crate) struct Shard {
     durability: Durability,
     sync_method: SyncMethod,
     tail_cache_bytes: u64,
-    /// The zero-fill lead of every log opened here (0 for none).
+    /// The zero-fill lead shared by the logs open here (0 for none): each keeps up to its share
+    /// ([`zero_fill_share`]).
     zero_fill_bytes: u32,
+    /// The partition whose zero-fill refill was started last: one refill at a time per shard,
+    /// so the zeros in the device's queue in front of an append are at most one partition's.
+    refilling: Option<TopicPartition>,
     idle_spin: Duration,
     io_spin: Duration,
     recovery_threads: usize,
@@ -151,6 +155,7 @@ impl Shard {
             closed: HashMap::new(),
             waiting: HashMap::new(),
             in_flight: HashMap::new(),
+            refilling: None,
         }
     }
 
@@ -441,6 +446,7 @@ impl Shard {
         // Zero-fill batches go after the data batches, each apart: no acknowledgement waits for
         // their completion (the flush of a durable write issued with one carries its zeros).
         let mut zero_fills: Vec<(TopicPartition, Vec<crate::io::IoOp>)> = Vec::new();
+        let mut may_refill = !self.refill_in_flight();
         for tp in dirty {
             if self.in_flight.contains_key(&tp) {
                 continue;
@@ -464,8 +470,10 @@ impl Shard {
                 }
                 Ok(ops) => {
                     let ops = if dsync { dsync_writes(ops) } else { ops };
-                    let zeros = log.take_zero_fill(0);
+                    let zeros = if may_refill { log.take_zero_fill(0) } else { Vec::new() };
                     if !zeros.is_empty() {
+                        may_refill = false;
+                        self.refilling = Some(tp.clone());
                         zero_fills.push((tp.clone(), zeros));
                     }
                     started.push((tp, sync.then_some(log.log_end_offset())));
@@ -497,6 +505,30 @@ impl Shard {
         }
         for (tp, io) in zero_tps.into_iter().zip(ios) {
             self.logs.get_mut(&tp).expect("checked above").zero_fill_started(io);
+        }
+    }
+
+    /// True while the last refill started ([`Shard::refilling`]) is in flight.
+    fn refill_in_flight(&mut self) -> bool {
+        let Some(tp) = &self.refilling else {
+            return false;
+        };
+        let busy = self.logs.get_mut(tp).is_some_and(|log| log.zero_fill_busy());
+        if !busy {
+            self.refilling = None;
+        }
+        busy
+    }
+
+    /// Gives every open log its share of the shard's zero-fill lead, after the number of open
+    /// logs changed.
+    fn share_zero_fill(&mut self) {
+        if self.zero_fill_bytes == 0 {
+            return;
+        }
+        let share = zero_fill_share(self.zero_fill_bytes, self.logs.len());
+        for log in self.logs.values_mut() {
+            log.set_zero_fill_bytes(share);
         }
     }
 
@@ -599,7 +631,7 @@ impl Shard {
             config,
             storage: self.storage.clone(),
             tail_cache_bytes: self.tail_cache_bytes,
-            zero_fill_bytes: self.zero_fill_bytes,
+            zero_fill_bytes: zero_fill_share(self.zero_fill_bytes, self.logs.len() + 1),
             writes: crate::log::Writes::Caller,
             recovery,
             log_start_offset,
@@ -611,6 +643,7 @@ impl Shard {
         match Log::open_with_report(self.data_dir.join(tp.dir_name()), options) {
             Ok((log, report)) => {
                 self.logs.insert(tp.clone(), log);
+                self.share_zero_fill();
                 Ok(report)
             }
             Err(e) => {
@@ -633,6 +666,7 @@ impl Shard {
             self.acknowledge(tp, outcome.map_err(|e| e.to_string()));
         }
         let log = self.logs.remove(tp).expect("checked above");
+        self.share_zero_fill();
         let acks = self.waiting.remove(tp).unwrap_or_default();
         let mut closed = Closed {
             recovery_point: log.recovery_point(),
@@ -682,6 +716,23 @@ impl Shard {
     }
 }
 
+/// The zero-fill lead each of `logs` open logs keeps when they share `total` bytes: an equal
+/// share, but never under [`MIN_ZERO_FILL_SHARE`] (nor over `total`). Without the split every
+/// partition's lead grew to the whole setting: at 8 partitions of one shard 64 MiB each, and the
+/// zeros written ahead were several times the data (the durable sweep's 8 x 8 point ran at 0.36x
+/// fio's throughput with a p99 4.3x fio's, against 0.96x and 0.57x with zero fill off).
+fn zero_fill_share(total: u32, logs: usize) -> u32 {
+    if total == 0 {
+        return 0;
+    }
+    let share = total / (logs.max(1) as u32);
+    share.max(MIN_ZERO_FILL_SHARE).min(total)
+}
+
+/// The least zero-fill lead a log of a shard keeps, however many share the shard's: the first
+/// lead of a segment (256 KiB).
+const MIN_ZERO_FILL_SHARE: u32 = 256 << 10;
+
 /// One log's writes for [`SyncMethod::DsyncWrites`]: each write carries RWF_DSYNC and the
 /// fdatasync chained after them is dropped. The caller checked that every byte already in the
 /// file is durable, so the new writes are all the fdatasync had to cover. With nothing to write
@@ -712,4 +763,21 @@ fn fail_acks(acks: Vec<Ack>, data_dir: &std::path::Path, tp: &TopicPartition, re
 
 fn unknown(tp: &TopicPartition) -> Error {
     Error::UnknownPartition { topic: tp.topic.clone(), partition: tp.partition }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each log gets an equal share of the shard's lead, never less than the floor and never
+    /// more than the lead itself; no lead stays no lead.
+    #[test]
+    fn zero_fill_share_splits_the_lead_with_a_floor() {
+        assert_eq!(zero_fill_share(0, 8), 0);
+        assert_eq!(zero_fill_share(64 << 20, 0), 64 << 20);
+        assert_eq!(zero_fill_share(64 << 20, 1), 64 << 20);
+        assert_eq!(zero_fill_share(64 << 20, 8), 8 << 20);
+        assert_eq!(zero_fill_share(64 << 20, 10_000), MIN_ZERO_FILL_SHARE);
+        assert_eq!(zero_fill_share(64 << 10, 4), 64 << 10);
+    }
 }

@@ -41,6 +41,18 @@ impl Log {
         self.active_segment().zero_fill_stats()
     }
 
+    /// Sets the zero-fill lead ([`LogOptions::zero_fill_bytes`]) of the active segment and of
+    /// the segments rolled after it: an engine shard shares one lead among its partitions.
+    pub fn set_zero_fill_bytes(&mut self, bytes: u32) {
+        self.zero_fill_bytes = bytes;
+        self.active_mut().set_zero_fill_bytes(bytes);
+    }
+
+    /// True while a zero-fill refill of the active segment is in flight.
+    pub fn zero_fill_busy(&mut self) -> bool {
+        self.active_mut().zero_fill_busy()
+    }
+
     /// See `crate::segment::ActiveSegment::zero_fill_started`.
     pub fn zero_fill_started(&mut self, io: AsyncIo) {
         self.active_mut().zero_fill_started(io);

@@ -142,6 +142,19 @@ impl ActiveSegment {
         self.zero.stats
     }
 
+    /// Sets the most zeros this segment keeps ahead of its data (0 turns zero fill off). A lead
+    /// already past it is not cut back; the next refill is judged by the new limit.
+    pub(crate) fn set_zero_fill_bytes(&mut self, bytes: u32) {
+        self.settings.zero_fill_bytes = bytes;
+        self.zero.lead = self.zero.lead.min(bytes as u64);
+    }
+
+    /// True while a refill is taken or in flight (applying one that completed first).
+    pub(crate) fn zero_fill_busy(&mut self) -> bool {
+        self.poll_zero_fill(false);
+        self.zero.pending.is_some() || self.zero.in_flight.is_some()
+    }
+
     /// Takes the operations of [`ActiveSegment::take_zero_fill`] back as submitted without
     /// waiting; they are polled by the next [`ActiveSegment::take_zero_fill`] and waited for by
     /// anything that writes where they do.
