@@ -141,6 +141,9 @@ pub struct Args {
     /// durable-sweep: sync methods (default dsync-writes,fdatasync).
     #[arg(long, value_delimiter = ',', value_parser = crate::workload::parse_sync_method)]
     pub sweep_sync_methods: Option<Vec<SyncMethod>>,
+    /// durable-sweep: segment preallocation settings (default false,true).
+    #[arg(long, value_delimiter = ',')]
+    pub sweep_preallocate: Option<Vec<bool>>,
     /// durable-sweep: bytes appended per point, fio writing the same (default 268435456, 256 MiB).
     #[arg(long)]
     pub sweep_bytes: Option<u64>,
@@ -277,6 +280,7 @@ impl Plan {
                     in_flight: a.sweep_in_flight.clone().unwrap_or(d.in_flight),
                     zero_fill: a.sweep_zero_fill.clone().unwrap_or(d.zero_fill),
                     sync_methods: a.sweep_sync_methods.clone().unwrap_or(d.sync_methods),
+                    preallocate: a.sweep_preallocate.clone().unwrap_or(d.preallocate),
                     bytes: a.sweep_bytes.unwrap_or(d.bytes).max(1),
                     max_seconds: a.sweep_seconds.unwrap_or(d.max_seconds).max(0.0),
                     fio_layout: a.sweep_fio_layout,
@@ -1473,7 +1477,7 @@ impl Driver<'_> {
             let fio = if self.use_fio {
                 self.bars.step(format!("{tag}: durable sweep {label}, fio"));
                 settle(base, &mut self.skipped);
-                match sweep::run_fio(base, &point, &r, setup.preallocate, plan) {
+                match sweep::run_fio(base, &point, &r, plan) {
                     Ok(f) => Some(f),
                     Err(e) => {
                         warn(&mut self.skipped, format!("fio, durable sweep {label}: {e}"));

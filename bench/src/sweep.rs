@@ -101,6 +101,9 @@ pub struct SweepPlan {
     /// Sync methods (default dsync-writes, fdatasync).
     #[serde(serialize_with = "ser_sync_methods")]
     pub sync_methods: Vec<SyncMethod>,
+    /// `preallocate` settings of the partitions' segments (default false, true: Kafka's
+    /// default first).
+    pub preallocate: Vec<bool>,
     /// Bytes appended per point (fio writes what seglog appended).
     pub bytes: u64,
     /// A point's seglog side stops appending after this long, even short of `bytes` (0 = no
@@ -153,6 +156,7 @@ impl SweepPlan {
             in_flight: vec![1, 8],
             zero_fill: vec![ZeroFill::Auto, ZeroFill::Off],
             sync_methods: vec![SyncMethod::DsyncWrites, SyncMethod::Fdatasync],
+            preallocate: vec![false, true],
             bytes: 256 << 20,
             max_seconds: 10.0,
             fio_layout: LayoutChoice::Match,
@@ -160,8 +164,8 @@ impl SweepPlan {
         }
     }
 
-    /// The points of one I/O mode, in the order they run: sync method, zero fill, partitions,
-    /// in flight. Zero-fill settings that give the same lead in `mode` share one point.
+    /// The points of one I/O mode, in the order they run: sync method, preallocation, zero fill,
+    /// partitions, in flight. Zero-fill settings that give the same lead in `mode` share one point.
     pub fn points(&self, mode: IoMode) -> Vec<PointConfig> {
         let mut fills: Vec<(u32, Vec<ZeroFill>)> = Vec::new();
         for &z in &self.zero_fill {
@@ -172,25 +176,30 @@ impl SweepPlan {
             }
         }
         let mut out = Vec::new();
+        let default_preallocate = seglog::LogConfig::default().preallocate;
         for &sync_method in &self.sync_methods {
-            for (lead, same) in &fills {
-                for &partitions in &self.partitions {
-                    for &in_flight in &self.in_flight {
-                        out.push(PointConfig {
-                            key: PointKey {
-                                mode: mode.name().into(),
-                                sync_method: sync_method_name(sync_method).into(),
-                                zero_fill: Joined(same).to_string().replace(',', "="),
-                                partitions: partitions.max(1),
-                                in_flight: in_flight.max(1),
-                            },
-                            mode,
-                            sync_method,
-                            zero_fill: same[0],
-                            lead_bytes: *lead,
-                            engine_defaults: sync_method == SyncMethod::default()
-                                && same.contains(&ZeroFill::default()),
-                        });
+            for &preallocate in &self.preallocate {
+                for (lead, same) in &fills {
+                    for &partitions in &self.partitions {
+                        for &in_flight in &self.in_flight {
+                            out.push(PointConfig {
+                                key: PointKey {
+                                    mode: mode.name().into(),
+                                    sync_method: sync_method_name(sync_method).into(),
+                                    preallocate,
+                                    zero_fill: Joined(same).to_string().replace(',', "="),
+                                    partitions: partitions.max(1),
+                                    in_flight: in_flight.max(1),
+                                },
+                                mode,
+                                sync_method,
+                                zero_fill: same[0],
+                                lead_bytes: *lead,
+                                engine_defaults: sync_method == SyncMethod::default()
+                                    && preallocate == default_preallocate
+                                    && same.contains(&ZeroFill::default()),
+                            });
+                        }
                     }
                 }
             }
@@ -205,6 +214,8 @@ pub struct PointKey {
     /// The I/O mode asked for.
     pub mode: String,
     pub sync_method: String,
+    /// Segments preallocated (`preallocate`).
+    pub preallocate: bool,
     /// The zero-fill setting; settings that ran as one point are joined by `=` (`auto=off` in
     /// buffered mode, where both mean no zero fill).
     pub zero_fill: String,
@@ -214,9 +225,25 @@ pub struct PointKey {
 }
 
 impl PointKey {
-    /// A short label: `direct dsync-writes zf=auto 8x8`.
+    /// A short label: `direct dsync-writes pa=no zf=auto 8x8`.
     pub fn label(&self) -> String {
-        format!("{} {} zf={} {}x{}", self.mode, self.sync_method, self.zero_fill, self.partitions, self.in_flight)
+        format!(
+            "{} {} pa={} zf={} {}x{}",
+            self.mode,
+            self.sync_method,
+            yes_no(self.preallocate),
+            self.zero_fill,
+            self.partitions,
+            self.in_flight
+        )
+    }
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
     }
 }
 
@@ -229,19 +256,20 @@ pub struct PointConfig {
     pub zero_fill: ZeroFill,
     /// The lead the engine keeps with this setting in this mode (0: no zero fill).
     pub lead_bytes: u32,
-    /// The engine's default zero fill and sync method (the issue's proof is for these, in
-    /// direct mode).
+    /// The engine's default zero fill, sync method and preallocation (the issue's proof is for
+    /// these, in direct mode).
     pub engine_defaults: bool,
 }
 
 impl PointConfig {
-    /// The engine setup of this point: `base` (batches, shards, segments, preallocation) with
-    /// every-batch durability and the point's mode, partitions, zero fill and sync method.
+    /// The engine setup of this point: `base` (batches, shards, segments) with every-batch
+    /// durability and the point's mode, partitions, preallocation, zero fill and sync method.
     pub fn setup(&self, base: &Setup) -> Setup {
         Setup {
             mode: self.mode,
             partitions: self.key.partitions,
             durability: Durability::EveryBatch,
+            preallocate: self.key.preallocate,
             zero_fill: self.zero_fill,
             sync_method: self.sync_method,
             ..base.clone()
@@ -252,8 +280,8 @@ impl PointConfig {
     /// partition, the files sharing `r.bytes` (whole writes), each write as large as seglog's
     /// partition writes were on average (rounded to 4 KiB), at the queue depth `plan.fio_depth`
     /// says (by default partitions x in flight), in the layout `plan.fio_layout` says (with
-    /// seglog's `preallocate`).
-    pub fn fio_job(&self, r: &RunReport, preallocate: bool, plan: &SweepPlan) -> FilesWrite {
+    /// the point's `preallocate`).
+    pub fn fio_job(&self, r: &RunReport, plan: &SweepPlan) -> FilesWrite {
         let bs = ((r.bytes_per_flush / 4096.0).round().max(1.0) as u64) * 4096;
         let files = self.key.partitions;
         let file_bytes = ((r.bytes / files as u64) / bs).max(1) * bs;
@@ -264,7 +292,7 @@ impl PointConfig {
         let layout = match plan.fio_layout {
             LayoutChoice::Fixed(l) => l,
             LayoutChoice::Match if self.lead_bytes > 0 => FioLayout::Written,
-            LayoutChoice::Match if preallocate => FioLayout::Fallocate,
+            LayoutChoice::Match if self.key.preallocate => FioLayout::Fallocate,
             LayoutChoice::Match => FioLayout::Extend,
         };
         FilesWrite {
@@ -310,14 +338,8 @@ pub fn run_seglog(
 }
 
 /// fio's side of one point, run in `base` right after seglog's run `r`.
-pub fn run_fio(
-    base: &Path,
-    point: &PointConfig,
-    r: &RunReport,
-    preallocate: bool,
-    plan: &SweepPlan,
-) -> Result<FioSide, String> {
-    let job = point.fio_job(r, preallocate, plan);
+pub fn run_fio(base: &Path, point: &PointConfig, r: &RunReport, plan: &SweepPlan) -> Result<FioSide, String> {
+    let job = point.fio_job(r, plan);
     let f = job.run(base)?;
     Ok(FioSide::new(&job, f))
 }
@@ -482,7 +504,7 @@ fn ratio(r: Option<f64>) -> String {
 }
 
 /// The sweep's table and the proof lines (empty when the sweep did not run). `setup` is the
-/// run's base setup (batch size, shards, preallocation).
+/// run's base setup (batch size, shards).
 pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
@@ -492,11 +514,10 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
     let reps = points.iter().map(|p| p.reps).max().unwrap_or(0);
     let _ = writeln!(
         s,
-        "\ndurable sweep (every-batch, {} B batches, {} shard(s), {} MiB per point, preallocate {}; medians of {} rep(s)):",
+        "\ndurable sweep (every-batch, {} B batches, {} shard(s), {} MiB per point; medians of {} rep(s)):",
         setup.batch_bytes,
         setup.shards,
         plan.bytes >> 20,
-        setup.preallocate,
         reps
     );
     let _ = writeln!(
@@ -510,9 +531,10 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
     );
     let _ = writeln!(
         s,
-        "  {:<8} {:<12} {:<8} {:>5} {:>5} | {:>7} {:>8} {:>8} {:>9} {:>8} {:>7} | {:>7} {:>8} {:>8} {:>9} {:>7} {:<13} | {:>6} {:>6}",
+        "  {:<8} {:<12} {:<3} {:<8} {:>5} {:>5} | {:>7} {:>8} {:>8} {:>9} {:>8} {:>7} | {:>7} {:>8} {:>8} {:>9} {:>7} {:<13} | {:>6} {:>6}",
         "mode",
         "sync",
+        "pa",
         "zf",
         "parts",
         "in-fl",
@@ -536,9 +558,10 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
             if p.mode_used == p.key.mode { p.key.mode.clone() } else { format!("{}->{}", p.key.mode, p.mode_used) };
         let _ = writeln!(
             s,
-            "  {:<8} {:<12} {:<8} {:>5} {:>5} | {:>7} {:>8} {:>8} {:>9} {:>8} {:>7} | {:>7} {:>8} {:>8} {:>9} {:>7} {:<13} | {:>6} {:>6}",
+            "  {:<8} {:<12} {:<3} {:<8} {:>5} {:>5} | {:>7} {:>8} {:>8} {:>9} {:>8} {:>7} | {:>7} {:>8} {:>8} {:>9} {:>7} {:<13} | {:>6} {:>6}",
             mode,
             p.key.sync_method,
+            yes_no(p.key.preallocate),
             p.key.zero_fill,
             p.key.partitions,
             p.key.in_flight,
@@ -565,7 +588,7 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
             "\n  issue 16 proof, direct mode with the engine's defaults (zero fill {}, {}; preallocate {}): throughput >= {MIN_THROUGHPUT_RATIO}x and p99 <= {MAX_P99_RATIO}x fio's",
             ZeroFill::default(),
             sync_method_name(SyncMethod::default()),
-            setup.preallocate
+            seglog::LogConfig::default().preallocate
         );
         for p in proof {
             let t = p.throughput_ratio.unwrap_or(0.0);
@@ -602,9 +625,11 @@ struct Line {
 pub fn charts(points: &[SweepPoint]) -> Vec<(&'static str, plot::Chart)> {
     let mut lines: Vec<Line> = Vec::new();
     for p in points {
-        // Short enough for the legend: `buffered fdatasync zf=auto=off w=8` (w: in flight).
+        // Short enough for the legend: `buffered fdatasync pa zf=auto=off w=8` (pa: preallocated;
+        // w: in flight).
         let sync = p.key.sync_method.trim_end_matches("-writes");
-        let name = format!("{} {sync} zf={} w={}", p.key.mode, p.key.zero_fill, p.key.in_flight);
+        let pa = if p.key.preallocate { " pa" } else { "" };
+        let name = format!("{} {sync}{pa} zf={} w={}", p.key.mode, p.key.zero_fill, p.key.in_flight);
         let i = match lines.iter().position(|l| l.name == name) {
             Some(i) => i,
             None => {
@@ -679,18 +704,26 @@ mod tests {
     fn points_cover_the_grid_and_share_identical_settings() {
         let plan = SweepPlan::default_plan();
         let direct = plan.points(IoMode::Direct);
-        assert_eq!(direct.len(), 2 * 2 * 3 * 2);
+        assert_eq!(direct.len(), 2 * 2 * 2 * 3 * 2);
         let first = &direct[0];
         assert_eq!(
-            (first.key.sync_method.as_str(), first.key.zero_fill.as_str(), first.key.partitions, first.key.in_flight),
-            ("dsync-writes", "auto", 1, 1)
+            (
+                first.key.sync_method.as_str(),
+                first.key.preallocate,
+                first.key.zero_fill.as_str(),
+                first.key.partitions,
+                first.key.in_flight
+            ),
+            ("dsync-writes", false, "auto", 1, 1)
         );
         assert!(first.lead_bytes > 0 && first.engine_defaults);
         let defaults = direct.iter().filter(|p| p.engine_defaults).count();
-        assert_eq!(defaults, 6, "dsync-writes with zero fill auto, at every partitions x in flight");
+        assert_eq!(defaults, 6, "dsync-writes, zero fill auto, no preallocation, at every partitions x in flight");
         assert!(direct.iter().any(|p| p.key.zero_fill == "off" && p.lead_bytes == 0 && !p.engine_defaults));
+        assert!(direct.iter().any(|p| p.key.preallocate && p.key.zero_fill == "auto" && !p.engine_defaults));
+        assert!(direct.iter().all(|p| p.setup(&base_setup()).preallocate == p.key.preallocate));
         let buffered = plan.points(IoMode::Buffered);
-        assert_eq!(buffered.len(), 2 * 3 * 2);
+        assert_eq!(buffered.len(), 2 * 2 * 3 * 2);
         assert!(buffered.iter().all(|p| p.key.zero_fill == "auto=off" && p.lead_bytes == 0));
         let s = buffered[0].setup(&base_setup());
         assert_eq!((s.mode, s.durability, s.partitions), (IoMode::Buffered, Durability::EveryBatch, 1));
@@ -705,7 +738,7 @@ mod tests {
         let point = plan
             .points(IoMode::Direct)
             .into_iter()
-            .find(|p| p.key.partitions == 8 && p.key.in_flight == 8 && p.key.zero_fill == "auto")
+            .find(|p| p.key.partitions == 8 && p.key.in_flight == 8 && p.key.zero_fill == "auto" && p.key.preallocate)
             .unwrap();
         let r = RunReport {
             mode: "direct".into(),
@@ -714,25 +747,28 @@ mod tests {
             bytes_per_flush: 90_000.0,
             ..Default::default()
         };
-        let job = point.fio_job(&r, true, &plan);
+        let job = point.fio_job(&r, &plan);
         assert_eq!((job.files, job.bs, job.iodepth), (8, 90_112, 64));
         let bytes = SweepPlan { fio_depth: FioDepth::Bytes, ..plan.clone() };
-        assert_eq!(point.fio_job(&r, true, &bytes).iodepth, 8, "8 x 16 KiB / 88 KiB = 1.45: one write per file");
+        assert_eq!(point.fio_job(&r, &bytes).iodepth, 8, "8 x 16 KiB / 88 KiB = 1.45: one write per file");
         let r64 = RunReport { bytes_per_flush: 65_536.0, ..r.clone() };
-        assert_eq!(point.fio_job(&r64, true, &bytes).iodepth, 16, "8 x 16 KiB / 64 KiB: two writes per file");
+        assert_eq!(point.fio_job(&r64, &bytes).iodepth, 16, "8 x 16 KiB / 64 KiB: two writes per file");
         assert_eq!(job.file_bytes % job.bs, 0);
         assert!(job.file_bytes <= 8 << 20 && job.file_bytes > (8 << 20) - job.bs);
         assert_eq!((job.direct, job.sync, job.layout), (true, FioSync::Dsync, FioLayout::Written));
-        let off = plan
-            .points(IoMode::Direct)
-            .into_iter()
-            .find(|p| p.sync_method == SyncMethod::Fdatasync && p.key.zero_fill == "off")
-            .unwrap();
-        let job = off.fio_job(&r, true, &plan);
+        let off = |preallocate: bool| {
+            plan.points(IoMode::Direct)
+                .into_iter()
+                .find(|p| {
+                    p.sync_method == SyncMethod::Fdatasync && p.key.zero_fill == "off" && p.key.preallocate == preallocate
+                })
+                .unwrap()
+        };
+        let job = off(true).fio_job(&r, &plan);
         assert_eq!((job.sync, job.layout), (FioSync::Fdatasync(1), FioLayout::Fallocate));
-        assert_eq!(off.fio_job(&r, false, &plan).layout, FioLayout::Extend);
+        assert_eq!(off(false).fio_job(&r, &plan).layout, FioLayout::Extend);
         let written = SweepPlan { fio_layout: LayoutChoice::Fixed(FioLayout::Written), ..plan.clone() };
-        let fixed = off.fio_job(&r, false, &written);
+        let fixed = off(false).fio_job(&r, &written);
         assert_eq!(fixed.layout, FioLayout::Written);
         assert_eq!("match".parse::<LayoutChoice>().unwrap(), LayoutChoice::Match);
         assert!("nope".parse::<LayoutChoice>().is_err());
@@ -794,7 +830,7 @@ mod tests {
         let text = render(&points, &plan, &base_setup());
         assert!(text.contains("[MET   ]  1 partition(s) x 1 in flight: throughput 0.96x"), "{text}");
         assert!(text.contains("[MISSED]  8 partition(s) x 1 in flight: throughput 0.90x fio (short)"), "{text}");
-        assert!(text.contains("direct   dsync-writes off "), "{text}");
+        assert!(text.contains("direct   dsync-writes no  off "), "{text}");
         let charts = charts(&points);
         assert_eq!(
             charts.iter().map(|c| c.0).collect::<Vec<_>>(),
