@@ -760,7 +760,9 @@ mod tests {
             plan.points(IoMode::Direct)
                 .into_iter()
                 .find(|p| {
-                    p.sync_method == SyncMethod::Fdatasync && p.key.zero_fill == "off" && p.key.preallocate == preallocate
+                    p.sync_method == SyncMethod::Fdatasync
+                        && p.key.zero_fill == "off"
+                        && p.key.preallocate == preallocate
                 })
                 .unwrap()
         };
