@@ -164,8 +164,10 @@ impl SweepPlan {
         }
     }
 
-    /// The points of one I/O mode, in the order they run: sync method, preallocation, zero fill,
-    /// partitions, in flight. Zero-fill settings that give the same lead in `mode` share one point.
+    /// The points of one I/O mode, in the order they run: partitions, in flight, then the
+    /// settings (sync method, preallocation, zero fill) innermost, so that the settings compared
+    /// at one point run back to back (the disk's speed drifts over minutes: fio's own figures
+    /// moved by up to 2x between the start and the end of one sweep when settings ran apart). Zero-fill settings that give the same lead in `mode` share one point.
     pub fn points(&self, mode: IoMode) -> Vec<PointConfig> {
         let mut fills: Vec<(u32, Vec<ZeroFill>)> = Vec::new();
         for &z in &self.zero_fill {
@@ -177,11 +179,11 @@ impl SweepPlan {
         }
         let mut out = Vec::new();
         let default_preallocate = seglog::LogConfig::default().preallocate;
-        for &sync_method in &self.sync_methods {
-            for &preallocate in &self.preallocate {
-                for (lead, same) in &fills {
-                    for &partitions in &self.partitions {
-                        for &in_flight in &self.in_flight {
+        for &partitions in &self.partitions {
+            for &in_flight in &self.in_flight {
+                for &sync_method in &self.sync_methods {
+                    for &preallocate in &self.preallocate {
+                        for (lead, same) in &fills {
                             out.push(PointConfig {
                                 key: PointKey {
                                     mode: mode.name().into(),
