@@ -456,6 +456,48 @@ fn a_shard_shares_its_zero_fill_lead_among_its_partitions() {
     }
 }
 
+/// A partition whose appends queue (its writes carry several) takes no refills: zeros in the
+/// device's queue would hold back its next write. Its appends extend the file instead, and the
+/// file is exactly its batches.
+#[test]
+fn a_busy_partition_takes_no_refills() {
+    let tmp = disk_tempdir();
+    let mut cfg = EngineConfig::new(tmp.path());
+    cfg.io_mode = test_mode();
+    cfg.shards = Some(1);
+    cfg.pin_threads = false;
+    cfg.durability = Durability::EveryBatch;
+    let engine = Engine::open(cfg).expect("engine");
+    let tp = TopicPartition::new("busy", 0);
+    engine.open_partition(&tp, None).wait().expect("open partition");
+    // 400 appends of 12 KB (4.8 MB), 8 in flight: once the window is full, each write carries
+    // the appends sent while the one before it was in flight. A partition refilling at every
+    // half-used lead would take six refills or more (leads of 256 KiB to 8 MiB).
+    let mut in_flight = std::collections::VecDeque::new();
+    let mut appended = Vec::new();
+    let mut settle = |(c, b): (seglog::Completion<seglog::log::AppendInfo>, Vec<u8>)| {
+        let info = c.wait().expect("append");
+        let mut stored = b;
+        stored[0..8].copy_from_slice(&info.first_offset.to_be_bytes());
+        stored[12..16].copy_from_slice(&0i32.to_be_bytes());
+        appended.extend(stored);
+    };
+    for _ in 0..400 {
+        let b = batch(&[T0], 12_000);
+        in_flight.push_back((engine.append(&tp, b.clone(), 0), b));
+        if in_flight.len() == 8 {
+            settle(in_flight.pop_front().expect("full"));
+        }
+    }
+    in_flight.into_iter().for_each(&mut settle);
+    let stats = engine.with_log(&tp, |log| Ok(log.zero_fill_stats())).wait().expect("stats");
+    // The first writes, before the window fills, may carry one append each: a refill there.
+    assert!(stats.fills <= 2, "{} refills for 400 appends, 8 in flight", stats.fills);
+    engine.shutdown().expect("shutdown");
+    let on_disk = file(&log_path(&tmp.path().join(tp.dir_name()), 0));
+    assert_same(&on_disk, &appended, "the segment after shutdown");
+}
+
 #[test]
 fn zero_fill_settings_parse() {
     assert_eq!("auto".parse::<ZeroFill>(), Ok(ZeroFill::Auto));

@@ -55,19 +55,24 @@ pub enum SyncMethod {
 /// off the acknowledgement path.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ZeroFill {
-    /// A lead of up to [`ZeroFill::DEFAULT_LEAD_BYTES`] under [`Durability::EveryBatch`] in
-    /// direct mode (where, with `Completion::wait`'s adaptive spin, a durable append's p50 fell
-    /// from 194-211 to 84-133 us and its p99 from 322-441 to 154-357 us on the machine measured,
-    /// docs/benchmarks.md, "What limits the missed targets"), off otherwise: without an fsync per append the doubled writes buy
-    /// less than they cost.
+    /// A lead of up to [`ZeroFill::DEFAULT_LEAD_BYTES`] per shard (shared as with
+    /// [`ZeroFill::Lead`]) under [`Durability::EveryBatch`] in direct mode, off otherwise:
+    /// without an fsync per append the doubled writes buy less than they cost. With one
+    /// partition a durable append's p50 fell from 194-211 to 84-133 us and its p99 from 322-441
+    /// to 154-357 us on the machine measured (docs/benchmarks.md, "What limits the missed
+    /// targets"); across 1 to 64 partitions it gave more throughput than `Off` at most points
+    /// of the durable sweep, at a p99 up to 1.8x `Off`'s with one partition and many appends in
+    /// flight (docs/benchmarks.md, "Durable appends at scale").
     #[default]
     Auto,
     /// No zero fill (Kafka's behaviour).
     Off,
-    /// Keep up to this many bytes zeroed past the data (the lead starts at 256 KiB, or this if
-    /// smaller, and doubles at each refill), refilled in one batch of parallel writes once less
-    /// than half is left. Direct mode only: through the page cache the zeros reach the disk
-    /// only at writeback, after the appends that overwrite them, and buy nothing.
+    /// Keep up to this many bytes zeroed past the data, per shard: each partition keeps at most
+    /// this over the shard's open partitions (never under 256 KiB), and one partition's refill
+    /// is in flight at a time. A partition's lead starts at 256 KiB (or its share, if smaller)
+    /// and doubles at each refill, a batch of parallel writes once less than half is left.
+    /// Direct mode only: through the page cache the zeros reach the disk only at writeback,
+    /// after the appends that overwrite them, and buy nothing.
     Lead(u32),
 }
 

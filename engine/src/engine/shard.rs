@@ -76,6 +76,9 @@ pub(crate) struct Shard {
     /// The partition whose zero-fill refill was started last: one refill at a time per shard,
     /// so the zeros in the device's queue in front of an append are at most one partition's.
     refilling: Option<TopicPartition>,
+    /// How many appends each partition's last write carried (zero fill refills only partitions
+    /// whose appends do not queue).
+    last_write_appends: HashMap<TopicPartition, usize>,
     idle_spin: Duration,
     io_spin: Duration,
     recovery_threads: usize,
@@ -156,6 +159,7 @@ impl Shard {
             waiting: HashMap::new(),
             in_flight: HashMap::new(),
             refilling: None,
+            last_write_appends: HashMap::new(),
         }
     }
 
@@ -470,7 +474,22 @@ impl Shard {
                 }
                 Ok(ops) => {
                     let ops = if dsync { dsync_writes(ops) } else { ops };
-                    let zeros = if may_refill { log.take_zero_fill(0) } else { Vec::new() };
+                    // Refills only for a partition whose appends do not queue (this write and
+                    // its last one carry at most one each): with several per write the
+                    // partition is busy, and zeros in the device's queue would hold back its
+                    // next write (one partition with 8 appends in flight: zero fill's p99 was
+                    // 2.5-2.9x no zero fill's). Its appends then extend the file, as without
+                    // zero fill, until its writes carry one append again.
+                    let carried = self.waiting.get(&tp).map_or(0, Vec::len);
+                    let last = match self.last_write_appends.get_mut(&tp) {
+                        Some(n) => std::mem::replace(n, carried),
+                        None => {
+                            self.last_write_appends.insert(tp.clone(), carried);
+                            carried
+                        }
+                    };
+                    let alone = carried.max(last) <= 1;
+                    let zeros = if may_refill && alone { log.take_zero_fill(0) } else { Vec::new() };
                     if !zeros.is_empty() {
                         may_refill = false;
                         self.refilling = Some(tp.clone());
@@ -666,6 +685,7 @@ impl Shard {
             self.acknowledge(tp, outcome.map_err(|e| e.to_string()));
         }
         let log = self.logs.remove(tp).expect("checked above");
+        self.last_write_appends.remove(tp);
         self.share_zero_fill();
         let acks = self.waiting.remove(tp).unwrap_or_default();
         let mut closed = Closed {
