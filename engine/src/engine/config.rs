@@ -60,9 +60,10 @@ pub enum ZeroFill {
     /// without an fsync per append the doubled writes buy less than they cost. With one
     /// partition a durable append's p50 fell from 194-211 to 84-133 us and its p99 from 322-441
     /// to 154-357 us on the machine measured (docs/benchmarks.md, "What limits the missed
-    /// targets"); across 1 to 64 partitions it gave more throughput than `Off` at most points
-    /// of the durable sweep, at a p99 up to 1.8x `Off`'s with one partition and many appends in
-    /// flight (docs/benchmarks.md, "Durable appends at scale").
+    /// targets"). Across 1 to 64 partitions with 1 or 8 appends in flight each (the durable
+    /// sweep, docs/benchmarks.md, "Durable appends at scale") it gave 1.3-1.9x `Off`'s
+    /// throughput at four of six points and 0.91-0.94x at the other two, with a lower p99 at
+    /// each: a partition whose appends queue takes no refills (see the shard's write path).
     #[default]
     Auto,
     /// No zero fill (Kafka's behaviour).
