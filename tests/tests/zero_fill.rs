@@ -360,11 +360,29 @@ fn no_zero_fill_through_the_page_cache() {
     assert_same(&file(&log_path(&t.dir, 0)), &appended, "the file");
 }
 
+/// An engine of one unpinned shard on `dir` in the test's I/O mode.
+fn engine_on(dir: &Path, durability: Durability, zero_fill: ZeroFill) -> Engine {
+    let mut cfg = EngineConfig::new(dir);
+    cfg.io_mode = test_mode();
+    cfg.shards = Some(1);
+    cfg.pin_threads = false;
+    cfg.durability = durability;
+    cfg.zero_fill = zero_fill;
+    Engine::open(cfg).expect("engine")
+}
+
+/// The batch as the log stores it: the engine stamps the base offset and the epoch (outside
+/// the CRC), as the log does.
+fn as_stored(mut b: Vec<u8>, info: &seglog::log::AppendInfo) -> Vec<u8> {
+    b[0..8].copy_from_slice(&info.first_offset.to_be_bytes());
+    b[12..16].copy_from_slice(&0i32.to_be_bytes());
+    b
+}
+
 /// The engine: `Auto` zero-fills under every-batch durability in direct mode only; `Off` never;
 /// a `Lead` in any mode. What it wrote is exactly the batches after shutdown.
 #[test]
 fn the_engine_zero_fills_as_configured() {
-    let mode = test_mode();
     for (zero_fill, durability) in [
         (ZeroFill::Auto, Durability::EveryBatch),
         (ZeroFill::Auto, Durability::None),
@@ -372,24 +390,14 @@ fn the_engine_zero_fills_as_configured() {
         (ZeroFill::Lead(512 * 1024), Durability::None),
     ] {
         let tmp = disk_tempdir();
-        let mut cfg = EngineConfig::new(tmp.path());
-        cfg.io_mode = mode;
-        cfg.shards = Some(1);
-        cfg.pin_threads = false;
-        cfg.durability = durability;
-        cfg.zero_fill = zero_fill;
-        let engine = Engine::open(cfg).expect("engine");
+        let engine = engine_on(tmp.path(), durability, zero_fill);
         let tp = TopicPartition::new("z", 0);
         engine.open_partition(&tp, None).wait().expect("open partition");
         let mut appended = Vec::new();
         for _ in 0..20 {
             let b = batch(&[T0], 8000);
             let info = engine.append(&tp, b.clone(), 0).wait().expect("append");
-            let mut stored = b;
-            // The engine stamps the base offset and epoch (outside the CRC) as the log does.
-            stored[0..8].copy_from_slice(&info.first_offset.to_be_bytes());
-            stored[12..16].copy_from_slice(&0i32.to_be_bytes());
-            appended.extend(stored);
+            appended.extend(as_stored(b, &info));
         }
         let used = engine.io_mode();
         let fills: u64 = engine.stats().expect("stats").iter().map(|s| s.zero_fills).sum();
@@ -410,13 +418,7 @@ fn a_shard_shares_its_zero_fill_lead_among_its_partitions() {
     const LEAD: u32 = 2 << 20;
     const PARTITIONS: usize = 4;
     let tmp = disk_tempdir();
-    let mut cfg = EngineConfig::new(tmp.path());
-    cfg.io_mode = test_mode();
-    cfg.shards = Some(1);
-    cfg.pin_threads = false;
-    cfg.durability = Durability::EveryBatch;
-    cfg.zero_fill = ZeroFill::Lead(LEAD);
-    let engine = Engine::open(cfg).expect("engine");
+    let engine = engine_on(tmp.path(), Durability::EveryBatch, ZeroFill::Lead(LEAD));
     let direct = engine.io_mode() == IoMode::Direct;
     let tps: Vec<TopicPartition> = (0..PARTITIONS as i32).map(|p| TopicPartition::new("share", p)).collect();
     for tp in &tps {
@@ -429,10 +431,7 @@ fn a_shard_shares_its_zero_fill_lead_among_its_partitions() {
         for (tp, bytes) in tps.iter().zip(appended.iter_mut()) {
             let b = batch(&[T0], 12_000);
             let info = engine.append(tp, b.clone(), 0).wait().expect("append");
-            let mut stored = b;
-            stored[0..8].copy_from_slice(&info.first_offset.to_be_bytes());
-            stored[12..16].copy_from_slice(&0i32.to_be_bytes());
-            bytes.extend(stored);
+            bytes.extend(as_stored(b, &info));
         }
     }
     let share = (LEAD / PARTITIONS as u32) as u64;
@@ -462,12 +461,7 @@ fn a_shard_shares_its_zero_fill_lead_among_its_partitions() {
 #[test]
 fn a_busy_partition_takes_no_refills() {
     let tmp = disk_tempdir();
-    let mut cfg = EngineConfig::new(tmp.path());
-    cfg.io_mode = test_mode();
-    cfg.shards = Some(1);
-    cfg.pin_threads = false;
-    cfg.durability = Durability::EveryBatch;
-    let engine = Engine::open(cfg).expect("engine");
+    let engine = engine_on(tmp.path(), Durability::EveryBatch, ZeroFill::Auto);
     let tp = TopicPartition::new("busy", 0);
     engine.open_partition(&tp, None).wait().expect("open partition");
     // 400 appends of 12 KB (4.8 MB), 8 in flight: once the window is full, each write carries
@@ -477,10 +471,7 @@ fn a_busy_partition_takes_no_refills() {
     let mut appended = Vec::new();
     let mut settle = |(c, b): (seglog::Completion<seglog::log::AppendInfo>, Vec<u8>)| {
         let info = c.wait().expect("append");
-        let mut stored = b;
-        stored[0..8].copy_from_slice(&info.first_offset.to_be_bytes());
-        stored[12..16].copy_from_slice(&0i32.to_be_bytes());
-        appended.extend(stored);
+        appended.extend(as_stored(b, &info));
     };
     for _ in 0..400 {
         let b = batch(&[T0], 12_000);
