@@ -225,6 +225,7 @@ struct Totals {
     /// `(iteration, seed, violations)` for every iteration that broke a promise.
     failures: Vec<(usize, u64, Vec<String>)>,
     by_mode: std::collections::BTreeMap<String, (usize, usize)>,
+    by_sync_method: std::collections::BTreeMap<&'static str, (usize, usize)>,
     /// Iterations whose filesystem stayed busy after the shutdown (not checked).
     stuck: usize,
 }
@@ -361,6 +362,9 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
         let m = t.by_mode.entry(mode.clone()).or_default();
         m.0 += 1;
         m.1 += (lost > 0) as usize;
+        let m = t.by_sync_method.entry(seglog_tests::crash::sync_method_name(args.sync_method)).or_default();
+        m.0 += 1;
+        m.1 += (lost > 0) as usize;
         if negative {
             println!(
                 "  nc iteration {i} seed {seed:#x} {mode} {} partitions, segment.bytes {}, preallocate {}, \
@@ -403,7 +407,7 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
     println!(
         "{kind:?}{}: {} iterations in {:.1} s; {} batches acknowledged before the cut, {} batches and \
          {} segments found after recovery, {} bytes of torn tail cut in {} iterations; {} iterations \
-         lost {} acknowledged batches; per mode (iterations, losing): {:?}; {} batches acknowledged \
+         lost {} acknowledged batches; per mode (iterations, losing): {:?}; per sync method: {:?}; {} batches acknowledged \
          during the cut, {} of them lost in {} iterations (no promise); {} acknowledged batches \
          deleted by retention; {} partitions reopened from a checkpointed recovery point; {} iterations \
          not checked (filesystem stuck busy after the shutdown); {} second writers refused on the live directory",
@@ -418,6 +422,7 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
         t.lost_iterations,
         t.lost_acks,
         t.by_mode,
+        t.by_sync_method,
         t.unpromised,
         t.lost_unpromised,
         t.lost_unpromised_iterations,
