@@ -43,7 +43,8 @@ pub struct ShardStats {
     /// Write operations handed to the kernel.
     pub writes: u64,
     /// Partition flushes started: one per partition write (plus fsync) batch, however many
-    /// write operations it took (a flush crossing a tail chunk boundary takes two).
+    /// write operations it took (a flush crossing a tail chunk boundary takes two). Under
+    /// [`SyncMethod::Syncfs`] the batch has no fsync of its own: see `shared_flushes`.
     pub flushes: u64,
     /// Zero-fill refills started (each a batch of 1 MiB writes of zeros ahead of a partition's
     /// data; see [`crate::ZeroFill`]).
@@ -60,6 +61,7 @@ pub struct ShardStats {
     /// latency. The rest of an append's time is the engine's (queueing, the hand-off to the shard
     /// and back) or waiting for the write before it. Zero-fill refills are not timed on their
     /// own, but a write submitted with one includes issuing it and, when durable, flushing it.
+    /// Under [`SyncMethod::Syncfs`] the write alone: its syncfs is in `flush_latency`.
     pub write_latency: crate::LatencyHistogram,
     /// How long each shared flush ([`SyncMethod::Syncfs`]) took, from the shard asking its
     /// flusher thread for it to the shard seeing its outcome. An append's durability waits for
@@ -611,9 +613,12 @@ impl Shard {
         };
         self.stats.write_latency.record(submitted.elapsed());
         match outcome {
-            Ok(()) => match (self.shared.as_mut(), self.logs.get(tp)) {
-                // Written: durable at the end of the next shared flush (started by poll_writes).
-                (Some(shared), Some(log)) => shared.unflushed.push((tp.clone(), acks, log.written_offset())),
+            Ok(()) => match &mut self.shared {
+                // Under Syncfs, written: durable at the end of the next shared flush (started by
+                // poll_writes).
+                Some(shared) if self.logs.contains_key(tp) => {
+                    shared.unflushed.push((tp.clone(), acks, self.logs[tp].written_offset()));
+                }
                 _ => {
                     for (done, info) in acks {
                         done.complete(Ok(info));
