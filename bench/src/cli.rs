@@ -125,7 +125,8 @@ pub struct Args {
     #[arg(long, default_value = "auto")]
     pub zero_fill: ZeroFill,
     /// How the engine makes a durable write durable: dsync-writes (RWF_DSYNC writes, the
-    /// engine's default) or fdatasync (each write linked to an fdatasync). Durable runs only.
+    /// engine's default), fdatasync (each write linked to an fdatasync) or syncfs (plain writes
+    /// and one shared syncfs per shard at a time). Durable runs only.
     #[arg(long, value_parser = crate::workload::parse_sync_method)]
     pub sync_method: Option<SyncMethod>,
     /// durable-sweep: partitions of the one shard (default 1,8,64).
@@ -138,7 +139,7 @@ pub struct Args {
     /// (both, in buffered mode) run once there.
     #[arg(long, value_delimiter = ',')]
     pub sweep_zero_fill: Option<Vec<ZeroFill>>,
-    /// durable-sweep: sync methods (default dsync-writes,fdatasync).
+    /// durable-sweep: sync methods (default dsync-writes,fdatasync; syncfs too if named).
     #[arg(long, value_delimiter = ',', value_parser = crate::workload::parse_sync_method)]
     pub sweep_sync_methods: Option<Vec<SyncMethod>>,
     /// durable-sweep: segment preallocation settings (default false,true).

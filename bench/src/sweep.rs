@@ -306,6 +306,8 @@ impl PointConfig {
             sync: match self.sync_method {
                 SyncMethod::DsyncWrites => FioSync::Dsync,
                 SyncMethod::Fdatasync => FioSync::Fdatasync(1),
+                // fio has no syncfs: its baseline is a durable write per file, as the default.
+                SyncMethod::Syncfs => FioSync::Dsync,
             },
             layout,
         }

@@ -150,6 +150,8 @@ pub struct WriterArgs {
     pub hw_every: u64,
     /// The engine's zero fill (`auto`: on under every-batch durability in direct mode).
     pub zero_fill: seglog::ZeroFill,
+    /// The engine's sync method under every-batch durability.
+    pub sync_method: seglog::SyncMethod,
 }
 
 impl WriterArgs {
@@ -171,6 +173,7 @@ impl WriterArgs {
             delete_delay_ms: 60_000,
             hw_every: 0,
             zero_fill: seglog::ZeroFill::Auto,
+            sync_method: seglog::SyncMethod::default(),
         }
     }
 
@@ -213,6 +216,7 @@ impl WriterArgs {
             format!("delete-delay-ms={}", self.delete_delay_ms),
             format!("hw-every={}", self.hw_every),
             format!("zero-fill={}", self.zero_fill),
+            format!("sync-method={}", sync_method_name(self.sync_method)),
         ]
     }
 
@@ -249,12 +253,30 @@ impl WriterArgs {
                 "delete-delay-ms" => w.delete_delay_ms = num(v)? as i64,
                 "hw-every" => w.hw_every = num(v)?,
                 "zero-fill" => w.zero_fill = v.parse()?,
+                "sync-method" => w.sync_method = parse_sync_method(v)?,
                 _ => return Err(format!("unknown argument {k}")),
             }
         }
         w.data_dir = dir.ok_or("dir= is required")?;
         Ok(w)
     }
+}
+
+/// The writer's name of a sync method: `dsync-writes`, `fdatasync` or `syncfs`.
+pub fn sync_method_name(m: seglog::SyncMethod) -> &'static str {
+    match m {
+        seglog::SyncMethod::DsyncWrites => "dsync-writes",
+        seglog::SyncMethod::Fdatasync => "fdatasync",
+        seglog::SyncMethod::Syncfs => "syncfs",
+    }
+}
+
+fn parse_sync_method(v: &str) -> Result<seglog::SyncMethod, String> {
+    use seglog::SyncMethod;
+    [SyncMethod::DsyncWrites, SyncMethod::Fdatasync, SyncMethod::Syncfs]
+        .into_iter()
+        .find(|m| sync_method_name(*m) == v)
+        .ok_or_else(|| format!("sync-method={v}: dsync-writes, fdatasync or syncfs"))
 }
 
 /// One acknowledged append, as the writer reports it.
@@ -947,6 +969,7 @@ pub fn writer_main() -> ! {
     cfg.log_config = args.log_config();
     cfg.checkpoint_interval_ms = args.checkpoint_ms;
     cfg.zero_fill = args.zero_fill;
+    cfg.sync_method = args.sync_method;
     cfg.retention_check_interval_ms = args.retention_check_ms;
     let engine = match Engine::open(cfg) {
         Ok(e) => e,

@@ -31,7 +31,8 @@
 //! acknowledgement), the I/O mode (direct, buffered, sync; `SEGLOG_IO_MODE`
 //! fixes it), partitions, segment.bytes (64 KiB to 4 MiB, so rolls happen), index.interval.bytes,
 //! preallocation, appends in flight, engine checkpoints every few milliseconds (half the
-//! iterations) and retention against a moving high watermark with two-phase deletion (a third).
+//! iterations), retention against a moving high watermark with two-phase deletion (a third),
+//! and the sync method (RWF_DSYNC writes, write + fdatasync, or plain writes and a shared syncfs).
 //! A failing iteration prints its seed; rerun one with `SEGLOG_CRASH_SEED=<base seed>`.
 //!
 //! Iterations per filesystem: 50 (`SEGLOG_POWER_CUT_ITERATIONS` for long runs), one loop device
@@ -71,7 +72,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use seglog::io::shutdown::FS_GOING_DOWN_NOLOGFLUSH;
-use seglog::{Durability, IoMode, ZeroFill};
+use seglog::{Durability, IoMode, SyncMethod, ZeroFill};
 use seglog_tests::crash::{
     base_seed, copy_tree, mix, verify_engine_reopen, verify_partition, Rng, WriterArgs, WriterProcess,
 };
@@ -174,6 +175,8 @@ fn draw_args(dir: &Path, seed: u64, negative: bool) -> WriterArgs {
         a.delete_delay_ms = r.range(0, 30) as i64;
         a.hw_every = r.range(1, 8);
     }
+    // Drawn last, so that the draws above are what they were before it.
+    a.sync_method = [SyncMethod::DsyncWrites, SyncMethod::Fdatasync, SyncMethod::Syncfs][r.range(0, 2) as usize];
     if negative {
         // A direct-mode write over zeros whose allocation some journal commit (a roll's fsync, a
         // periodic commit) already made durable changes no metadata and is on the device when
@@ -191,6 +194,8 @@ fn draw_args(dir: &Path, seed: u64, negative: bool) -> WriterArgs {
         a.retention_check_ms = plain.retention_check_ms;
         a.delete_delay_ms = plain.delete_delay_ms;
         a.hw_every = plain.hw_every;
+        // Under the negative control EveryBatch syncs nothing whatever the method: the default.
+        a.sync_method = plain.sync_method;
     }
     a
 }
@@ -220,6 +225,7 @@ struct Totals {
     /// `(iteration, seed, violations)` for every iteration that broke a promise.
     failures: Vec<(usize, u64, Vec<String>)>,
     by_mode: std::collections::BTreeMap<String, (usize, usize)>,
+    by_sync_method: std::collections::BTreeMap<&'static str, (usize, usize)>,
     /// Iterations whose filesystem stayed busy after the shutdown (not checked).
     stuck: usize,
 }
@@ -356,6 +362,9 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
         let m = t.by_mode.entry(mode.clone()).or_default();
         m.0 += 1;
         m.1 += (lost > 0) as usize;
+        let m = t.by_sync_method.entry(seglog_tests::crash::sync_method_name(args.sync_method)).or_default();
+        m.0 += 1;
+        m.1 += (lost > 0) as usize;
         if negative {
             println!(
                 "  nc iteration {i} seed {seed:#x} {mode} {} partitions, segment.bytes {}, preallocate {}, \
@@ -374,12 +383,13 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
             if !negative {
                 println!(
                     "iteration {i} seed {seed:#x} {mode} {} partitions, segment.bytes {}, preallocate {}, \
-                     zero fill {}, inflight {}, checkpoint.ms {}, retention.bytes {}, cut after {run_ms} ms ({acked_before_cut} \
+                     zero fill {}, sync method {}, inflight {}, checkpoint.ms {}, retention.bytes {}, cut after {run_ms} ms ({acked_before_cut} \
                  acks before it, {} in all): {} violations",
                     args.partitions,
                     args.segment_bytes,
                     args.preallocate,
                     args.zero_fill,
+                    seglog_tests::crash::sync_method_name(args.sync_method),
                     args.inflight,
                     args.checkpoint_ms,
                     args.retention_bytes,
@@ -397,7 +407,7 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
     println!(
         "{kind:?}{}: {} iterations in {:.1} s; {} batches acknowledged before the cut, {} batches and \
          {} segments found after recovery, {} bytes of torn tail cut in {} iterations; {} iterations \
-         lost {} acknowledged batches; per mode (iterations, losing): {:?}; {} batches acknowledged \
+         lost {} acknowledged batches; per mode (iterations, losing): {:?}; per sync method: {:?}; {} batches acknowledged \
          during the cut, {} of them lost in {} iterations (no promise); {} acknowledged batches \
          deleted by retention; {} partitions reopened from a checkpointed recovery point; {} iterations \
          not checked (filesystem stuck busy after the shutdown); {} second writers refused on the live directory",
@@ -412,6 +422,7 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
         t.lost_iterations,
         t.lost_acks,
         t.by_mode,
+        t.by_sync_method,
         t.unpromised,
         t.lost_unpromised,
         t.lost_unpromised_iterations,

@@ -37,8 +37,9 @@ struct Args {
     durable: bool,
     #[arg(long)]
     preallocate: bool,
-    /// With --durable: `fdatasync` (write + linked fdatasync; fio --fdatasync=1) or `dsync`
-    /// (RWF_DSYNC writes; fio --sync=dsync).
+    /// With --durable: `fdatasync` (write + linked fdatasync; fio --fdatasync=1), `dsync`
+    /// (RWF_DSYNC writes; fio --sync=dsync) or `syncfs` (plain writes and a shared syncfs per
+    /// shard; fio has none: compared with fio --sync=dsync).
     #[arg(long, default_value = "fdatasync", value_parser = parse_sync_method)]
     sync_method: SyncMethod,
     /// Partitions appended to (fio runs one file, so compare with fio at 1 only).
@@ -86,7 +87,8 @@ fn parse_sync_method(s: &str) -> Result<SyncMethod, String> {
     match s {
         "fdatasync" => Ok(SyncMethod::Fdatasync),
         "dsync" => Ok(SyncMethod::DsyncWrites),
-        other => Err(format!("unknown sync method {other:?} (fdatasync, dsync)")),
+        "syncfs" => Ok(SyncMethod::Syncfs),
+        other => Err(format!("unknown sync method {other:?} (fdatasync, dsync, syncfs)")),
     }
 }
 
@@ -112,7 +114,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sync = match (a.durable, a.sync_method) {
         (false, _) => fio::FioSync::None,
         (true, SyncMethod::Fdatasync) => fio::FioSync::Fdatasync(1),
-        (true, SyncMethod::DsyncWrites) => fio::FioSync::Dsync,
+        // fio has no syncfs: compare with a durable write per file, as the default.
+        (true, SyncMethod::DsyncWrites | SyncMethod::Syncfs) => fio::FioSync::Dsync,
     };
     // fio's whole latency per write is the same operation as an append's write only when no
     // separate fdatasync follows it (fio reports that apart, in its sync latencies).

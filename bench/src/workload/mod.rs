@@ -65,21 +65,23 @@ fn ser_sync_method<S: serde::Serializer>(m: &SyncMethod, s: S) -> Result<S::Ok, 
     s.serialize_str(sync_method_name(*m))
 }
 
-/// The bench's name of a sync method: `dsync-writes` or `fdatasync` (what [`parse_sync_method`]
-/// reads).
+/// The bench's name of a sync method: `dsync-writes`, `fdatasync` or `syncfs` (what
+/// [`parse_sync_method`] reads).
 pub fn sync_method_name(m: SyncMethod) -> &'static str {
     match m {
         SyncMethod::DsyncWrites => "dsync-writes",
         SyncMethod::Fdatasync => "fdatasync",
+        SyncMethod::Syncfs => "syncfs",
     }
 }
 
-/// Parses `dsync-writes` (or `dsync`) and `fdatasync`.
+/// Parses `dsync-writes` (or `dsync`), `fdatasync` and `syncfs`.
 pub fn parse_sync_method(s: &str) -> Result<SyncMethod, String> {
     match s.trim() {
         "dsync-writes" | "dsync_writes" | "dsync" => Ok(SyncMethod::DsyncWrites),
         "fdatasync" => Ok(SyncMethod::Fdatasync),
-        other => Err(format!("unknown sync method {other:?} (dsync-writes, fdatasync)")),
+        "syncfs" => Ok(SyncMethod::Syncfs),
+        other => Err(format!("unknown sync method {other:?} (dsync-writes, fdatasync, syncfs)")),
     }
 }
 
@@ -488,7 +490,7 @@ mod tests {
 
     #[test]
     fn sync_method_names_round_trip() {
-        for m in [SyncMethod::DsyncWrites, SyncMethod::Fdatasync] {
+        for m in [SyncMethod::DsyncWrites, SyncMethod::Fdatasync, SyncMethod::Syncfs] {
             assert_eq!(parse_sync_method(sync_method_name(m)).unwrap(), m);
         }
         assert_eq!(parse_sync_method("dsync").unwrap(), SyncMethod::DsyncWrites);

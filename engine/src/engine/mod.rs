@@ -12,6 +12,7 @@
 
 mod checkpoints;
 mod config;
+mod flush;
 mod request;
 mod shard;
 mod topology;
@@ -108,6 +109,20 @@ impl Engine {
             config.simulate_uring_refusal,
             crate::io::select::Permissions { file_mode: config.file_mode, dir_mode: config.dir_mode },
         );
+        Engine::start(config, selected)
+    }
+
+    /// [`Engine::open`] on a storage of the caller's (the engine's own tests: the simulated
+    /// disk).
+    #[cfg(test)]
+    pub(crate) fn open_on(config: EngineConfig, storage: Arc<dyn Storage>) -> Result<Engine> {
+        config.validate()?;
+        let mode = storage.mode();
+        Engine::start(config, crate::io::select::OpenedStorage { storage, mode, fallback: None })
+    }
+
+    /// The rest of [`Engine::open`], on the storage selected.
+    fn start(config: EngineConfig, selected: crate::io::select::OpenedStorage) -> Result<Engine> {
         let storage = selected.storage;
         if !storage.exists(&config.data_dir) {
             storage.create_dir_all(&config.data_dir)?;

@@ -86,7 +86,7 @@ pub(crate) struct Doorbell {
 }
 
 impl Doorbell {
-    fn ring_if_sleeping(&self) {
+    pub(crate) fn ring_if_sleeping(&self) {
         if self.sleeping.swap(false, Ordering::SeqCst) {
             self.fd.notify();
         }

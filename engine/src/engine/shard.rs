@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, TryRecvError};
 
+use super::flush::{Flusher, SharedFlush, Unflushed};
 use super::{Doorbell, Durability, EngineConfig, Request, SyncMethod, TopicPartition};
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
@@ -36,15 +37,22 @@ pub struct ShardStats {
     pub io_enters: u64,
     pub bytes_written: u64,
     pub bytes_read: u64,
+    /// fsyncs and fdatasyncs issued by the shard's thread (a shared syncfs runs on its flusher
+    /// thread and is counted in `shared_flushes` instead).
     pub fsyncs: u64,
     /// Write operations handed to the kernel.
     pub writes: u64,
     /// Partition flushes started: one per partition write (plus fsync) batch, however many
-    /// write operations it took (a flush crossing a tail chunk boundary takes two).
+    /// write operations it took (a flush crossing a tail chunk boundary takes two). Under
+    /// [`SyncMethod::Syncfs`] the batch has no fsync of its own: see `shared_flushes`.
     pub flushes: u64,
     /// Zero-fill refills started (each a batch of 1 MiB writes of zeros ahead of a partition's
     /// data; see [`crate::ZeroFill`]).
     pub zero_fills: u64,
+    /// Shared flushes started ([`SyncMethod::Syncfs`]): one syncfs of the data directory's
+    /// filesystem each, covering the appends of every partition of the shard whose write
+    /// completed before it.
+    pub shared_flushes: u64,
     /// The shard's write buffers: registered with its ring (fixed buffers) or not, and why.
     pub write_buffers: crate::io::PoolStats,
     /// How long each partition write took, from the shard handing it to the kernel (the start of
@@ -53,7 +61,13 @@ pub struct ShardStats {
     /// latency. The rest of an append's time is the engine's (queueing, the hand-off to the shard
     /// and back) or waiting for the write before it. Zero-fill refills are not timed on their
     /// own, but a write submitted with one includes issuing it and, when durable, flushing it.
+    /// Under [`SyncMethod::Syncfs`] the write alone: its syncfs is in `flush_latency`.
     pub write_latency: crate::LatencyHistogram,
+    /// How long each shared flush ([`SyncMethod::Syncfs`]) took, from the shard asking its
+    /// flusher thread for it to the shard seeing its outcome. An append's durability waits for
+    /// its write and then for up to two of these (the one in flight when its write completed,
+    /// then its own).
+    pub flush_latency: crate::LatencyHistogram,
 }
 
 pub(crate) struct Shard {
@@ -94,6 +108,9 @@ pub(crate) struct Shard {
     /// Appends covered by the partition's write in flight (one per partition at a time), with
     /// the moment it was handed to the kernel.
     in_flight: HashMap<TopicPartition, (std::time::Instant, Vec<Ack>)>,
+    /// The shared flush of [`SyncMethod::Syncfs`] under [`Durability::EveryBatch`]: appends
+    /// whose write completed wait in it for a syncfs. `None` under any other setting.
+    shared: Option<SharedFlush>,
     stats: ShardStats,
 }
 
@@ -118,8 +135,9 @@ pub(crate) struct ShardIo {
     pub dir_lock: Arc<crate::io::lock::LockGuard>,
 }
 
-/// An append to acknowledge once the write (and, when durable, the fdatasync) covering it is done.
-type Ack = (crate::completion::Completer<AppendInfo>, AppendInfo);
+/// An append to acknowledge once the write (and, when durable, the fdatasync or syncfs) covering
+/// it is done.
+pub(super) type Ack = (crate::completion::Completer<AppendInfo>, AppendInfo);
 
 impl Shard {
     pub(crate) fn new(
@@ -131,7 +149,13 @@ impl Shard {
         config: &EngineConfig,
     ) -> Shard {
         let ShardIo { storage, resources, dir_lock } = io;
+        // The `negative-control` feature (TEST ONLY, see start_writes) syncs nothing.
+        let shared = (config.durability == Durability::EveryBatch
+            && config.sync_method == SyncMethod::Syncfs
+            && !cfg!(feature = "negative-control"))
+        .then(SharedFlush::new);
         Shard {
+            shared,
             resources,
             core,
             rx,
@@ -196,12 +220,14 @@ impl Shard {
                 }
                 // Spin briefly first: a request arriving within the spin window costs no
                 // doorbell write and no wake-up, and a write completing within it no wake-up.
-                let writing = !self.in_flight.is_empty();
+                let flushing = self.shared.as_ref().is_some_and(|f| f.started.is_some());
+                let writing = !self.in_flight.is_empty() || flushing;
                 let spin = if writing { self.io_spin } else { self.idle_spin };
                 if spin.as_nanos() > 0 {
                     let until = std::time::Instant::now() + spin;
                     while self.rx.is_empty()
                         && !(writing && self.storage.completions_waiting())
+                        && !(flushing && self.flush_done())
                         && std::time::Instant::now() < until
                     {
                         // Yield the core on each round rather than spin on it: a write the kernel
@@ -216,7 +242,8 @@ impl Shard {
                     }
                 }
                 self.bell.sleeping.store(true, Ordering::SeqCst);
-                if self.rx.is_empty() {
+                // A flush completing after this look rings the doorbell (flush.rs).
+                if self.rx.is_empty() && !self.flush_done() {
                     // One wait for both: a request (the doorbell) or a write completing.
                     crate::io::wait_doorbell_or_io(&self.bell.fd, self.storage.mode(), Duration::from_millis(100));
                 }
@@ -460,16 +487,26 @@ impl Shard {
                 fail_acks(acks, &self.data_dir, &tp, "the partition is not open".into());
                 continue;
             };
-            // Group commit: one fdatasync covers every batch of this log appended so far.
-            let sync = every_batch || log.flush_due(now, interval);
+            // Group commit: one fdatasync covers every batch of this log appended so far. Under
+            // Syncfs the write is plain and the shared flush after it covers it (`acknowledge`).
+            let sync = (every_batch && self.shared.is_none()) || log.flush_due(now, interval);
             // RWF_DSYNC writes replace the fdatasync only when everything written before them is
             // already durable (after a reopen or an unsynced write, one fdatasync first).
             let dsync = sync && self.sync_method == SyncMethod::DsyncWrites && log.active_segment().written_is_synced();
             match log.take_writes(0, sync) {
                 Ok(ops) if ops.is_empty() => {
-                    // Already in the file (a roll or flush wrote it) and nothing to sync.
-                    for (done, info) in self.waiting.remove(&tp).unwrap_or_default() {
-                        done.complete(Ok(info));
+                    // Already in the file (a roll or flush wrote it) and nothing to sync; under
+                    // Syncfs what is written past the recovery point waits for the shared flush.
+                    let acks = self.waiting.remove(&tp).unwrap_or_default();
+                    match &mut self.shared {
+                        Some(shared) if log.recovery_point() < log.written_offset() => {
+                            shared.unflushed.push((tp, acks, log.written_offset()));
+                        }
+                        _ => {
+                            for (done, info) in acks {
+                                done.complete(Ok(info));
+                            }
+                        }
                     }
                 }
                 Ok(ops) => {
@@ -554,8 +591,9 @@ impl Shard {
     /// Acknowledges the appends of every partition whose write completed, and starts the next
     /// write of those with more appended since. True when any write completed.
     fn poll_writes(&mut self) -> bool {
+        let flushed = self.shared.is_some() && self.poll_flush();
         if self.in_flight.is_empty() {
-            return false;
+            return flushed;
         }
         self.storage.poll_async();
         // Only partitions whose write is done are cloned out: this runs on every loop turn.
@@ -583,7 +621,8 @@ impl Shard {
             }
         }
         self.start_writes(next);
-        any
+        self.start_flush();
+        any || flushed
     }
 
     /// Completes the appends carried by `tp`'s finished write with its outcome.
@@ -593,23 +632,35 @@ impl Shard {
         };
         self.stats.write_latency.record(submitted.elapsed());
         match outcome {
-            Ok(()) => {
-                for (done, info) in acks {
-                    done.complete(Ok(info));
+            Ok(()) => match &mut self.shared {
+                // Under Syncfs, written: durable at the end of the next shared flush (started by
+                // poll_writes).
+                Some(shared) if self.logs.contains_key(tp) => {
+                    shared.unflushed.push((tp.clone(), acks, self.logs[tp].written_offset()));
                 }
-            }
+                _ => {
+                    for (done, info) in acks {
+                        done.complete(Ok(info));
+                    }
+                }
+            },
             Err(reason) => fail_acks(acks, &self.data_dir, tp, reason),
         }
     }
 
-    /// Writes (and acknowledges) everything appended: before a close.
+    /// Writes (and acknowledges) everything appended: before a close. Under Syncfs the shared
+    /// flushes those writes wait for too.
     fn drain_writes(&mut self) {
         loop {
             let waiting: BTreeSet<TopicPartition> =
                 self.waiting.keys().filter(|tp| !self.in_flight.contains_key(*tp)).cloned().collect();
             self.start_writes(waiting);
             if self.in_flight.is_empty() && self.waiting.is_empty() {
-                return;
+                if !self.shared.as_ref().is_some_and(SharedFlush::pending) {
+                    return;
+                }
+                self.wait_flush();
+                continue;
             }
             let tps: Vec<TopicPartition> = self.in_flight.keys().cloned().collect();
             for tp in tps {
@@ -620,6 +671,99 @@ impl Shard {
                 self.acknowledge(&tp, outcome);
             }
         }
+    }
+
+    /// Applies the outcome of the shared flush in flight if it is done, and starts the next one
+    /// if appends wait for it; true when one ended.
+    fn poll_flush(&mut self) -> bool {
+        let ended = self.shared.as_mut().and_then(|s| s.finish(false));
+        let any = ended.is_some();
+        if let Some((outcome, covered, started)) = ended {
+            self.finish_flush(outcome, covered, started);
+        }
+        self.start_flush();
+        any
+    }
+
+    /// True when the shared flush in flight is done and its outcome waits for
+    /// [`Shard::poll_flush`].
+    fn flush_done(&self) -> bool {
+        self.shared.as_ref().is_some_and(SharedFlush::done)
+    }
+
+    /// Starts a shared flush of every append written and not yet flushed, unless one is in
+    /// flight (the next starts when it ends) or none waits.
+    fn start_flush(&mut self) {
+        let Some(shared) = self.shared.as_mut() else { return };
+        let (id, storage, dir, bell) = (self.stats.shard, &self.storage, &self.data_dir, &self.bell);
+        if shared.start(|| Flusher::spawn(id, storage.clone(), dir.clone(), bell.clone())) {
+            self.stats.shared_flushes += 1;
+        }
+    }
+
+    /// Starts a shared flush if none is in flight and appends wait for one, then waits for the
+    /// one in flight and applies its outcome (shutdown and close).
+    fn wait_flush(&mut self) {
+        self.start_flush();
+        if let Some((outcome, covered, started)) = self.shared.as_mut().and_then(|s| s.finish(true)) {
+            self.finish_flush(outcome, covered, started);
+        }
+    }
+
+    /// Completes the appends a shared flush covered: on success each log's recovery point moves
+    /// to what the flush covered of it; a failure is [`Shard::flush_failed`].
+    fn finish_flush(&mut self, outcome: Result<()>, covered: Vec<Unflushed>, started: std::time::Instant) {
+        self.stats.flush_latency.record(started.elapsed());
+        match outcome {
+            Ok(()) => {
+                for (tp, acks, offset) in covered {
+                    // A partition closed meanwhile took its appends out (`close`).
+                    if let Some(log) = self.logs.get_mut(&tp) {
+                        log.synced_to(offset);
+                    }
+                    for (done, info) in acks {
+                        done.complete(Ok(info));
+                    }
+                }
+            }
+            Err(e) => self.flush_failed(covered, e.to_string()),
+        }
+    }
+
+    /// A shared flush failed. The writeback error it reports can be that of any partition whose
+    /// bytes were written and not yet durable while it ran, and no later syncfs reports it
+    /// again: every such partition of the shard (covered by it, written since, or with a write
+    /// in flight) fails as a failed fsync fails it, rolled back to its recovery point
+    /// ([`Log::sync_failed`]). The appends rolled back fail; those below (made durable
+    /// meanwhile by a roll or a flush of their own) are acknowledged.
+    fn flush_failed(&mut self, covered: Vec<Unflushed>, reason: String) {
+        // Writes in flight end first: their appends join the unflushed ones.
+        let writing: Vec<TopicPartition> = self.in_flight.keys().cloned().collect();
+        for tp in writing {
+            let outcome = self.logs.get_mut(&tp).and_then(|l| l.poll_writes(true)).unwrap_or(Ok(()));
+            self.acknowledge(&tp, outcome.map_err(|e| e.to_string()));
+        }
+        let mut entries = covered;
+        if let Some(shared) = self.shared.as_mut() {
+            entries.append(&mut shared.unflushed);
+        }
+        let tps: BTreeSet<TopicPartition> = entries.iter().map(|(tp, ..)| tp.clone()).collect();
+        for tp in &tps {
+            if let Some(log) = self.logs.get_mut(tp) {
+                log.sync_failed(reason.clone());
+            }
+        }
+        for (tp, acks, _) in entries {
+            let end = self.logs.get(&tp).map_or(i64::MIN, |l| l.log_end_offset());
+            let (kept, lost): (Vec<Ack>, Vec<Ack>) = acks.into_iter().partition(|(_, info)| info.last_offset < end);
+            for (done, info) in kept {
+                done.complete(Ok(info));
+            }
+            fail_acks(lost, &self.data_dir, &tp, reason.clone());
+        }
+        // Their appends not yet written were rolled back too: take_writes fails them.
+        let waiting = tps.into_iter().filter(|tp| self.waiting.contains_key(tp)).collect();
+        self.start_writes(waiting);
     }
 
     fn open(
@@ -684,10 +828,18 @@ impl Shard {
             let outcome = self.logs.get_mut(tp).and_then(|l| l.poll_writes(true)).unwrap_or(Ok(()));
             self.acknowledge(tp, outcome.map_err(|e| e.to_string()));
         }
+        // Under Syncfs, a failed log is not fsynced at its close: its appends written before the
+        // failure wait for the shared flushes instead (at most the one in flight and the next).
+        while self.logs[tp].failure().is_some() && self.shared.as_ref().is_some_and(|s| s.holds(tp)) {
+            self.wait_flush();
+        }
         let log = self.logs.remove(tp).expect("checked above");
         self.last_write_appends.remove(tp);
         self.share_zero_fill();
-        let acks = self.waiting.remove(tp).unwrap_or_default();
+        // The appends written and waiting for a shared flush are settled by the close's fsync
+        // (or fail with it), as those still waiting for their write.
+        let mut acks = self.shared.as_mut().map(|s| s.take(tp)).unwrap_or_default();
+        acks.extend(self.waiting.remove(tp).unwrap_or_default());
         let mut closed = Closed {
             recovery_point: log.recovery_point(),
             log_start_offset: log.log_start_offset(),

@@ -337,6 +337,16 @@ pub trait Storage: Send + Sync + Debug {
     }
     /// Makes a directory's entries durable (creates, renames, unlinks inside it).
     fn sync_dir(&self, path: &Path) -> Result<()>;
+    /// Makes every file of the filesystem holding `path` durable: its data and metadata, and
+    /// the directories' entries (`syncfs(2)` on `path` opened read only). Every other file on
+    /// that filesystem is written back too, other processes' included. Linux reports writeback
+    /// errors through syncfs from 5.8 on: an error not yet reported by a syncfs of that
+    /// filesystem, since `path` is opened anew on each call (an error another process's syncfs
+    /// reported first is not reported again).
+    fn sync_filesystem(&self, path: &Path) -> Result<()> {
+        let dir = std::fs::File::open(path).map_err(|e| crate::Error::io("open", path, e))?;
+        nix::unistd::syncfs(&dir).map_err(|e| crate::Error::io("syncfs", path, e.into()))
+    }
     fn exists(&self, path: &Path) -> bool;
     fn is_dir(&self, path: &Path) -> bool;
     /// Reads a whole small file (checkpoints). `limit` bounds the size accepted.

@@ -268,6 +268,39 @@ impl Log {
         }
     }
 
+    /// A sync done outside the log (the engine's shared syncfs, `SyncMethod::Syncfs`) made what
+    /// was in its file when the sync started durable, up to `offset` (the log's
+    /// [`Log::written_offset`] then): the recovery point advances there, never past what is
+    /// written now (a truncation may have cut it since), as a write with its own fsync does.
+    pub fn synced_to(&mut self, offset: i64) {
+        let offset = offset.min(self.written);
+        if offset <= self.recovery_point {
+            return;
+        }
+        self.recovery_point = offset;
+        self.last_flush_ms = self.clock.now_ms();
+        if self.recovery_point >= self.log_end_offset {
+            // Nothing appended is left to flush (else the counters keep counting: an extra
+            // flush at worst).
+            self.unflushed_messages = 0;
+            self.first_unflushed_ms = None;
+        }
+    }
+
+    /// A sync done outside the log that was to make its written appends durable failed
+    /// (`reason`): the log fails as it does when its own fsync fails, and every append not known
+    /// to be durable (past the recovery point, or the active segment's base if that is higher:
+    /// the segments before it were fsynced when sealed) is rolled back, from memory and from the
+    /// file, so none whose caller is told it failed shows. Writes in flight are waited for first
+    /// (under [`Writes::Caller`] their outcome stays for [`Log::poll_writes`]).
+    pub fn sync_failed(&mut self, reason: String) {
+        self.settle_writes();
+        self.failed.get_or_insert(reason);
+        let durable = self.recovery_point.max(self.active_segment().base_offset());
+        self.written = self.written.min(durable);
+        self.roll_back_unwritten();
+    }
+
     /// Every append below `offset` is in the file, and none at or past it is pending.
     pub(super) fn all_written(&mut self, offset: i64) {
         self.written = offset;

@@ -6,7 +6,8 @@
 //!
 //! Usage: `crash_writer dir=PATH io=direct|buffered|sync durability=none|every-batch seed=N
 //! partitions=N segment-bytes=N index-interval-bytes=N preallocate=BOOL inflight=N
-//! limit-bytes=N` (all but `dir` have defaults, see `WriterArgs::new`).
+//! limit-bytes=N sync-method=dsync-writes|fdatasync|syncfs ...` (all but `dir` have defaults, see
+//! `WriterArgs::new`).
 //!
 //! First line: `START mode=<mode the engine runs in> negative-control=<bool> leo=<p:offset,..>`.
 //! A failed append prints `ERR partition message` and stops that partition; the program keeps

@@ -129,13 +129,13 @@ pub struct SimCounters {
 /// kind fails with EIO and changes nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
-    /// The n-th `sync_data`.
+    /// The n-th `sync_data` (a `sync_filesystem` counts as one).
     Sync(u64),
     /// The n-th write.
     Write(u64),
     /// The n-th state-changing operation of any kind.
     Op(u64),
-    /// Every `sync_data` succeeds without making anything durable (a disk that lies about its
+    /// Every `sync_data` (and `sync_filesystem`) succeeds without making anything durable (a disk that lies about its
     /// cache): for checking that a harness notices lost acknowledged data.
     LyingSync,
 }
@@ -707,6 +707,29 @@ impl Storage for SimStorage {
         let d = s.dirs.get_mut(&path).expect("checked");
         d.durable = d.volatile.clone();
         d.pending.clear();
+        Ok(())
+    }
+    /// Every file's data and every directory's entries become durable, as a `sync_data` of each
+    /// file and a `sync_dir` of each directory would make them; one operation, counted (and
+    /// failed by [`Fault::Sync`], and a no-op under [`Fault::LyingSync`]) as a `sync_data`.
+    fn sync_filesystem(&self, path: &Path) -> Result<()> {
+        let path = norm(path);
+        let mut s = self.lock();
+        if s.entry(&path).is_none() {
+            return Err(not_found("open", &path));
+        }
+        s.begin(OpKind::Sync, "syncfs", &path)?;
+        if s.faults.contains(&Fault::LyingSync) {
+            return Ok(());
+        }
+        for i in &mut s.inodes {
+            i.durable = i.volatile.clone();
+            i.pending.clear();
+        }
+        for d in s.dirs.values_mut() {
+            d.durable = d.volatile.clone();
+            d.pending.clear();
+        }
         Ok(())
     }
     fn exists(&self, path: &Path) -> bool {

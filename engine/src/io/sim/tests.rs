@@ -232,3 +232,30 @@ fn a_crash_lands_writes_in_flight_whole_torn_or_not_at_all() {
     let c = st.crash_with(&mut rng, &CrashConfig::DURABLE_ONLY).file("/d/f").unwrap();
     assert_eq!(c, vec![1u8; 8192]);
 }
+
+#[test]
+fn sync_filesystem_makes_every_file_and_entry_durable_and_honours_faults() {
+    let st = SimStorage::new();
+    st.create_dir_all(&p("/d/e")).unwrap();
+    let a = st.open(&p("/d/a"), OpenMode::CreateNew).unwrap();
+    let b = st.open(&p("/d/e/b"), OpenMode::CreateNew).unwrap();
+    a.write_all_at(b"aa", 0).unwrap();
+    b.write_all_at(b"bb", 0).unwrap();
+    assert!(st.sync_filesystem(&p("/missing")).is_err());
+    st.sync_filesystem(&p("/d")).unwrap();
+    // Both files and every entry above them survive; a later write does not.
+    a.write_all_at(b"x", 2).unwrap();
+    let c = st.crash_with(&mut SimRng::new(1), &CrashConfig::DURABLE_ONLY);
+    assert_eq!(c.file("/d/a").unwrap(), b"aa");
+    assert_eq!(c.file("/d/e/b").unwrap(), b"bb");
+
+    // Counted as a sync: the injected fault fails it and nothing becomes durable.
+    let syncs = st.counters().syncs;
+    st.inject(Fault::Sync(syncs + 1));
+    assert!(st.sync_filesystem(&p("/d")).is_err());
+    let c = st.crash_with(&mut SimRng::new(1), &CrashConfig::DURABLE_ONLY);
+    assert_eq!(c.file("/d/a").unwrap(), b"aa");
+    st.sync_filesystem(&p("/d")).unwrap();
+    let c = st.crash_with(&mut SimRng::new(1), &CrashConfig::DURABLE_ONLY);
+    assert_eq!(c.file("/d/a").unwrap(), b"aax");
+}

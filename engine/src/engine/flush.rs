@@ -1,0 +1,277 @@
+//! The shard's shared flush for [`super::SyncMethod::Syncfs`]: the appends whose plain write
+//! completed and that wait for a syncfs, and the flusher thread that runs one syncfs at a time
+//! for the shard so that the shard never blocks on it. It owns no log and acknowledges nothing:
+//! the shard moves appends in and completes or fails them with the outcome (shard.rs).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+
+use super::{Doorbell, TopicPartition};
+use crate::error::{Error, Result};
+use crate::io::Storage;
+
+/// Appends of one partition whose write completed, with the partition's written offset then:
+/// a syncfs started after that makes every append below it durable.
+pub(super) type Unflushed = (TopicPartition, Vec<super::shard::Ack>, i64);
+
+/// A shard's group commit: what waits for the next syncfs, what the one in flight covers.
+pub(super) struct SharedFlush {
+    /// Written, waiting for a syncfs to start.
+    pub(super) unflushed: Vec<Unflushed>,
+    /// Covered by the syncfs in flight.
+    pub(super) flushing: Vec<Unflushed>,
+    /// When the syncfs in flight started; `None` when none is.
+    pub(super) started: Option<Instant>,
+    flusher: Option<Flusher>,
+}
+
+impl SharedFlush {
+    pub(super) fn new() -> SharedFlush {
+        SharedFlush { unflushed: Vec::new(), flushing: Vec::new(), started: None, flusher: None }
+    }
+
+    /// Starts a syncfs covering everything unflushed, unless one is in flight or nothing waits;
+    /// true when it started one. The flusher thread is spawned at the first.
+    pub(super) fn start(&mut self, spawn: impl FnOnce() -> Flusher) -> bool {
+        if self.started.is_some() || self.unflushed.is_empty() {
+            return false;
+        }
+        self.flushing = std::mem::take(&mut self.unflushed);
+        self.started = Some(Instant::now());
+        self.flusher.get_or_insert_with(spawn).request();
+        true
+    }
+
+    /// True when the syncfs in flight is done (its outcome waits for [`SharedFlush::finish`]).
+    pub(super) fn done(&self) -> bool {
+        self.started.is_some() && self.flusher.as_ref().is_some_and(|f| f.done())
+    }
+
+    /// The outcome of the syncfs in flight with what it covered and when it started, once it is
+    /// done (with `wait`, blocking until then); `None` while it runs or when none is in flight.
+    pub(super) fn finish(&mut self, wait: bool) -> Option<(Result<()>, Vec<Unflushed>, Instant)> {
+        let started = self.started?;
+        let flusher = self.flusher.as_ref().expect("a flush in flight has a flusher");
+        let outcome = flusher.outcome(wait)?;
+        self.started = None;
+        Some((outcome, std::mem::take(&mut self.flushing), started))
+    }
+
+    /// Takes `tp`'s appends out of both lists (the partition closes).
+    pub(super) fn take(&mut self, tp: &TopicPartition) -> Vec<super::shard::Ack> {
+        let mut out = Vec::new();
+        for list in [&mut self.flushing, &mut self.unflushed] {
+            list.retain_mut(|(t, acks, _)| {
+                if t != tp {
+                    return true;
+                }
+                out.append(acks);
+                false
+            });
+        }
+        out
+    }
+
+    /// True while appends of `tp` wait for a syncfs or are covered by the one in flight.
+    pub(super) fn holds(&self, tp: &TopicPartition) -> bool {
+        self.flushing.iter().chain(&self.unflushed).any(|(t, ..)| t == tp)
+    }
+
+    /// True while appends wait for a syncfs or one is in flight.
+    pub(super) fn pending(&self) -> bool {
+        self.started.is_some() || !self.unflushed.is_empty()
+    }
+}
+
+/// The flusher thread of one shard (`seglog-flush-<shard>`): runs `sync_filesystem` of the data
+/// directory on each request, one at a time, hands the result back and rings the shard's
+/// doorbell, so that a shard asleep wakes for it. Dropped, it stops and is joined.
+pub(super) struct Flusher {
+    runner: Runner,
+    results: Receiver<Result<()>>,
+    dir: PathBuf,
+}
+
+/// Who runs a flusher's syncfs.
+enum Runner {
+    /// Its thread, asked through `requests` (`None` once dropped, which stops the thread).
+    Thread { requests: Option<Sender<()>>, thread: Option<JoinHandle<()>> },
+    /// The shard itself, at the request: the thread could not be spawned.
+    Inline { storage: Arc<dyn Storage>, results: Sender<Result<()>> },
+}
+
+impl Flusher {
+    pub(super) fn spawn(shard: usize, storage: Arc<dyn Storage>, dir: PathBuf, bell: Arc<Doorbell>) -> Flusher {
+        let (req_tx, req_rx) = crossbeam_channel::bounded::<()>(1);
+        let (res_tx, res_rx) = crossbeam_channel::bounded::<Result<()>>(1);
+        let (storage2, dir2, res_tx2) = (storage.clone(), dir.clone(), res_tx.clone());
+        let thread = std::thread::Builder::new().name(format!("seglog-flush-{shard}")).spawn(move || {
+            while req_rx.recv().is_ok() {
+                let r = storage2.sync_filesystem(&dir2);
+                if res_tx2.send(r).is_err() {
+                    return;
+                }
+                // After the result is in the channel: a shard that saw no result before it
+                // said it sleeps is woken (the same order as a request's, request.rs).
+                bell.ring_if_sleeping();
+            }
+        });
+        let runner = match thread {
+            Ok(t) => Runner::Thread { requests: Some(req_tx), thread: Some(t) },
+            Err(_) => Runner::Inline { storage, results: res_tx },
+        };
+        Flusher { runner, results: res_rx, dir }
+    }
+
+    /// Asks for one syncfs (the caller has none in flight).
+    fn request(&self) {
+        match &self.runner {
+            Runner::Thread { requests: Some(tx), .. } => {
+                // The thread is gone only if it panicked: `outcome` reports that.
+                let _ = tx.send(());
+            }
+            Runner::Thread { requests: None, .. } => {}
+            Runner::Inline { storage, results } => {
+                let _ = results.send(storage.sync_filesystem(&self.dir));
+            }
+        }
+    }
+
+    fn done(&self) -> bool {
+        !self.results.is_empty()
+    }
+
+    /// The result of the syncfs requested, once it is there (with `wait`, blocking until then).
+    fn outcome(&self, wait: bool) -> Option<Result<()>> {
+        let r =
+            if wait { self.results.recv().map_err(|_| TryRecvError::Disconnected) } else { self.results.try_recv() };
+        match r {
+            Ok(r) => Some(r),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => Some(Err(Error::io(
+                "syncfs",
+                self.dir.clone(),
+                std::io::Error::other("the shard's flusher thread stopped"),
+            ))),
+        }
+    }
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        if let Runner::Thread { requests, thread } = &mut self.runner {
+            requests.take();
+            if let Some(t) = thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// The shard's shared flush on the simulated disk (the engine runs on it only here: it opens
+/// its own storage otherwise): what an acknowledgement promises survives a power cut that keeps
+/// only what was made durable, and a failed syncfs fails the appends waiting for it and their
+/// partitions, which take appends again once opened again.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::builder::BatchBuilder;
+    use crate::io::sim::{CrashConfig, Fault, SimRng, SimStorage};
+    use crate::{Durability, Engine, EngineConfig, SyncMethod};
+
+    const DIR: &str = "/data";
+
+    fn batch(i: usize) -> Vec<u8> {
+        let mut b = BatchBuilder::new();
+        let now = crate::config::Clock::now_ms(&crate::config::SystemClock);
+        b.push(now, None, Some(&vec![(i % 251) as u8; 100 + i * 7 % 3000]), &[]);
+        b.build().unwrap()
+    }
+
+    fn engine(sim: &SimStorage) -> Engine {
+        let mut cfg = EngineConfig::new(DIR);
+        cfg.shards = Some(1);
+        cfg.pin_threads = false;
+        cfg.durability = Durability::EveryBatch;
+        cfg.sync_method = SyncMethod::Syncfs;
+        Engine::open_on(cfg, Arc::new(sim.clone())).unwrap()
+    }
+
+    /// Appends `n` batches to each partition, four at a time per partition; returns the
+    /// outcomes.
+    fn append_all(e: &Engine, tps: &[TopicPartition], from: usize, n: usize) -> Vec<Result<crate::log::AppendInfo>> {
+        let mut out = Vec::new();
+        for round in (from..from + n).step_by(4) {
+            let pending: Vec<_> = (round..(round + 4).min(from + n))
+                .flat_map(|i| tps.iter().map(move |tp| (tp, i)))
+                .map(|(tp, i)| e.append(tp, batch(i), 0))
+                .collect();
+            out.extend(pending.into_iter().map(|p| p.wait()));
+        }
+        out
+    }
+
+    fn end_of(e: &Engine, tp: &TopicPartition) -> (i64, i64) {
+        e.with_log(tp, |l| Ok((l.recovery_point(), l.log_end_offset()))).wait().unwrap()
+    }
+
+    #[test]
+    fn acknowledged_appends_survive_a_cut_and_a_failed_syncfs_fails_them() {
+        let sim = SimStorage::new();
+        sim.set_async_completions(7, 100);
+        let e = engine(&sim);
+        let tps: Vec<TopicPartition> = (0..3).map(|p| TopicPartition::new("g", p)).collect();
+        for tp in &tps {
+            e.open_partition(tp, None).wait().unwrap();
+        }
+        assert!(append_all(&e, &tps, 0, 40).iter().all(|r| r.is_ok()));
+        let stats = e.stats().unwrap().remove(0);
+        assert!(stats.shared_flushes > 0 && stats.shared_flushes <= 40, "{} shared flushes", stats.shared_flushes);
+        assert_eq!(stats.flush_latency.count(), stats.shared_flushes);
+        let ends: Vec<(i64, i64)> = tps.iter().map(|tp| end_of(&e, tp)).collect();
+        for (tp, (rp, leo)) in tps.iter().zip(&ends) {
+            assert_eq!(rp, leo, "{tp}: every acknowledged append is below the recovery point");
+        }
+
+        // A cut now keeps every acknowledged append: no shutdown, only the syncfs made it durable.
+        let cut = sim.crash_with(&mut SimRng::new(3), &CrashConfig::DURABLE_ONLY);
+        let e2 = engine(&cut);
+        let reopened: Vec<(TopicPartition, i64, i64)> = e2.partitions().unwrap();
+        for ((tp, _, leo), (_, want)) in reopened.iter().zip(&ends) {
+            assert_eq!(leo, want, "{tp} after the cut");
+        }
+        e2.shutdown().unwrap();
+
+        // The next sync fails: it is the syncfs covering the next appends. Each partition's
+        // appends fail together (those arriving after the failure find the partition failed),
+        // unless all of them came after it was handled.
+        sim.inject(Fault::Sync(sim.counters().syncs + 1));
+        let outcomes = append_all(&e, &tps, 40, 4);
+        let listed: Vec<TopicPartition> = e.failed_partitions().unwrap().into_iter().map(|(tp, _)| tp).collect();
+        assert!(!listed.is_empty(), "{outcomes:?}");
+        for (i, (tp, (_, leo))) in tps.iter().zip(&ends).enumerate() {
+            let mine: Vec<_> = outcomes.iter().skip(i).step_by(tps.len()).collect();
+            if listed.contains(tp) {
+                assert!(mine.iter().all(|r| matches!(r, Err(Error::Failed { .. }))), "{tp}: {mine:?}");
+                assert_eq!(end_of(&e, tp), (*leo, *leo), "{tp}: the failed appends are rolled back");
+            } else {
+                assert!(mine.iter().all(|r| r.is_ok()), "{tp}: {mine:?}");
+            }
+        }
+
+        // Opened again, the partitions take appends, acknowledged by the next syncfs.
+        for tp in &tps {
+            e.open_partition(tp, None).wait().unwrap();
+        }
+        assert!(append_all(&e, &tps, 44, 8).iter().all(|r| r.is_ok()));
+        for tp in &tps {
+            let (rp, leo) = end_of(&e, tp);
+            assert_eq!(rp, leo, "{tp}");
+        }
+        e.shutdown().unwrap();
+    }
+}
