@@ -12,7 +12,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 
 use super::{Doorbell, TopicPartition};
 use crate::error::{Error, Result};
-use crate::io::Storage;
+use crate::io::{FsSyncer, Storage};
 
 /// Appends of one partition whose write completed, with the partition's written offset then:
 /// a syncfs started after that makes every append below it durable.
@@ -26,37 +26,36 @@ pub(super) struct SharedFlush {
     pub(super) flushing: Vec<Unflushed>,
     /// When the syncfs in flight started; `None` when none is.
     pub(super) started: Option<Instant>,
-    flusher: Option<Flusher>,
+    flusher: Flusher,
 }
 
 impl SharedFlush {
-    pub(super) fn new() -> SharedFlush {
-        SharedFlush { unflushed: Vec::new(), flushing: Vec::new(), started: None, flusher: None }
+    pub(super) fn new(flusher: Flusher) -> SharedFlush {
+        SharedFlush { unflushed: Vec::new(), flushing: Vec::new(), started: None, flusher }
     }
 
     /// Starts a syncfs covering everything unflushed, unless one is in flight or nothing waits;
-    /// true when it started one. The flusher thread is spawned at the first.
-    pub(super) fn start(&mut self, spawn: impl FnOnce() -> Flusher) -> bool {
+    /// true when it started one.
+    pub(super) fn start(&mut self) -> bool {
         if self.started.is_some() || self.unflushed.is_empty() {
             return false;
         }
         self.flushing = std::mem::take(&mut self.unflushed);
         self.started = Some(Instant::now());
-        self.flusher.get_or_insert_with(spawn).request();
+        self.flusher.request();
         true
     }
 
     /// True when the syncfs in flight is done (its outcome waits for [`SharedFlush::finish`]).
     pub(super) fn done(&self) -> bool {
-        self.started.is_some() && self.flusher.as_ref().is_some_and(|f| f.done())
+        self.started.is_some() && self.flusher.done()
     }
 
     /// The outcome of the syncfs in flight with what it covered and when it started, once it is
     /// done (with `wait`, blocking until then); `None` while it runs or when none is in flight.
     pub(super) fn finish(&mut self, wait: bool) -> Option<(Result<()>, Vec<Unflushed>, Instant)> {
         let started = self.started?;
-        let flusher = self.flusher.as_ref().expect("a flush in flight has a flusher");
-        let outcome = flusher.outcome(wait)?;
+        let outcome = self.flusher.outcome(wait)?;
         self.started = None;
         Some((outcome, std::mem::take(&mut self.flushing), started))
     }
@@ -87,9 +86,11 @@ impl SharedFlush {
     }
 }
 
-/// The flusher thread of one shard (`seglog-flush-<shard>`): runs `sync_filesystem` of the data
-/// directory on each request, one at a time, hands the result back and rings the shard's
-/// doorbell, so that a shard asleep wakes for it. Dropped, it stops and is joined.
+/// The flusher thread of one shard (`seglog-flush-<shard>`): runs a syncfs of the data
+/// directory's filesystem on each request, one at a time, through one descriptor kept open for
+/// its life ([`Storage::filesystem_syncer`]: no writeback error escapes it), hands the result
+/// back and rings the shard's doorbell, so that a shard asleep wakes for it. Dropped, it stops
+/// and is joined.
 pub(super) struct Flusher {
     runner: Runner,
     results: Receiver<Result<()>>,
@@ -101,18 +102,39 @@ enum Runner {
     /// Its thread, asked through `requests` (`None` once dropped, which stops the thread).
     Thread { requests: Option<Sender<()>>, thread: Option<JoinHandle<()>> },
     /// The shard itself, at the request: the thread could not be spawned.
-    Inline { storage: Arc<dyn Storage>, results: Sender<Result<()>> },
+    Inline { sync: Syncer, results: Sender<Result<()>> },
+}
+
+/// The syncfs a flusher runs, or why the data directory could not be opened for one (each
+/// request then fails with it).
+struct Syncer {
+    sync: std::result::Result<FsSyncer, String>,
+    dir: PathBuf,
+}
+
+impl Syncer {
+    fn open(storage: &dyn Storage, dir: PathBuf) -> Syncer {
+        Syncer { sync: storage.filesystem_syncer(&dir).map_err(|e| e.to_string()), dir }
+    }
+
+    fn run(&mut self) -> Result<()> {
+        match &mut self.sync {
+            Ok(sync) => sync(),
+            Err(e) => Err(Error::io("syncfs", self.dir.clone(), std::io::Error::other(e.clone()))),
+        }
+    }
 }
 
 impl Flusher {
     pub(super) fn spawn(shard: usize, storage: Arc<dyn Storage>, dir: PathBuf, bell: Arc<Doorbell>) -> Flusher {
         let (req_tx, req_rx) = crossbeam_channel::bounded::<()>(1);
         let (res_tx, res_rx) = crossbeam_channel::bounded::<Result<()>>(1);
-        let (storage2, dir2, res_tx2) = (storage.clone(), dir.clone(), res_tx.clone());
+        // Opened here, as the shard starts: errors from now on are reported to it.
+        let mut sync = Syncer::open(&*storage, dir.clone());
+        let res_tx2 = res_tx.clone();
         let thread = std::thread::Builder::new().name(format!("seglog-flush-{shard}")).spawn(move || {
             while req_rx.recv().is_ok() {
-                let r = storage2.sync_filesystem(&dir2);
-                if res_tx2.send(r).is_err() {
+                if res_tx2.send(sync.run()).is_err() {
                     return;
                 }
                 // After the result is in the channel: a shard that saw no result before it
@@ -122,21 +144,21 @@ impl Flusher {
         });
         let runner = match thread {
             Ok(t) => Runner::Thread { requests: Some(req_tx), thread: Some(t) },
-            Err(_) => Runner::Inline { storage, results: res_tx },
+            Err(_) => Runner::Inline { sync: Syncer::open(&*storage, dir.clone()), results: res_tx },
         };
         Flusher { runner, results: res_rx, dir }
     }
 
     /// Asks for one syncfs (the caller has none in flight).
-    fn request(&self) {
-        match &self.runner {
+    fn request(&mut self) {
+        match &mut self.runner {
             Runner::Thread { requests: Some(tx), .. } => {
                 // The thread is gone only if it panicked: `outcome` reports that.
                 let _ = tx.send(());
             }
             Runner::Thread { requests: None, .. } => {}
-            Runner::Inline { storage, results } => {
-                let _ = results.send(storage.sync_filesystem(&self.dir));
+            Runner::Inline { sync, results } => {
+                let _ = results.send(sync.run());
             }
         }
     }

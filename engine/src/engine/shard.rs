@@ -153,7 +153,7 @@ impl Shard {
         let shared = (config.durability == Durability::EveryBatch
             && config.sync_method == SyncMethod::Syncfs
             && !cfg!(feature = "negative-control"))
-        .then(SharedFlush::new);
+        .then(|| SharedFlush::new(Flusher::spawn(id, storage.clone(), config.data_dir.clone(), bell.clone())));
         Shard {
             shared,
             resources,
@@ -694,9 +694,7 @@ impl Shard {
     /// Starts a shared flush of every append written and not yet flushed, unless one is in
     /// flight (the next starts when it ends) or none waits.
     fn start_flush(&mut self) {
-        let Some(shared) = self.shared.as_mut() else { return };
-        let (id, storage, dir, bell) = (self.stats.shard, &self.storage, &self.data_dir, &self.bell);
-        if shared.start(|| Flusher::spawn(id, storage.clone(), dir.clone(), bell.clone())) {
+        if self.shared.as_mut().is_some_and(SharedFlush::start) {
             self.stats.shared_flushes += 1;
         }
     }

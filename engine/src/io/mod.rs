@@ -272,6 +272,9 @@ pub trait IoFile: Send + Sync + Debug {
     }
 }
 
+/// A [`Storage::filesystem_syncer`]: each call makes the whole filesystem durable.
+pub type FsSyncer = Box<dyn FnMut() -> Result<()> + Send>;
+
 /// Directory-level operations and file opening.
 pub trait Storage: Send + Sync + Debug {
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Arc<dyn IoFile>>;
@@ -338,14 +341,21 @@ pub trait Storage: Send + Sync + Debug {
     /// Makes a directory's entries durable (creates, renames, unlinks inside it).
     fn sync_dir(&self, path: &Path) -> Result<()>;
     /// Makes every file of the filesystem holding `path` durable: its data and metadata, and
-    /// the directories' entries (`syncfs(2)` on `path` opened read only). Every other file on
-    /// that filesystem is written back too, other processes' included. Linux reports writeback
-    /// errors through syncfs from 5.8 on: an error not yet reported by a syncfs of that
-    /// filesystem, since `path` is opened anew on each call (an error another process's syncfs
-    /// reported first is not reported again).
+    /// the directories' entries (`syncfs(2)`). Every other file on that filesystem is written
+    /// back too, other processes' included. One call of a [`Storage::filesystem_syncer`].
     fn sync_filesystem(&self, path: &Path) -> Result<()> {
+        (self.filesystem_syncer(path)?)()
+    }
+    /// What [`Storage::sync_filesystem`] does, as a function to call again and again: `path` is
+    /// opened (read only) once, here, and each call is a `syncfs(2)` on that descriptor. Linux
+    /// (5.8 on) reports a writeback error of the filesystem through syncfs to every descriptor
+    /// opened before it happened, whichever syncfs reported it first: one kept open reports
+    /// every error from its opening on, where a descriptor opened anew could miss one that
+    /// another process's syncfs already reported.
+    fn filesystem_syncer(&self, path: &Path) -> Result<FsSyncer> {
         let dir = std::fs::File::open(path).map_err(|e| crate::Error::io("open", path, e))?;
-        nix::unistd::syncfs(&dir).map_err(|e| crate::Error::io("syncfs", path, e.into()))
+        let path = path.to_path_buf();
+        Ok(Box::new(move || nix::unistd::syncfs(&dir).map_err(|e| crate::Error::io("syncfs", &path, e.into()))))
     }
     fn exists(&self, path: &Path) -> bool;
     fn is_dir(&self, path: &Path) -> bool;

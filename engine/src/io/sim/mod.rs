@@ -732,6 +732,10 @@ impl Storage for SimStorage {
         }
         Ok(())
     }
+    fn filesystem_syncer(&self, path: &Path) -> Result<super::FsSyncer> {
+        let (sim, path) = (SimStorage { state: self.state.clone(), flights: self.flights.clone() }, norm(path));
+        Ok(Box::new(move || sim.sync_filesystem(&path)))
+    }
     fn exists(&self, path: &Path) -> bool {
         self.lock().entry(&norm(path)).is_some()
     }
