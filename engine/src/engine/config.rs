@@ -77,10 +77,10 @@ pub enum ZeroFill {
     /// without an fsync per append the doubled writes buy less than they cost. With one
     /// partition a durable append's p50 fell from 194-211 to 84-133 us and its p99 from 322-441
     /// to 154-357 us on the machine measured (docs/benchmarks.md, "What limits the missed
-    /// targets"). Across 1 to 64 partitions with 1 or 8 appends in flight each (the durable
-    /// sweep, docs/benchmarks.md, "Durable appends at scale") it gave 1.3-1.9x `Off`'s
-    /// throughput at four of six points and 0.91-0.94x at the other two, with a lower p99 at
-    /// each: a partition whose appends queue takes no refills (see the shard's write path).
+    /// targets"). Across 1 to 64 partitions (the durable sweep, docs/benchmarks.md, "Durable
+    /// appends at scale"), with one append in flight per partition it gave 1.2-1.9x `Off`'s
+    /// throughput in two runs; with 8 in flight a partition's appends queue, it takes no
+    /// refills, and the two settings differ by the runs' noise.
     #[default]
     Auto,
     /// No zero fill (Kafka's behaviour).
