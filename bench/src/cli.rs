@@ -117,7 +117,8 @@ pub struct Args {
     /// for full).
     #[arg(long)]
     pub log_lookups: Option<u64>,
-    /// Do not preallocate segments (fio preallocates its file, so the default does too).
+    /// Do not preallocate segments (fio preallocates its file, so the default does too). The
+    /// durable sweep sets preallocation per point instead (--sweep-preallocate).
     #[arg(long)]
     pub no_preallocate: bool,
     /// The engine's zero fill: auto (the default: on for every-batch durability in direct

@@ -53,13 +53,16 @@ pub enum SyncMethod {
     ///
     /// syncfs makes all of the filesystem's data and metadata durable, not only seglog's: it
     /// also writes back every other dirty file on that filesystem, other processes' too, and
-    /// its cost depends on them. It pays off with many partitions per shard (with one syncfs per
-    /// round against RWF_DSYNC per file, bench/examples/group_commit.rs measured 1.37x the MB/s
-    /// at 8 files and 1.96x at 64, but 0.93x at one file). Errors of the writeback it does are
-    /// reported through syncfs from Linux 5.8 on (older kernels return success even when
-    /// writeback failed); a failed syncfs fails the acknowledgements waiting for it and puts
-    /// the partitions of the shard that had bytes written and not yet durable in the failed
-    /// state. Not the default.
+    /// its cost depends on them. Each syncfs is followed by an fdatasync of the data directory's
+    /// `.lock`, for the device cache flush XFS's syncfs may skip. In the durable sweep it paid
+    /// only with many partitions of one append in flight each and no zero fill (1.37x
+    /// `DsyncWrites`' throughput at 64 partitions; 0.62-0.88x at 1 and 8, docs/benchmarks.md,
+    /// "Durable appends at scale"). Errors of the writeback it does are reported through syncfs
+    /// from Linux 5.8 on (older kernels return success even when writeback failed); a failed
+    /// syncfs fails the acknowledgements waiting for it and puts the partitions of the shard
+    /// that had bytes written and not yet durable in the failed state. Under
+    /// [`Durability::Interval`] (and a partition's own flush.ms / flush.messages) it acts as
+    /// `Fdatasync`: the shared flush is for `EveryBatch`. Not the default.
     Syncfs,
 }
 

@@ -75,6 +75,15 @@ impl SharedFlush {
         out
     }
 
+    /// `tp` was truncated to `end`: none of its entries covers an offset past it.
+    pub(super) fn truncated(&mut self, tp: &TopicPartition, end: i64) {
+        for (t, _, offset) in self.flushing.iter_mut().chain(self.unflushed.iter_mut()) {
+            if t == tp {
+                *offset = (*offset).min(end);
+            }
+        }
+    }
+
     /// True while appends of `tp` wait for a syncfs or are covered by the one in flight.
     pub(super) fn holds(&self, tp: &TopicPartition) -> bool {
         self.flushing.iter().chain(&self.unflushed).any(|(t, ..)| t == tp)
@@ -263,6 +272,7 @@ mod tests {
         let cut = sim.crash_with(&mut SimRng::new(3), &CrashConfig::DURABLE_ONLY);
         let e2 = engine(&cut);
         let reopened: Vec<(TopicPartition, i64, i64)> = e2.partitions().unwrap();
+        assert_eq!(reopened.len(), ends.len(), "every partition is back after the cut");
         for ((tp, _, leo), (_, want)) in reopened.iter().zip(&ends) {
             assert_eq!(leo, want, "{tp} after the cut");
         }

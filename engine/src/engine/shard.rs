@@ -90,6 +90,8 @@ pub(crate) struct Shard {
     /// The partition whose zero-fill refill was started last: one refill at a time per shard,
     /// so the zeros in the device's queue in front of an append are at most one partition's.
     refilling: Option<TopicPartition>,
+    /// The share of `zero_fill_bytes` each open log keeps now ([`zero_fill_share`]).
+    zero_fill_share: u32,
     /// How many appends each partition's last write carried (zero fill refills only partitions
     /// whose appends do not queue).
     last_write_appends: HashMap<TopicPartition, usize>,
@@ -184,6 +186,7 @@ impl Shard {
             in_flight: HashMap::new(),
             refilling: None,
             last_write_appends: HashMap::new(),
+            zero_fill_share: 0,
         }
     }
 
@@ -394,7 +397,12 @@ impl Shard {
     fn with_log(&mut self, tp: TopicPartition, f: super::request::LogFn, dirty: &mut BTreeSet<TopicPartition>) {
         let before = self.logs.get(&tp).map(|l| l.log_end_offset());
         f(self.logs.get_mut(&tp));
-        if let (Some(log), Some(_)) = (self.logs.get(&tp), before) {
+        if let (Some(log), Some(before)) = (self.logs.get(&tp), before) {
+            // A truncation: what waits for a shared flush covers no offset past the cut (the
+            // offsets appended there after it are other bytes, written after that flush).
+            if let Some(shared) = self.shared.as_mut().filter(|_| log.log_end_offset() < before) {
+                shared.truncated(&tp, log.log_end_offset());
+            }
             if log.unwritten_bytes() > 0 {
                 dirty.insert(tp);
             }
@@ -498,16 +506,7 @@ impl Shard {
                     // Already in the file (a roll or flush wrote it) and nothing to sync; under
                     // Syncfs what is written past the recovery point waits for the shared flush.
                     let acks = self.waiting.remove(&tp).unwrap_or_default();
-                    match &mut self.shared {
-                        Some(shared) if log.recovery_point() < log.written_offset() => {
-                            shared.unflushed.push((tp, acks, log.written_offset()));
-                        }
-                        _ => {
-                            for (done, info) in acks {
-                                done.complete(Ok(info));
-                            }
-                        }
-                    }
+                    written(&mut self.shared, log, tp, acks);
                 }
                 Ok(ops) => {
                     let ops = if dsync { dsync_writes(ops) } else { ops };
@@ -517,15 +516,17 @@ impl Shard {
                     // next write (one partition with 8 appends in flight: zero fill's p99 was
                     // 2.5-2.9x no zero fill's). Its appends then extend the file, as without
                     // zero fill, until its writes carry one append again.
-                    let carried = self.waiting.get(&tp).map_or(0, Vec::len);
-                    let last = match self.last_write_appends.get_mut(&tp) {
-                        Some(n) => std::mem::replace(n, carried),
-                        None => {
-                            self.last_write_appends.insert(tp.clone(), carried);
-                            carried
-                        }
+                    let alone = self.zero_fill_bytes > 0 && {
+                        let carried = self.waiting.get(&tp).map_or(0, Vec::len);
+                        let last = match self.last_write_appends.get_mut(&tp) {
+                            Some(n) => std::mem::replace(n, carried),
+                            None => {
+                                self.last_write_appends.insert(tp.clone(), carried);
+                                carried
+                            }
+                        };
+                        carried.max(last) <= 1
                     };
-                    let alone = carried.max(last) <= 1;
                     let zeros = if may_refill && alone { log.take_zero_fill(0) } else { Vec::new() };
                     if !zeros.is_empty() {
                         may_refill = false;
@@ -583,6 +584,12 @@ impl Shard {
             return;
         }
         let share = zero_fill_share(self.zero_fill_bytes, self.logs.len());
+        if share == self.zero_fill_share {
+            // Only the log just opened needs it (it was opened with it): past 256 partitions
+            // the share is the floor, and opening thousands stays linear.
+            return;
+        }
+        self.zero_fill_share = share;
         for log in self.logs.values_mut() {
             log.set_zero_fill_bytes(share);
         }
@@ -631,20 +638,10 @@ impl Shard {
             return;
         };
         self.stats.write_latency.record(submitted.elapsed());
-        match outcome {
-            Ok(()) => match &mut self.shared {
-                // Under Syncfs, written: durable at the end of the next shared flush (started by
-                // poll_writes).
-                Some(shared) if self.logs.contains_key(tp) => {
-                    shared.unflushed.push((tp.clone(), acks, self.logs[tp].written_offset()));
-                }
-                _ => {
-                    for (done, info) in acks {
-                        done.complete(Ok(info));
-                    }
-                }
-            },
-            Err(reason) => fail_acks(acks, &self.data_dir, tp, reason),
+        match (outcome, self.logs.get(tp)) {
+            (Ok(()), Some(log)) => written(&mut self.shared, log, tp.clone(), acks),
+            (Ok(()), None) => fail_acks(acks, &self.data_dir, tp, "the partition is not open".into()),
+            (Err(reason), _) => fail_acks(acks, &self.data_dir, tp, reason),
         }
     }
 
@@ -747,7 +744,8 @@ impl Shard {
         }
         let tps: BTreeSet<TopicPartition> = entries.iter().map(|(tp, ..)| tp.clone()).collect();
         for tp in &tps {
-            if let Some(log) = self.logs.get_mut(tp) {
+            // A partition made durable meanwhile (a roll's or a flush's fsync) lost nothing.
+            if let Some(log) = self.logs.get_mut(tp).filter(|l| l.recovery_point() < l.written_offset()) {
                 log.sync_failed(reason.clone());
             }
         }
@@ -883,6 +881,23 @@ impl Shard {
         s.writes = io.writes;
         s.write_buffers = crate::io::pool::thread_pool_stats(self.storage.mode() == IoMode::Sync);
         s
+    }
+}
+
+/// A partition's appends whose bytes are in its file: acknowledged, or under
+/// [`SyncMethod::Syncfs`] (`shared`), while the log holds bytes not yet durable, left for the next
+/// shared flush (started by `Shard::poll_writes`). A write that carried its own fdatasync (a
+/// roll's, or one `flush.ms` made due) moved the recovery point already: no syncfs to wait for.
+fn written(shared: &mut Option<SharedFlush>, log: &Log, tp: TopicPartition, acks: Vec<Ack>) {
+    match shared {
+        Some(shared) if log.recovery_point() < log.written_offset() => {
+            shared.unflushed.push((tp, acks, log.written_offset()));
+        }
+        _ => {
+            for (done, info) in acks {
+                done.complete(Ok(info));
+            }
+        }
     }
 }
 
