@@ -141,21 +141,9 @@ pub fn run(
     while let Some((c, at)) = inflight.pop_front() {
         reap(c, at, &mut hist)?;
     }
-    let seconds = t0.elapsed().as_secs_f64();
-    let delta = Counters::of(engine).since(&c0);
-    let mut r = RunReport::for_engine(workload, setup, engine);
-    r.ops = acked;
-    r.bytes = acked * batch_len;
-    r.records = acked * setup.records_per_batch as u64;
-    r.timeline = timeline.points();
-    r.note = format!(
-        "{} partitions, {} shards, window {}/partition, {}",
-        tps.len(),
-        engine.shard_count(),
-        p.window,
-        if p.rate > 0.0 { format!("paced {:.0} batches/s", p.rate) } else { "unthrottled".into() }
-    );
-    Ok((r.finish(hist, seconds, &delta), Produced { first_ts, batches: acked }))
+    let pace = if p.rate > 0.0 { format!("paced {:.0} batches/s", p.rate) } else { "unthrottled".into() };
+    let done = Done { engine, setup, workload, t0, c0, acked, batch_len, timeline, hist };
+    Ok((done.report(tps.len(), p.window, &pace), Produced { first_ts, batches: acked }))
 }
 
 /// How long [`run_per_partition`] polls for completions (yielding the core each round) before
@@ -265,20 +253,38 @@ pub fn run_per_partition(
         std::thread::park_timeout(Duration::from_millis(10));
         idle_since = None;
     }
-    let seconds = t0.elapsed().as_secs_f64();
-    let delta = Counters::of(engine).since(&c0);
-    let mut r = RunReport::for_engine(workload, setup, engine);
-    r.ops = acked;
-    r.bytes = acked * batch_len;
-    r.records = acked * setup.records_per_batch as u64;
-    r.timeline = timeline.points();
-    r.note = format!(
-        "{} partitions, {} shards, window {}/partition, unthrottled, each partition refilled as its appends complete",
-        tps.len(),
-        engine.shard_count(),
-        window,
-    );
-    Ok(r.finish(hist, seconds, &delta))
+    let done = Done { engine, setup, workload, t0, c0, acked, batch_len, timeline, hist };
+    Ok(done.report(tps.len(), window, "unthrottled, each partition refilled as its appends complete"))
+}
+
+/// What a produce run ends with, for its report.
+struct Done<'a> {
+    engine: &'a Engine,
+    setup: &'a Setup,
+    workload: &'a str,
+    t0: Instant,
+    c0: Counters,
+    acked: u64,
+    batch_len: u64,
+    timeline: Timeline,
+    hist: Hist,
+}
+
+impl Done<'_> {
+    /// The run's report: `acked` batches over the time since `t0`, the engine's counters since
+    /// `c0`, and a note naming the partitions, shards, window and `how` appends were sent.
+    fn report(self, partitions: usize, window: usize, how: &str) -> RunReport {
+        let seconds = self.t0.elapsed().as_secs_f64();
+        let delta = Counters::of(self.engine).since(&self.c0);
+        let mut r = RunReport::for_engine(self.workload, self.setup, self.engine);
+        r.ops = self.acked;
+        r.bytes = self.acked * self.batch_len;
+        r.records = self.acked * self.setup.records_per_batch as u64;
+        r.timeline = self.timeline.points();
+        r.note =
+            format!("{partitions} partitions, {} shards, window {window}/partition, {how}", self.engine.shard_count());
+        r.finish(self.hist, seconds, &delta)
+    }
 }
 
 #[cfg(test)]
