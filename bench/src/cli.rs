@@ -128,7 +128,7 @@ pub struct Args {
     /// How the engine makes a durable write durable: dsync-writes (RWF_DSYNC writes, the
     /// engine's default), fdatasync (each write linked to an fdatasync) or syncfs (plain writes
     /// and one shared syncfs per shard at a time). Durable runs only.
-    #[arg(long, value_parser = crate::workload::parse_sync_method)]
+    #[arg(long)]
     pub sync_method: Option<SyncMethod>,
     /// durable-sweep: partitions of the one shard (default 1,8,64).
     #[arg(long, value_delimiter = ',')]
@@ -141,7 +141,7 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub sweep_zero_fill: Option<Vec<ZeroFill>>,
     /// durable-sweep: sync methods (default dsync-writes,fdatasync; syncfs too if named).
-    #[arg(long, value_delimiter = ',', value_parser = crate::workload::parse_sync_method)]
+    #[arg(long, value_delimiter = ',')]
     pub sweep_sync_methods: Option<Vec<SyncMethod>>,
     /// durable-sweep: segment preallocation settings (default false,true).
     #[arg(long, value_delimiter = ',')]
@@ -1629,7 +1629,7 @@ pub fn render(r: &Results) -> String {
         p.setup.segment_bytes,
         p.setup.preallocate,
         p.setup.zero_fill,
-        crate::workload::sync_method_name(p.setup.sync_method),
+        p.setup.sync_method.name(),
         p.pin_client,
         r.seconds
     );

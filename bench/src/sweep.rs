@@ -23,7 +23,7 @@ use crate::fio::{FilesWrite, FioLayout, FioResult, FioSync};
 use crate::pct::median;
 use crate::plot;
 use crate::workload::produce::{self, ProduceParams};
-use crate::workload::{sync_method_name, RunReport, Setup};
+use crate::workload::{RunReport, Setup};
 
 /// The workload's name in `--workloads` (it runs only when named there).
 pub const WORKLOAD: &str = "durable-sweep";
@@ -128,7 +128,7 @@ fn ser_each<S: serde::Serializer, T: std::fmt::Display>(v: &[T], s: S) -> Result
 }
 
 fn ser_sync_methods<S: serde::Serializer>(v: &[SyncMethod], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_seq(v.iter().map(|m| sync_method_name(*m)))
+    s.collect_seq(v.iter().map(|m| m.name()))
 }
 
 /// A list shown as `a,b,c`.
@@ -187,7 +187,7 @@ impl SweepPlan {
                             out.push(PointConfig {
                                 key: PointKey {
                                     mode: mode.name().into(),
-                                    sync_method: sync_method_name(sync_method).into(),
+                                    sync_method: sync_method.name().into(),
                                     preallocate,
                                     zero_fill: Joined(same).to_string().replace(',', "="),
                                     partitions: partitions.max(1),
@@ -591,7 +591,7 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
             s,
             "\n  issue 16 proof, direct mode with the engine's defaults (zero fill {}, {}; preallocate {}): throughput >= {MIN_THROUGHPUT_RATIO}x and p99 <= {MAX_P99_RATIO}x fio's",
             ZeroFill::default(),
-            sync_method_name(SyncMethod::default()),
+            SyncMethod::default().name(),
             seglog::LogConfig::default().preallocate
         );
         for p in proof {

@@ -216,7 +216,7 @@ impl WriterArgs {
             format!("delete-delay-ms={}", self.delete_delay_ms),
             format!("hw-every={}", self.hw_every),
             format!("zero-fill={}", self.zero_fill),
-            format!("sync-method={}", sync_method_name(self.sync_method)),
+            format!("sync-method={}", self.sync_method),
         ]
     }
 
@@ -253,30 +253,13 @@ impl WriterArgs {
                 "delete-delay-ms" => w.delete_delay_ms = num(v)? as i64,
                 "hw-every" => w.hw_every = num(v)?,
                 "zero-fill" => w.zero_fill = v.parse()?,
-                "sync-method" => w.sync_method = parse_sync_method(v)?,
+                "sync-method" => w.sync_method = v.parse().map_err(|e| format!("sync-method={v}: {e}"))?,
                 _ => return Err(format!("unknown argument {k}")),
             }
         }
         w.data_dir = dir.ok_or("dir= is required")?;
         Ok(w)
     }
-}
-
-/// The writer's name of a sync method: `dsync-writes`, `fdatasync` or `syncfs`.
-pub fn sync_method_name(m: seglog::SyncMethod) -> &'static str {
-    match m {
-        seglog::SyncMethod::DsyncWrites => "dsync-writes",
-        seglog::SyncMethod::Fdatasync => "fdatasync",
-        seglog::SyncMethod::Syncfs => "syncfs",
-    }
-}
-
-fn parse_sync_method(v: &str) -> Result<seglog::SyncMethod, String> {
-    use seglog::SyncMethod;
-    [SyncMethod::DsyncWrites, SyncMethod::Fdatasync, SyncMethod::Syncfs]
-        .into_iter()
-        .find(|m| sync_method_name(*m) == v)
-        .ok_or_else(|| format!("sync-method={v}: dsync-writes, fdatasync or syncfs"))
 }
 
 /// One acknowledged append, as the writer reports it.

@@ -362,7 +362,7 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
         let m = t.by_mode.entry(mode.clone()).or_default();
         m.0 += 1;
         m.1 += (lost > 0) as usize;
-        let m = t.by_sync_method.entry(seglog_tests::crash::sync_method_name(args.sync_method)).or_default();
+        let m = t.by_sync_method.entry(args.sync_method.name()).or_default();
         m.0 += 1;
         m.1 += (lost > 0) as usize;
         if negative {
@@ -389,7 +389,7 @@ fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative
                     args.segment_bytes,
                     args.preallocate,
                     args.zero_fill,
-                    seglog_tests::crash::sync_method_name(args.sync_method),
+                    args.sync_method.name(),
                     args.inflight,
                     args.checkpoint_ms,
                     args.retention_bytes,

@@ -40,7 +40,7 @@ struct Args {
     /// With --durable: `fdatasync` (write + linked fdatasync; fio --fdatasync=1), `dsync`
     /// (RWF_DSYNC writes; fio --sync=dsync) or `syncfs` (plain writes and a shared syncfs per
     /// shard; fio has none: compared with fio --sync=dsync).
-    #[arg(long, default_value = "fdatasync", value_parser = parse_sync_method)]
+    #[arg(long, default_value = "fdatasync")]
     sync_method: SyncMethod,
     /// Partitions appended to (fio runs one file, so compare with fio at 1 only).
     #[arg(long, default_value_t = 1)]
@@ -81,15 +81,6 @@ struct Args {
     cores: Option<Vec<usize>>,
     #[arg(long)]
     json: bool,
-}
-
-fn parse_sync_method(s: &str) -> Result<SyncMethod, String> {
-    match s {
-        "fdatasync" => Ok(SyncMethod::Fdatasync),
-        "dsync" => Ok(SyncMethod::DsyncWrites),
-        "syncfs" => Ok(SyncMethod::Syncfs),
-        other => Err(format!("unknown sync method {other:?} (fdatasync, dsync, syncfs)")),
-    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

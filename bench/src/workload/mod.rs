@@ -62,27 +62,7 @@ fn ser_durability<S: serde::Serializer>(d: &Durability, s: S) -> Result<S::Ok, S
     s.serialize_str(&durability_name(*d))
 }
 fn ser_sync_method<S: serde::Serializer>(m: &SyncMethod, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(sync_method_name(*m))
-}
-
-/// The bench's name of a sync method: `dsync-writes`, `fdatasync` or `syncfs` (what
-/// [`parse_sync_method`] reads).
-pub fn sync_method_name(m: SyncMethod) -> &'static str {
-    match m {
-        SyncMethod::DsyncWrites => "dsync-writes",
-        SyncMethod::Fdatasync => "fdatasync",
-        SyncMethod::Syncfs => "syncfs",
-    }
-}
-
-/// Parses `dsync-writes` (or `dsync`), `fdatasync` and `syncfs`.
-pub fn parse_sync_method(s: &str) -> Result<SyncMethod, String> {
-    match s.trim() {
-        "dsync-writes" | "dsync_writes" | "dsync" => Ok(SyncMethod::DsyncWrites),
-        "fdatasync" => Ok(SyncMethod::Fdatasync),
-        "syncfs" => Ok(SyncMethod::Syncfs),
-        other => Err(format!("unknown sync method {other:?} (dsync-writes, fdatasync, syncfs)")),
-    }
+    s.serialize_str(m.name())
 }
 
 /// A short name for a durability policy.
@@ -490,11 +470,11 @@ mod tests {
 
     #[test]
     fn sync_method_names_round_trip() {
-        for m in [SyncMethod::DsyncWrites, SyncMethod::Fdatasync, SyncMethod::Syncfs] {
-            assert_eq!(parse_sync_method(sync_method_name(m)).unwrap(), m);
+        for m in SyncMethod::ALL {
+            assert_eq!(m.name().parse::<SyncMethod>().unwrap(), m);
         }
-        assert_eq!(parse_sync_method("dsync").unwrap(), SyncMethod::DsyncWrites);
-        assert!(parse_sync_method("fsync").is_err());
+        assert_eq!("dsync".parse::<SyncMethod>().unwrap(), SyncMethod::DsyncWrites);
+        assert!("fsync".parse::<SyncMethod>().is_err());
     }
 
     #[test]

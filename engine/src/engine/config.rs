@@ -66,6 +66,40 @@ pub enum SyncMethod {
     Syncfs,
 }
 
+impl SyncMethod {
+    /// Every sync method.
+    pub const ALL: [SyncMethod; 3] = [SyncMethod::DsyncWrites, SyncMethod::Fdatasync, SyncMethod::Syncfs];
+
+    /// Its name: `dsync-writes`, `fdatasync` or `syncfs` (what it parses from).
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncMethod::DsyncWrites => "dsync-writes",
+            SyncMethod::Fdatasync => "fdatasync",
+            SyncMethod::Syncfs => "syncfs",
+        }
+    }
+}
+
+impl std::fmt::Display for SyncMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for SyncMethod {
+    type Err = String;
+    /// `dsync-writes` (or `dsync`), `fdatasync` or `syncfs`.
+    fn from_str(s: &str) -> std::result::Result<SyncMethod, String> {
+        match s.trim() {
+            "dsync" => Ok(SyncMethod::DsyncWrites),
+            t => SyncMethod::ALL
+                .into_iter()
+                .find(|m| m.name() == t)
+                .ok_or_else(|| format!("unknown sync method {t:?} (dsync-writes, fdatasync, syncfs)")),
+        }
+    }
+}
+
 /// Zero fill: whether each active segment keeps a lead of zeros written past its data, so that
 /// appends overwrite blocks that are allocated and initialized instead of extending the file.
 /// On ext4 (and XFS) an append that extends the file, or lands in preallocated (unwritten)
