@@ -659,14 +659,24 @@ impl Shard {
                 self.wait_flush();
                 continue;
             }
-            let tps: Vec<TopicPartition> = self.in_flight.keys().cloned().collect();
-            for tp in tps {
-                let outcome = match self.logs.get_mut(&tp) {
-                    None => Err("the partition is not open".to_string()),
-                    Some(log) => log.poll_writes(true).unwrap_or(Ok(())).map_err(|e| e.to_string()),
-                };
-                self.acknowledge(&tp, outcome);
-            }
+            self.settle_all_writes();
+        }
+    }
+
+    /// Waits for `tp`'s write in flight, if any, and acknowledges (or fails) its appends.
+    fn settle_write(&mut self, tp: &TopicPartition) {
+        if self.in_flight.contains_key(tp) {
+            // A log gone meanwhile: `acknowledge` fails the appends.
+            let outcome = self.logs.get_mut(tp).and_then(|l| l.poll_writes(true)).unwrap_or(Ok(()));
+            self.acknowledge(tp, outcome.map_err(|e| e.to_string()));
+        }
+    }
+
+    /// [`Shard::settle_write`] of every partition with a write in flight.
+    fn settle_all_writes(&mut self) {
+        let writing: Vec<TopicPartition> = self.in_flight.keys().cloned().collect();
+        for tp in writing {
+            self.settle_write(&tp);
         }
     }
 
@@ -733,11 +743,7 @@ impl Shard {
     /// meanwhile by a roll or a flush of their own) are acknowledged.
     fn flush_failed(&mut self, covered: Vec<Unflushed>, reason: String) {
         // Writes in flight end first: their appends join the unflushed ones.
-        let writing: Vec<TopicPartition> = self.in_flight.keys().cloned().collect();
-        for tp in writing {
-            let outcome = self.logs.get_mut(&tp).and_then(|l| l.poll_writes(true)).unwrap_or(Ok(()));
-            self.acknowledge(&tp, outcome.map_err(|e| e.to_string()));
-        }
+        self.settle_all_writes();
         let mut entries = covered;
         if let Some(shared) = self.shared.as_mut() {
             entries.append(&mut shared.unflushed);
@@ -820,10 +826,7 @@ impl Shard {
         if !self.logs.contains_key(tp) {
             return Err(unknown(tp));
         }
-        if self.in_flight.contains_key(tp) {
-            let outcome = self.logs.get_mut(tp).and_then(|l| l.poll_writes(true)).unwrap_or(Ok(()));
-            self.acknowledge(tp, outcome.map_err(|e| e.to_string()));
-        }
+        self.settle_write(tp);
         // Under Syncfs, a failed log is not fsynced at its close: its appends written before the
         // failure wait for the shared flushes instead (at most the one in flight and the next).
         while self.logs[tp].failure().is_some() && self.shared.as_ref().is_some_and(|s| s.holds(tp)) {
