@@ -12,7 +12,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 
 use super::{Doorbell, TopicPartition};
 use crate::error::{Error, Result};
-use crate::io::{FsSyncer, Storage};
+use crate::io::Storage;
 
 /// Appends of one partition whose write completed, with the partition's written offset then:
 /// a syncfs started after that makes every append below it durable.
@@ -101,74 +101,42 @@ impl SharedFlush {
 /// back and rings the shard's doorbell, so that a shard asleep wakes for it. Dropped, it stops
 /// and is joined.
 pub(super) struct Flusher {
-    runner: Runner,
+    /// `None` once dropped, which stops the thread.
+    requests: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
     results: Receiver<Result<()>>,
     dir: PathBuf,
 }
 
-/// Who runs a flusher's syncfs.
-enum Runner {
-    /// Its thread, asked through `requests` (`None` once dropped, which stops the thread).
-    Thread { requests: Option<Sender<()>>, thread: Option<JoinHandle<()>> },
-    /// The shard itself, at the request: the thread could not be spawned.
-    Inline { sync: Syncer, results: Sender<Result<()>> },
-}
-
-/// The syncfs a flusher runs, or why the data directory could not be opened for one (each
-/// request then fails with it).
-struct Syncer {
-    sync: std::result::Result<FsSyncer, String>,
-    dir: PathBuf,
-}
-
-impl Syncer {
-    fn open(storage: &dyn Storage, dir: PathBuf) -> Syncer {
-        Syncer { sync: storage.filesystem_syncer(&dir).map_err(|e| e.to_string()), dir }
-    }
-
-    fn run(&mut self) -> Result<()> {
-        match &mut self.sync {
-            Ok(sync) => sync(),
-            Err(e) => Err(Error::io("syncfs", self.dir.clone(), std::io::Error::other(e.clone()))),
-        }
-    }
-}
-
 impl Flusher {
-    pub(super) fn spawn(shard: usize, storage: Arc<dyn Storage>, dir: PathBuf, bell: Arc<Doorbell>) -> Flusher {
+    /// Opens the syncfs descriptor and starts the thread; either failing fails the engine's
+    /// open.
+    pub(super) fn spawn(shard: usize, storage: &dyn Storage, dir: PathBuf, bell: Arc<Doorbell>) -> Result<Flusher> {
         let (req_tx, req_rx) = crossbeam_channel::bounded::<()>(1);
         let (res_tx, res_rx) = crossbeam_channel::bounded::<Result<()>>(1);
         // Opened here, as the shard starts: errors from now on are reported to it.
-        let mut sync = Syncer::open(&*storage, dir.clone());
-        let res_tx2 = res_tx.clone();
-        let thread = std::thread::Builder::new().name(format!("seglog-flush-{shard}")).spawn(move || {
-            while req_rx.recv().is_ok() {
-                if res_tx2.send(sync.run()).is_err() {
-                    return;
+        let mut sync = storage.filesystem_syncer(&dir)?;
+        let thread = std::thread::Builder::new()
+            .name(format!("seglog-flush-{shard}"))
+            .spawn(move || {
+                while req_rx.recv().is_ok() {
+                    if res_tx.send(sync()).is_err() {
+                        return;
+                    }
+                    // After the result is in the channel: a shard that saw no result before it
+                    // said it sleeps is woken (the same order as a request's, request.rs).
+                    bell.ring_if_sleeping();
                 }
-                // After the result is in the channel: a shard that saw no result before it
-                // said it sleeps is woken (the same order as a request's, request.rs).
-                bell.ring_if_sleeping();
-            }
-        });
-        let runner = match thread {
-            Ok(t) => Runner::Thread { requests: Some(req_tx), thread: Some(t) },
-            Err(_) => Runner::Inline { sync: Syncer::open(&*storage, dir.clone()), results: res_tx },
-        };
-        Flusher { runner, results: res_rx, dir }
+            })
+            .map_err(|e| Error::io("spawn", format!("shard {shard}'s flusher"), e))?;
+        Ok(Flusher { requests: Some(req_tx), thread: Some(thread), results: res_rx, dir })
     }
 
     /// Asks for one syncfs (the caller has none in flight).
     fn request(&mut self) {
-        match &mut self.runner {
-            Runner::Thread { requests: Some(tx), .. } => {
-                // The thread is gone only if it panicked: `outcome` reports that.
-                let _ = tx.send(());
-            }
-            Runner::Thread { requests: None, .. } => {}
-            Runner::Inline { sync, results } => {
-                let _ = results.send(sync.run());
-            }
+        if let Some(tx) = &self.requests {
+            // The thread is gone only if it panicked: `outcome` reports that.
+            let _ = tx.send(());
         }
     }
 
@@ -194,11 +162,9 @@ impl Flusher {
 
 impl Drop for Flusher {
     fn drop(&mut self) {
-        if let Runner::Thread { requests, thread } = &mut self.runner {
-            requests.take();
-            if let Some(t) = thread.take() {
-                let _ = t.join();
-            }
+        self.requests.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }
@@ -248,6 +214,64 @@ mod tests {
 
     fn end_of(e: &Engine, tp: &TopicPartition) -> (i64, i64) {
         e.with_log(tp, |l| Ok((l.recovery_point(), l.log_end_offset()))).wait().unwrap()
+    }
+
+    /// Lets every syncfs through when dropped (declared after the engine, it drops first, so a
+    /// failing test does not leave the engine's shutdown waiting at the gate).
+    struct OpenGate(SimStorage);
+
+    impl Drop for OpenGate {
+        fn drop(&mut self) {
+            self.0.allow_syncfs(None);
+        }
+    }
+
+    /// Waits until a syncfs waits at the simulated disk's gate.
+    fn until_syncfs_waits(sim: &SimStorage) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        while sim.syncfs_waiting() == 0 {
+            assert!(Instant::now() < deadline, "no syncfs came to the gate");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// A truncation while a syncfs is in flight for appends it cuts: the syncfs, once done,
+    /// moves the recovery point to the cut and no further, although the appends it covered
+    /// reached past it. The appends that replace them after the cut were written after the
+    /// syncfs started, so it does not cover them: a recovery point past the cut would claim
+    /// them durable.
+    #[test]
+    fn a_truncation_under_a_syncfs_in_flight_keeps_the_recovery_point_at_the_cut() {
+        let sim = SimStorage::new();
+        let e = engine(&sim);
+        let _gate = OpenGate(sim.clone());
+        let tp = TopicPartition::new("t", 0);
+        e.open_partition(&tp, None).wait().unwrap();
+        sim.allow_syncfs(Some(0));
+        // One append of 8 batches: one write, and the syncfs started after it covers all 8.
+        let eight: Vec<u8> = (0..8).flat_map(batch).collect();
+        let first = e.append(&tp, eight, 0);
+        until_syncfs_waits(&sim);
+        let cut = e.with_log(&tp, |l| l.truncate_to(4)).wait().unwrap();
+        assert!(cut, "the truncation cut the unsynced appends");
+        let after: Vec<_> = (8..12).map(|i| e.append(&tp, batch(i), 0)).collect();
+        // The appends after the cut are written and wait for the next syncfs; then the first
+        // one may finish, and the next one starts (and waits) once its outcome is applied.
+        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        while e.with_log(&tp, |l| Ok(l.written_offset())).wait().unwrap() < 8 {
+            assert!(Instant::now() < deadline, "the appends after the cut were not written");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        sim.allow_syncfs(Some(1));
+        assert_eq!(first.wait().unwrap().first_offset, 0);
+        until_syncfs_waits(&sim);
+        assert_eq!(end_of(&e, &tp), (4, 8), "the first syncfs made durable up to the cut, no further");
+        sim.allow_syncfs(None);
+        for (i, a) in after.into_iter().enumerate() {
+            assert_eq!(a.wait().unwrap().first_offset, 4 + i as i64);
+        }
+        assert_eq!(end_of(&e, &tp), (8, 8));
+        e.shutdown().unwrap();
     }
 
     #[test]

@@ -465,7 +465,7 @@ fn spawn_shards(
         let core = if config.pin_threads { cores.get(id % cores.len().max(1)).copied() } else { None };
         // The shard's segments share its index arena, index budget and file limit.
         let io = shard::ShardIo { storage: storage.clone(), resources: res, dir_lock: dir_lock.clone() };
-        let shard = shard::Shard::new(id, core, rx, bell.clone(), io, config);
+        let shard = shard::Shard::new(id, core, rx, bell.clone(), io, config)?;
         let thread = std::thread::Builder::new()
             .name(format!("seglog-shard-{id}"))
             .spawn(move || shard.run())

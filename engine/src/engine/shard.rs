@@ -149,14 +149,18 @@ impl Shard {
         bell: Arc<Doorbell>,
         io: ShardIo,
         config: &EngineConfig,
-    ) -> Shard {
+    ) -> Result<Shard> {
         let ShardIo { storage, resources, dir_lock } = io;
         // The `negative-control` feature (TEST ONLY, see start_writes) syncs nothing.
-        let shared = (config.durability == Durability::EveryBatch
+        let shared = if config.durability == Durability::EveryBatch
             && config.sync_method == SyncMethod::Syncfs
-            && !cfg!(feature = "negative-control"))
-        .then(|| SharedFlush::new(Flusher::spawn(id, storage.clone(), config.data_dir.clone(), bell.clone())));
-        Shard {
+            && !cfg!(feature = "negative-control")
+        {
+            Some(SharedFlush::new(Flusher::spawn(id, &*storage, config.data_dir.clone(), bell.clone())?))
+        } else {
+            None
+        };
+        Ok(Shard {
             shared,
             resources,
             core,
@@ -187,7 +191,7 @@ impl Shard {
             refilling: None,
             last_write_appends: HashMap::new(),
             zero_fill_share: 0,
-        }
+        })
     }
 
     pub(crate) fn run(mut self) {

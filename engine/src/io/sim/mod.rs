@@ -408,6 +408,12 @@ fn not_found(op: &'static str, path: &Path) -> Error {
     Error::io(op, path, std::io::Error::from(std::io::ErrorKind::NotFound))
 }
 
+#[derive(Debug, Default)]
+struct SyncfsGate {
+    permits: Option<u64>,
+    waiting: usize,
+}
+
 /// The simulated disk. Clones share the same state (hand one to a `Log` as its storage and keep
 /// one to crash it).
 #[derive(Clone)]
@@ -417,6 +423,9 @@ pub struct SimStorage {
     /// taken first (an operation runs under it and locks `state`); `state` is never held while
     /// `flights` is taken.
     flights: Arc<Mutex<flights::Flights>>,
+    /// How many more syncfs calls through [`Storage::filesystem_syncer`] may run (`None`: no
+    /// limit), and how many wait for [`SimStorage::allow_syncfs`] to let them.
+    syncfs_gate: Arc<(Mutex<SyncfsGate>, std::sync::Condvar)>,
 }
 
 impl fmt::Debug for SimStorage {
@@ -449,7 +458,7 @@ impl SimStorage {
     }
 
     fn from_state(state: SimState) -> SimStorage {
-        SimStorage { state: Arc::new(Mutex::new(state)), flights: Arc::default() }
+        SimStorage { state: Arc::new(Mutex::new(state)), flights: Arc::default(), syncfs_gate: Arc::default() }
     }
 
     fn lock(&self) -> MutexGuard<'_, SimState> {
@@ -466,6 +475,34 @@ impl SimStorage {
     /// default is 50 % with a fixed seed.
     pub fn set_async_completions(&self, seed: u64, percent: u32) {
         self.flights().set_completions(seed, percent);
+    }
+
+    /// Lets `permits` more syncfs calls through [`Storage::filesystem_syncer`] run, each later
+    /// one waiting until it is let through (`None`: no limit, the default). A test holds a
+    /// shard's group commit in flight this way.
+    pub fn allow_syncfs(&self, permits: Option<u64>) {
+        let (gate, cv) = &*self.syncfs_gate;
+        gate.lock().unwrap_or_else(|p| p.into_inner()).permits = permits;
+        cv.notify_all();
+    }
+
+    /// How many syncfs calls wait for [`SimStorage::allow_syncfs`] now.
+    pub fn syncfs_waiting(&self) -> usize {
+        self.syncfs_gate.0.lock().unwrap_or_else(|p| p.into_inner()).waiting
+    }
+
+    /// Waits for a permit of [`SimStorage::allow_syncfs`] and takes it.
+    fn syncfs_permit(&self) {
+        let (gate, cv) = &*self.syncfs_gate;
+        let mut g = gate.lock().unwrap_or_else(|p| p.into_inner());
+        g.waiting += 1;
+        while g.permits == Some(0) {
+            g = cv.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+        g.waiting -= 1;
+        if let Some(n) = g.permits.as_mut() {
+            *n -= 1;
+        }
     }
 
     /// Asynchronous batches run whole, in order, at submission, as a backend without
@@ -733,8 +770,11 @@ impl Storage for SimStorage {
         Ok(())
     }
     fn filesystem_syncer(&self, path: &Path) -> Result<super::FsSyncer> {
-        let (sim, path) = (SimStorage { state: self.state.clone(), flights: self.flights.clone() }, norm(path));
-        Ok(Box::new(move || sim.sync_filesystem(&path)))
+        let (sim, path) = (self.clone(), norm(path));
+        Ok(Box::new(move || {
+            sim.syncfs_permit();
+            sim.sync_filesystem(&path)
+        }))
     }
     fn exists(&self, path: &Path) -> bool {
         self.lock().entry(&norm(path)).is_some()
