@@ -153,9 +153,10 @@ pub struct Args {
     /// --sweep-bytes (default 10; 0 = no limit).
     #[arg(long)]
     pub sweep_seconds: Option<f64>,
-    /// durable-sweep: fio's file layout: match (the default: written blocks where zero fill is
-    /// on, else fallocated with preallocation, else extended), extend, fallocate or written.
-    #[arg(long, default_value = "match")]
+    /// durable-sweep: fio's file layout: fresh (the default: new files, fallocated with
+    /// preallocation, else extended; where zero fill is on, fio also runs over written blocks),
+    /// match (written blocks where zero fill is on, else as fresh), extend, fallocate or written.
+    #[arg(long, default_value = "fresh")]
     pub sweep_fio_layout: LayoutChoice,
     /// durable-sweep: fio's queue depth: appends (the default: partitions x in flight writes)
     /// or bytes (as many bytes in flight as seglog's appends: per file, in flight x batch bytes
@@ -1476,19 +1477,22 @@ impl Driver<'_> {
             self.bars.step(format!("{tag}: durable sweep {label}"));
             settle(base, &mut self.skipped);
             let r = sweep::run_seglog(base, setup, &point, plan, self.plan.pin_client)?;
-            let fio = if self.use_fio {
-                self.bars.step(format!("{tag}: durable sweep {label}, fio"));
-                settle(base, &mut self.skipped);
-                match sweep::run_fio(base, &point, &r, plan) {
-                    Ok(f) => Some(f),
-                    Err(e) => {
-                        warn(&mut self.skipped, format!("fio, durable sweep {label}: {e}"));
-                        None
+            let (mut fio, mut fio_written) = (None, None);
+            if self.use_fio {
+                let job = point.fio_job(&r, plan);
+                let written = point.written_job(&job);
+                for (job, side, what) in
+                    [(Some(job), &mut fio, "fio"), (written, &mut fio_written, "fio over written blocks")]
+                {
+                    let Some(job) = job else { continue };
+                    self.bars.step(format!("{tag}: durable sweep {label}, {what}"));
+                    settle(base, &mut self.skipped);
+                    match sweep::run_fio(base, &job) {
+                        Ok(f) => *side = Some(f),
+                        Err(e) => warn(&mut self.skipped, format!("{what}, durable sweep {label}: {e}")),
                     }
                 }
-            } else {
-                None
-            };
+            }
             self.sweep_runs.push(SweepRun {
                 rep,
                 key: point.key.clone(),
@@ -1496,6 +1500,7 @@ impl Driver<'_> {
                 engine_defaults: point.engine_defaults,
                 seglog: r,
                 fio,
+                fio_written,
             });
             self.bars.done();
         }

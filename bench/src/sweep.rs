@@ -36,6 +36,13 @@ pub const MAX_P99_RATIO: f64 = 1.5;
 /// The layout of fio's files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LayoutChoice {
+    /// New files, as a log's new segments start: fallocated with `preallocate`, else extended
+    /// by each write (the default, and the proof's yardstick). Zero fill is work seglog does on
+    /// the measured path to turn its extending writes into overwrites; fio's files get no such
+    /// work done for them beforehand. At points with zero fill on, fio also runs over blocks
+    /// written beforehand, the disk's ceiling for writes that change no metadata (the table's
+    /// `written` columns).
+    Fresh,
     /// The layout seglog's appends meet at that point: blocks written beforehand when zero fill
     /// is on, else fallocated space with `preallocate`, else writes that extend the file (as
     /// `append-vs-fio --fio-layout match`).
@@ -48,8 +55,9 @@ impl std::str::FromStr for LayoutChoice {
     type Err = String;
     fn from_str(s: &str) -> Result<LayoutChoice, String> {
         match s {
+            "fresh" => Ok(LayoutChoice::Fresh),
             "match" => Ok(LayoutChoice::Match),
-            other => other.parse().map(LayoutChoice::Fixed).map_err(|e| format!("{e}, or match")),
+            other => other.parse().map(LayoutChoice::Fixed).map_err(|e| format!("{e}, fresh or match")),
         }
     }
 }
@@ -57,6 +65,7 @@ impl std::str::FromStr for LayoutChoice {
 impl std::fmt::Display for LayoutChoice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            LayoutChoice::Fresh => f.write_str("fresh"),
             LayoutChoice::Match => f.write_str("match"),
             LayoutChoice::Fixed(l) => f.write_str(l.name()),
         }
@@ -148,8 +157,8 @@ impl<T: std::fmt::Display> std::fmt::Display for Joined<'_, T> {
 
 impl SweepPlan {
     /// The default sweep: partitions {1, 8, 64} x in flight {1, 8}, zero fill auto and off,
-    /// both sync methods, 256 MiB per point, at most 10 s of appends per point, fio's layout
-    /// matched to seglog's.
+    /// both sync methods, 256 MiB per point, at most 10 s of appends per point, fio on fresh
+    /// files.
     pub fn default_plan() -> SweepPlan {
         SweepPlan {
             partitions: vec![1, 8, 64],
@@ -159,7 +168,7 @@ impl SweepPlan {
             preallocate: vec![false, true],
             bytes: 256 << 20,
             max_seconds: 10.0,
-            fio_layout: LayoutChoice::Match,
+            fio_layout: LayoutChoice::Fresh,
             fio_depth: FioDepth::Appends,
         }
     }
@@ -294,8 +303,8 @@ impl PointConfig {
         let layout = match plan.fio_layout {
             LayoutChoice::Fixed(l) => l,
             LayoutChoice::Match if self.lead_bytes > 0 => FioLayout::Written,
-            LayoutChoice::Match if self.key.preallocate => FioLayout::Fallocate,
-            LayoutChoice::Match => FioLayout::Extend,
+            LayoutChoice::Fresh | LayoutChoice::Match if self.key.preallocate => FioLayout::Fallocate,
+            LayoutChoice::Fresh | LayoutChoice::Match => FioLayout::Extend,
         };
         FilesWrite {
             files,
@@ -311,6 +320,14 @@ impl PointConfig {
             },
             layout,
         }
+    }
+
+    /// The same job over blocks written beforehand, where fio's `job` is not and the point has
+    /// zero fill on: what the disk does for the appends that land in zeros, with the zeros
+    /// written for free (see [`LayoutChoice::Fresh`]).
+    pub fn written_job(&self, job: &FilesWrite) -> Option<FilesWrite> {
+        (self.lead_bytes > 0 && job.layout != FioLayout::Written)
+            .then(|| FilesWrite { layout: FioLayout::Written, ..job.clone() })
     }
 }
 
@@ -341,11 +358,10 @@ pub fn run_seglog(
     Ok(r)
 }
 
-/// fio's side of one point, run in `base` right after seglog's run `r`.
-pub fn run_fio(base: &Path, point: &PointConfig, r: &RunReport, plan: &SweepPlan) -> Result<FioSide, String> {
-    let job = point.fio_job(r, plan);
-    let f = job.run(base)?;
-    Ok(FioSide::new(&job, f))
+/// fio's side of one point, `job` ([`PointConfig::fio_job`] or [`PointConfig::written_job`]),
+/// run in `base` right after seglog's run.
+pub fn run_fio(base: &Path, job: &FilesWrite) -> Result<FioSide, String> {
+    Ok(FioSide::new(job, job.run(base)?))
 }
 
 /// fio's figures at one point.
@@ -399,6 +415,8 @@ pub struct SweepRun {
     pub seglog: RunReport,
     /// None without fio (or when its job failed: the driver notes why).
     pub fio: Option<FioSide>,
+    /// fio's job over written blocks ([`PointConfig::written_job`]), where it ran.
+    pub fio_written: Option<FioSide>,
 }
 
 impl SweepRun {
@@ -438,6 +456,9 @@ pub struct SweepPoint {
     pub fio_p50_us: f64,
     pub fio_p99_us: f64,
     pub fio_p999_us: f64,
+    /// fio over written blocks, where it ran ([`PointConfig::written_job`]).
+    pub fio_written_mb_per_s: Option<f64>,
+    pub fio_written_p99_us: Option<f64>,
     /// seglog / fio, MB/s (higher is better for seglog).
     pub throughput_ratio: Option<f64>,
     /// seglog / fio, p99 (lower is better for seglog).
@@ -468,6 +489,10 @@ pub fn summarize(runs: &[SweepRun]) -> Vec<SweepPoint> {
                 (!v.is_empty()).then(|| median(&v))
             };
             let first_fio = g.iter().find_map(|r| r.fio.as_ref());
+            let written = |f: &dyn Fn(&FioSide) -> f64| {
+                let v: Vec<f64> = g.iter().filter_map(|r| r.fio_written.as_ref().map(f)).collect();
+                (!v.is_empty()).then(|| median(&v))
+            };
             let (throughput_ratio, p99_ratio) = (ratio(&SweepRun::throughput_ratio), ratio(&SweepRun::p99_ratio));
             let mode_used = g[0].seglog.mode.clone();
             let proof_met = match (throughput_ratio, p99_ratio) {
@@ -495,6 +520,8 @@ pub fn summarize(runs: &[SweepRun]) -> Vec<SweepPoint> {
                 fio_p50_us: fio(&|f| f.p50_us),
                 fio_p99_us: fio(&|f| f.p99_us),
                 fio_p999_us: fio(&|f| f.p999_us),
+                fio_written_mb_per_s: written(&|f| f.mb_per_s),
+                fio_written_p99_us: written(&|f| f.p99_us),
                 throughput_ratio,
                 p99_ratio,
                 proof_met,
@@ -526,7 +553,7 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
     );
     let _ = writeln!(
         s,
-        "  fio beside each point: one job, one file per partition, bs = seglog's bytes per partition write, qd = {}, layout {}; its latency is a write's whole latency for O_DSYNC, the fdatasync's for fdatasync=1",
+        "  fio beside each point: one job, one file per partition, bs = seglog's bytes per partition write, qd = {}, layout {}; its latency is a write's whole latency for O_DSYNC, the fdatasync's for fdatasync=1; wr'n: the same job over blocks written beforehand, at points with zero fill on (the disk's speed for the appends that land in zeros, the zeros written for free)",
         match plan.fio_depth {
             FioDepth::Appends => "partitions x in flight (writes in flight = appends in flight)",
             FioDepth::Bytes => "partitions x (in flight x batch bytes / bs) (bytes in flight = seglog's)",
@@ -535,7 +562,7 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
     );
     let _ = writeln!(
         s,
-        "  {:<8} {:<12} {:<3} {:<8} {:>5} {:>5} | {:>7} {:>8} {:>8} {:>9} {:>8} {:>7} | {:>7} {:>8} {:>8} {:>9} {:>7} {:<13} | {:>6} {:>6}",
+        "  {:<8} {:<12} {:<3} {:<8} {:>5} {:>5} | {:>7} {:>8} {:>8} {:>9} {:>8} {:>7} | {:>7} {:>8} {:>8} {:>9} {:>7} {:<13} | {:>6} {:>6} | {:>10} {:>10}",
         "mode",
         "sync",
         "pa",
@@ -555,14 +582,16 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
         "bs KiB",
         "fio lat",
         "MB/s x",
-        "p99 x"
+        "p99 x",
+        "wr'n MB/s",
+        "wr'n p99"
     );
     for p in points {
         let mode =
             if p.mode_used == p.key.mode { p.key.mode.clone() } else { format!("{}->{}", p.key.mode, p.mode_used) };
         let _ = writeln!(
             s,
-            "  {:<8} {:<12} {:<3} {:<8} {:>5} {:>5} | {:>7} {:>8} {:>8} {:>9} {:>8} {:>7} | {:>7} {:>8} {:>8} {:>9} {:>7} {:<13} | {:>6} {:>6}",
+            "  {:<8} {:<12} {:<3} {:<8} {:>5} {:>5} | {:>7} {:>8} {:>8} {:>9} {:>8} {:>7} | {:>7} {:>8} {:>8} {:>9} {:>7} {:<13} | {:>6} {:>6} | {:>10} {:>10}",
             mode,
             p.key.sync_method,
             yes_no(p.key.preallocate),
@@ -583,6 +612,8 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
             p.fio_latency,
             ratio(p.throughput_ratio),
             ratio(p.p99_ratio),
+            p.fio_written_mb_per_s.map_or("-".into(), num),
+            p.fio_written_p99_us.map_or("-".into(), num),
         );
     }
     let proof: Vec<&SweepPoint> = points.iter().filter(|p| p.proof_met.is_some()).collect();
@@ -759,7 +790,13 @@ mod tests {
         assert_eq!(point.fio_job(&r64, &bytes).iodepth, 16, "8 x 16 KiB / 64 KiB: two writes per file");
         assert_eq!(job.file_bytes % job.bs, 0);
         assert!(job.file_bytes <= 8 << 20 && job.file_bytes > (8 << 20) - job.bs);
-        assert_eq!((job.direct, job.sync, job.layout), (true, FioSync::Dsync, FioLayout::Written));
+        assert_eq!((job.direct, job.sync, job.layout), (true, FioSync::Dsync, FioLayout::Fallocate));
+        let ceiling = point.written_job(&job).expect("zero fill is on: fio runs over written blocks too");
+        assert_eq!(ceiling, FilesWrite { layout: FioLayout::Written, ..job.clone() });
+        let matched = SweepPlan { fio_layout: LayoutChoice::Match, ..plan.clone() };
+        let job = point.fio_job(&r, &matched);
+        assert_eq!(job.layout, FioLayout::Written);
+        assert_eq!(point.written_job(&job), None, "fio's job is over written blocks already");
         let off = |preallocate: bool| {
             plan.points(IoMode::Direct)
                 .into_iter()
@@ -772,11 +809,14 @@ mod tests {
         };
         let job = off(true).fio_job(&r, &plan);
         assert_eq!((job.sync, job.layout), (FioSync::Fdatasync(1), FioLayout::Fallocate));
+        assert_eq!(off(true).written_job(&job), None, "no zero fill: no written-blocks run");
         assert_eq!(off(false).fio_job(&r, &plan).layout, FioLayout::Extend);
+        assert_eq!(off(false).fio_job(&r, &matched).layout, FioLayout::Extend);
         let written = SweepPlan { fio_layout: LayoutChoice::Fixed(FioLayout::Written), ..plan.clone() };
         let fixed = off(false).fio_job(&r, &written);
         assert_eq!(fixed.layout, FioLayout::Written);
         assert_eq!("match".parse::<LayoutChoice>().unwrap(), LayoutChoice::Match);
+        assert_eq!("fresh".parse::<LayoutChoice>().unwrap(), LayoutChoice::Fresh);
         assert!("nope".parse::<LayoutChoice>().is_err());
     }
 
@@ -796,17 +836,22 @@ mod tests {
             lead_bytes: point.lead_bytes,
             engine_defaults: point.engine_defaults,
             seglog,
-            fio: Some(FioSide {
-                job: "job".into(),
-                bs: 16_384,
-                iodepth: 1,
-                latency: "write (whole)".into(),
-                mb_per_s: fio_mb_per_s,
-                p50_us: 0.0,
-                p99_us: fio_p99_us,
-                p999_us: 0.0,
-                raw: FioResult::default(),
-            }),
+            fio: Some(fio_side(fio_mb_per_s, fio_p99_us)),
+            fio_written: None,
+        }
+    }
+
+    fn fio_side(mb_per_s: f64, p99_us: f64) -> FioSide {
+        FioSide {
+            job: "job".into(),
+            bs: 16_384,
+            iodepth: 1,
+            latency: "write (whole)".into(),
+            mb_per_s,
+            p50_us: 0.0,
+            p99_us,
+            p999_us: 0.0,
+            raw: FioResult::default(),
         }
     }
 
@@ -818,9 +863,13 @@ mod tests {
         let direct = plan.points(IoMode::Direct);
         let (def, off) = (&direct[0], direct.iter().find(|p| !p.engine_defaults).unwrap());
         let def8 = direct.iter().find(|p| p.engine_defaults && p.key.partitions == 8).unwrap();
+        let with_written = |mut r: SweepRun, mb_per_s: f64| {
+            r.fio_written = Some(fio_side(mb_per_s, 50.0));
+            r
+        };
         let runs = vec![
-            run(def, 0, 100.0, 150.0, 100.0, 100.0),
-            run(def, 1, 96.0, 140.0, 100.0, 100.0),
+            with_written(run(def, 0, 100.0, 150.0, 100.0, 100.0), 300.0),
+            with_written(run(def, 1, 96.0, 140.0, 100.0, 100.0), 200.0),
             run(def, 2, 50.0, 900.0, 100.0, 100.0),
             run(def8, 0, 90.0, 100.0, 100.0, 100.0),
             run(off, 0, 200.0, 100.0, 100.0, 100.0),
@@ -831,6 +880,8 @@ mod tests {
         assert_eq!(p.reps, 3);
         assert_eq!((p.throughput_ratio, p.p99_ratio), (Some(0.96), Some(1.5)));
         assert_eq!(p.proof_met, Some(true), "0.96x and 1.5x are within the bounds");
+        assert_eq!((p.fio_written_mb_per_s, p.fio_written_p99_us), (Some(250.0), Some(50.0)));
+        assert_eq!(points[1].fio_written_mb_per_s, None);
         assert_eq!(points[1].proof_met, Some(false), "0.9x throughput");
         assert_eq!(points[2].proof_met, None, "not the engine's defaults");
         let text = render(&points, &plan, &base_setup());
