@@ -158,10 +158,10 @@ pub struct Args {
     /// match (written blocks where zero fill is on, else as fresh), extend, fallocate or written.
     #[arg(long, default_value = "fresh")]
     pub sweep_fio_layout: LayoutChoice,
-    /// durable-sweep: fio's queue depth: appends (the default: partitions x in flight writes)
-    /// or bytes (as many bytes in flight as seglog's appends: per file, in flight x batch bytes
-    /// / fio's block size writes).
-    #[arg(long, value_enum, default_value = "appends")]
+    /// durable-sweep: fio's queue depth: bytes (the default: as many bytes in flight as
+    /// seglog's appends: per file, in flight x batch bytes / fio's block size writes) or appends
+    /// (partitions x in flight writes).
+    #[arg(long, value_enum, default_value = "bytes")]
     pub sweep_fio_depth: FioDepth,
     /// Pin the producing thread of the produce and durable workloads to a core no shard is
     /// pinned to (when there is one), as a broker keeps its request threads off the shards'

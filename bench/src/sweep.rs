@@ -75,14 +75,15 @@ impl std::fmt::Display for LayoutChoice {
 /// fio's queue depth at a point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum FioDepth {
-    /// As many writes in flight as seglog has appends in flight: partitions x in flight (the
-    /// default). fio's writes are as large as seglog's partition writes, which each carry
-    /// several appends when more than one is in flight, so fio has more bytes in flight than
-    /// seglog; seglog keeps one write in flight per partition.
+    /// As many writes in flight as seglog has appends in flight: partitions x in flight. fio's
+    /// writes are as large as seglog's partition writes, which each carry several appends when
+    /// more than one is in flight, so fio has several times the bytes in flight that seglog's
+    /// producer offers it (a heavier load, with its higher throughput and latency).
     Appends,
-    /// As many bytes in flight as seglog's appends: per file, in flight x batch bytes / fio's
-    /// block size writes (at least one), as in the issue's own fio figure (8 files, 64 KiB
-    /// writes, 2 in flight each, against 8 partitions x 8 appends of 16 KiB).
+    /// As many bytes in flight as seglog's appends (the default): per file, in flight x batch
+    /// bytes / fio's block size writes (at least one), as in the issue's own fio figure (8
+    /// files, 64 KiB writes, 2 in flight each, against 8 partitions x 8 appends of 16 KiB).
+    /// The same offered load on both sides, so that throughputs and latencies compare.
     Bytes,
 }
 
@@ -169,7 +170,7 @@ impl SweepPlan {
             bytes: 256 << 20,
             max_seconds: 10.0,
             fio_layout: LayoutChoice::Fresh,
-            fio_depth: FioDepth::Appends,
+            fio_depth: FioDepth::Bytes,
         }
     }
 
@@ -783,11 +784,11 @@ mod tests {
             ..Default::default()
         };
         let job = point.fio_job(&r, &plan);
-        assert_eq!((job.files, job.bs, job.iodepth), (8, 90_112, 64));
-        let bytes = SweepPlan { fio_depth: FioDepth::Bytes, ..plan.clone() };
-        assert_eq!(point.fio_job(&r, &bytes).iodepth, 8, "8 x 16 KiB / 88 KiB = 1.45: one write per file");
+        assert_eq!((job.files, job.bs, job.iodepth), (8, 90_112, 8), "8 x 16 KiB / 88 KiB = 1.45: one write per file");
         let r64 = RunReport { bytes_per_flush: 65_536.0, ..r.clone() };
-        assert_eq!(point.fio_job(&r64, &bytes).iodepth, 16, "8 x 16 KiB / 64 KiB: two writes per file");
+        assert_eq!(point.fio_job(&r64, &plan).iodepth, 16, "8 x 16 KiB / 64 KiB: two writes per file");
+        let appends = SweepPlan { fio_depth: FioDepth::Appends, ..plan.clone() };
+        assert_eq!(point.fio_job(&r, &appends).iodepth, 64, "one write per append in flight");
         assert_eq!(job.file_bytes % job.bs, 0);
         assert!(job.file_bytes <= 8 << 20 && job.file_bytes > (8 << 20) - job.bs);
         assert_eq!((job.direct, job.sync, job.layout), (true, FioSync::Dsync, FioLayout::Fallocate));
