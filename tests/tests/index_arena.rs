@@ -131,6 +131,49 @@ fn warm_section_lookups_never_page_fault() {
     }
 }
 
+/// A partition takes one descriptor, its active `.log`: the index files of a new segment are
+/// created and closed again (they are written when the segment is sealed or flushed), so
+/// 10,000 partitions fit a descriptor limit of 20,000 beside the lazily opened files.
+#[test]
+fn a_partition_holds_one_descriptor_until_its_segment_is_sealed() {
+    const PARTITIONS: usize = 200;
+    let tmp = tempfile::tempdir().unwrap();
+    let res = SegmentResources::new(ResourceConfig { max_open_files: 10_000, ..ResourceConfig::default() });
+    let storage: Arc<dyn Storage> = Arc::new(StdStorage::default());
+    let dir_lock = storage.lock(tmp.path(), seglog::io::lock::LockKind::LogDir).unwrap().map(Arc::new);
+    let fds_before = open_fd_count();
+    let mut logs = Vec::with_capacity(PARTITIONS);
+    for p in 0..PARTITIONS {
+        let options = LogOptions {
+            storage: storage.clone(),
+            log_dir_lock: dir_lock.clone(),
+            resources: res.clone(),
+            ..seglog_tests::log_options()
+        };
+        let mut log = Log::open(tmp.path().join(format!("topic-{p}")), options).unwrap();
+        log.append_as_leader(&mut batch(0, 4, 100), 0).unwrap();
+        logs.push(log);
+    }
+    let fds = open_fd_count() - fds_before;
+    let files = res.report().files;
+    println!("{PARTITIONS} partitions: {fds} descriptors, lazily opened files {files:?}");
+    assert_eq!(files.open, 0, "no index file of an active segment stays open: {files:?}");
+    assert!(fds <= PARTITIONS + 8, "{fds} descriptors for {PARTITIONS} partitions");
+    // The index files open again when needed: a flush writes them.
+    for log in &mut logs {
+        log.flush().unwrap();
+    }
+    for (p, log) in logs.iter().enumerate() {
+        let r = log.read(0, 1 << 20, None, true).unwrap();
+        assert_eq!(seglog::format::batch::BatchHeader::parse(&r.records).unwrap().base_offset, 0, "partition {p}");
+    }
+    drop(logs);
+    for p in 0..PARTITIONS {
+        let dir = tmp.path().join(format!("topic-{p}"));
+        assert!(std::fs::metadata(dir.join("00000000000000000000.index")).unwrap().len() > 0, "partition {p}");
+    }
+}
+
 /// 10,000 partitions of 10 segments each (100,000 segments), all open: under 1,000 memory maps
 /// for the whole process (Kafka: two per segment, 200,000, past vm.max_map_count), and lazily
 /// opened files within `max_open_files` (Kafka: three per segment).

@@ -252,6 +252,22 @@ impl LazyFile {
         self.lock_slot().is_some()
     }
 
+    /// Closes the file now if it is open and nothing else holds its handle (it opens again on
+    /// next use): a new segment's index files, created and then not used until the segment is
+    /// sealed or flushed, hold no descriptor meanwhile.
+    pub(crate) fn close_if_idle(&self) {
+        let closed = {
+            let mut slot = self.lock_slot();
+            match slot.as_ref() {
+                Some(h) if Arc::strong_count(h) == 1 => slot.take(),
+                _ => None,
+            }
+        };
+        if closed.is_some() {
+            self.cache.forget(self.id);
+        }
+    }
+
     fn lock_slot(&self) -> MutexGuard<'_, Option<Arc<dyn IoFile>>> {
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -3,10 +3,13 @@
 
 use super::*;
 
-/// An index file as a [`LazyFile`]: created if missing, opened otherwise.
-fn open_or_create(storage: &Arc<dyn Storage>, path: &Path, res: &SegmentResources) -> Result<Arc<dyn IoFile>> {
+/// A new segment's index file as a [`LazyFile`]: created if missing, opened otherwise, and
+/// emptied.
+fn create_index_file(storage: &Arc<dyn Storage>, path: &Path, res: &SegmentResources) -> Result<Arc<LazyFile>> {
     let mode = if storage.exists(path) { OpenMode::ReadWrite } else { OpenMode::CreateNew };
-    Ok(LazyFile::create(storage.clone(), path, mode, Reopen::Plain, &res.files)?)
+    let file = LazyFile::create(storage.clone(), path, mode, Reopen::Plain, &res.files)?;
+    file.set_len(0)?;
+    Ok(file)
 }
 
 impl ActiveSegment {
@@ -42,12 +45,16 @@ impl ActiveSegment {
         let tail = Arc::new(TailFile::new(file.clone(), 0, settings.tail_cache_bytes)?);
         let log: Arc<dyn IoFile> = tail.clone();
         let res = res.clone();
-        let idx = open_or_create(&storage, &dir.join(filename::index_file_name(base_offset)), &res)?;
-        idx.set_len(0)?;
-        let tidx = open_or_create(&storage, &dir.join(filename::time_index_file_name(base_offset)), &res)?;
-        tidx.set_len(0)?;
-        let offset_index = OffsetIndex::create_in(&res.arena, base_offset, settings.segment_index_bytes, Some(idx))?;
-        let time_index = TimeIndex::create_in(&res.arena, base_offset, settings.segment_index_bytes, Some(tidx))?;
+        let idx = create_index_file(&storage, &dir.join(filename::index_file_name(base_offset)), &res)?;
+        let tidx = create_index_file(&storage, &dir.join(filename::time_index_file_name(base_offset)), &res)?;
+        let offset_index =
+            OffsetIndex::create_in(&res.arena, base_offset, settings.segment_index_bytes, Some(idx.clone()))?;
+        let time_index =
+            TimeIndex::create_in(&res.arena, base_offset, settings.segment_index_bytes, Some(tidx.clone()))?;
+        // Written only when the segment is sealed or flushed: until then an idle partition
+        // holds no descriptor for them (10,000 partitions would hold 20,000 more).
+        idx.close_if_idle();
+        tidx.close_if_idle();
         Ok(ActiveSegment::assemble(
             Segment {
                 base_offset,
