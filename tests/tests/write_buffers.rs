@@ -170,3 +170,54 @@ fn shard_stats_say_whether_write_buffers_are_registered() {
     assert!(matches!(stats(&e).write_buffers.mode, BufferMode::Unregistered(_)));
     e.shutdown().unwrap();
 }
+
+/// A shard's partitions share its tail-cache budget: with a budget too small for a chunk each,
+/// an idle partition's tail holds no chunk (in direct mode only its partial last block, in a
+/// buffer of its own), so the shard's write buffers in use do not grow with its partitions;
+/// with a budget of a chunk each or more, every tail keeps one. Either way every partition
+/// reads back exactly what was appended, from the file where the tail gave its bytes back.
+#[test]
+fn partitions_share_the_tail_cache_budget_and_idle_ones_hold_no_chunk() {
+    const PARTITIONS: u32 = 300;
+    let mode = seglog_tests::test_io_mode().unwrap_or(IoMode::Direct);
+    let mut in_use = Vec::new();
+    for budget in [4u64 << 20, 300 << 20] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = EngineConfig::new(dir.path());
+        cfg.io_mode = mode;
+        cfg.shards = Some(1);
+        cfg.tail_cache_budget_bytes = budget;
+        let e = Engine::open(cfg).unwrap();
+        let tps: Vec<TopicPartition> = (0..PARTITIONS as i32).map(|p| TopicPartition::new("many", p)).collect();
+        for tp in &tps {
+            e.open_partition(tp, None).wait().unwrap();
+        }
+        let mut want = vec![Vec::new(); tps.len()];
+        for round in 0..4u32 {
+            let pending: Vec<_> = tps
+                .iter()
+                .enumerate()
+                .map(|(p, tp)| {
+                    let b = batch(round * PARTITIONS + p as u32, 700 + (p * 53 + round as usize * 911) % 5000);
+                    (p, b.clone(), e.append(tp, b, 0))
+                })
+                .collect();
+            for (p, mut b, done) in pending {
+                let info = done.wait().unwrap();
+                // As stored: the offset the log gave it and the leader epoch of the append.
+                b[..8].copy_from_slice(&info.first_offset.to_be_bytes());
+                b[12..16].copy_from_slice(&0i32.to_be_bytes());
+                want[p].extend(b);
+            }
+        }
+        let s = stats(&e).write_buffers;
+        eprintln!("{mode}, budget {budget}: {} chunks in use for {PARTITIONS} partitions", s.chunks_in_use);
+        in_use.push(s.chunks_in_use);
+        for (tp, want) in tps.iter().zip(&want) {
+            assert!(read_all(&e, tp) == *want, "{mode}, budget {budget}: {tp} reads back what was appended");
+        }
+        e.shutdown().unwrap();
+    }
+    assert!(in_use[0] <= 4, "{mode}: {} chunks in use with 14 KiB of budget each", in_use[0]);
+    assert!(in_use[1] >= PARTITIONS as u64, "{mode}: {} chunks in use with 1 MiB each", in_use[1]);
+}

@@ -490,8 +490,9 @@ fn a_busy_partition_takes_no_refills() {
         // append each): nothing to check about busy partitions.
         eprintln!("refills not checked: {writes} writes for 400 appends, the appends did not queue");
     } else {
-        // The first writes, before the window fills, may carry one append each: a refill there.
-        assert!(stats.fills <= 2, "{} refills for 400 appends in {writes} writes, 8 in flight", stats.fills);
+        // The first writes, before the window fills, may carry one append each: a refill there,
+        // and on a loaded machine a pair of single-append writes now and then: one more.
+        assert!(stats.fills <= 3, "{} refills for 400 appends in {writes} writes, 8 in flight", stats.fills);
     }
     engine.shutdown().expect("shutdown");
     let on_disk = file(&log_path(&tmp.path().join(tp.dir_name()), 0));

@@ -224,8 +224,15 @@ pub struct EngineConfig {
     pub zero_fill: ZeroFill,
     /// The configuration of partitions opened without one.
     pub log_config: LogConfig,
-    /// Bytes of each active segment's tail kept in memory for tail fetches.
+    /// Bytes of each active segment's tail kept in memory for tail fetches, at most: the
+    /// partitions of a shard share `tail_cache_budget_bytes`. Default 1 MiB.
     pub tail_cache_bytes: u64,
+    /// Memory for the tail caches of one shard's partitions, shared: each keeps at most
+    /// `tail_cache_bytes`, and at most this divided by the shard's open partitions (rounded
+    /// down to a power of two). Under a chunk (256 KiB), an idle partition's tail holds no
+    /// chunk, only its partial last block in direct mode (under 4 KiB). Default 64 MiB: 1 MiB
+    /// each up to 64 partitions, none past 256.
+    pub tail_cache_budget_bytes: u64,
     /// How long an idle shard polls its queue before sleeping on its doorbell (microseconds).
     /// Polling trades CPU for latency: a request that arrives within it needs no wake-up.
     /// Default 50; 0 sleeps at once.
@@ -285,6 +292,7 @@ impl EngineConfig {
             zero_fill: ZeroFill::Auto,
             log_config: LogConfig::default(),
             tail_cache_bytes: 1024 * 1024,
+            tail_cache_budget_bytes: 64 << 20,
             simulate_uring_refusal: false,
             file_mode: crate::io::select::DEFAULT_FILE_MODE,
             dir_mode: crate::io::select::DEFAULT_DIR_MODE,

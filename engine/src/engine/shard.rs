@@ -83,7 +83,12 @@ pub(crate) struct Shard {
     default_config: LogConfig,
     durability: Durability,
     sync_method: SyncMethod,
+    /// The most of its tail each partition keeps in memory, and the budget its partitions share
+    /// ([`tail_cache_share`]).
     tail_cache_bytes: u64,
+    tail_cache_budget: u64,
+    /// What each open log keeps now ([`tail_cache_share`]).
+    tail_cache_share: u64,
     /// The zero-fill lead shared by the logs open here (0 for none): each keeps up to its share
     /// ([`zero_fill_share`]).
     zero_fill_bytes: u32,
@@ -171,6 +176,8 @@ impl Shard {
             durability: config.durability,
             sync_method: config.sync_method,
             tail_cache_bytes: config.tail_cache_bytes,
+            tail_cache_budget: config.tail_cache_budget_bytes,
+            tail_cache_share: 0,
             zero_fill_bytes: config.zero_fill.lead_bytes(config.durability, storage.mode()),
             idle_spin: Duration::from_micros(config.idle_spin_us),
             io_spin: Duration::from_micros(config.io_spin_us),
@@ -581,9 +588,17 @@ impl Shard {
         busy
     }
 
-    /// Gives every open log its share of the shard's zero-fill lead, after the number of open
-    /// logs changed.
-    fn share_zero_fill(&mut self) {
+    /// Gives every open log its share of the shard's zero-fill lead and tail-cache budget,
+    /// after the number of open logs changed.
+    fn share_budgets(&mut self) {
+        let tail = tail_cache_share(self.tail_cache_bytes, self.tail_cache_budget, self.logs.len());
+        if tail != self.tail_cache_share {
+            // Powers of two: the share changes a few times while thousands of partitions open.
+            self.tail_cache_share = tail;
+            for log in self.logs.values_mut() {
+                log.set_tail_cache_bytes(tail);
+            }
+        }
         if self.zero_fill_bytes == 0 {
             return;
         }
@@ -799,7 +814,7 @@ impl Shard {
         let options = LogOptions {
             config,
             storage: self.storage.clone(),
-            tail_cache_bytes: self.tail_cache_bytes,
+            tail_cache_bytes: tail_cache_share(self.tail_cache_bytes, self.tail_cache_budget, self.logs.len() + 1),
             zero_fill_bytes: zero_fill_share(self.zero_fill_bytes, self.logs.len() + 1),
             writes: crate::log::Writes::Caller,
             recovery,
@@ -812,7 +827,7 @@ impl Shard {
         match Log::open_with_report(self.data_dir.join(tp.dir_name()), options) {
             Ok((log, report)) => {
                 self.logs.insert(tp.clone(), log);
-                self.share_zero_fill();
+                self.share_budgets();
                 Ok(report)
             }
             Err(e) => {
@@ -838,7 +853,7 @@ impl Shard {
         }
         let log = self.logs.remove(tp).expect("checked above");
         self.last_write_appends.remove(tp);
-        self.share_zero_fill();
+        self.share_budgets();
         // The appends written and waiting for a shared flush are settled by the close's fsync
         // (or fail with it), as those still waiting for their write.
         let mut acks = self.shared.as_mut().map(|s| s.take(tp)).unwrap_or_default();
@@ -921,6 +936,15 @@ fn zero_fill_share(total: u32, logs: usize) -> u32 {
     share.max(MIN_ZERO_FILL_SHARE).min(total)
 }
 
+/// The tail cache each of `logs` open logs keeps when they share `budget`: at most `max`, and
+/// the largest power of two at most `budget / logs` (so that the share changes only a few times
+/// while partitions open one by one).
+fn tail_cache_share(max: u64, budget: u64, logs: usize) -> u64 {
+    let even = budget / logs.max(1) as u64;
+    let pow2 = if even == 0 { 0 } else { 1u64 << (63 - even.leading_zeros()) };
+    pow2.min(max)
+}
+
 /// The least zero-fill lead a log of a shard keeps, however many share the shard's: the first
 /// lead of a segment (256 KiB).
 const MIN_ZERO_FILL_SHARE: u32 = 256 << 10;
@@ -971,5 +995,16 @@ mod tests {
         assert_eq!(zero_fill_share(64 << 20, 8), 8 << 20);
         assert_eq!(zero_fill_share(64 << 20, 10_000), MIN_ZERO_FILL_SHARE);
         assert_eq!(zero_fill_share(64 << 10, 4), 64 << 10);
+    }
+
+    #[test]
+    fn tail_cache_share_splits_the_budget_in_powers_of_two() {
+        assert_eq!(tail_cache_share(1 << 20, 64 << 20, 0), 1 << 20);
+        assert_eq!(tail_cache_share(1 << 20, 64 << 20, 64), 1 << 20);
+        assert_eq!(tail_cache_share(1 << 20, 64 << 20, 65), 512 << 10);
+        assert_eq!(tail_cache_share(1 << 20, 64 << 20, 257), 128 << 10);
+        assert_eq!(tail_cache_share(1 << 20, 64 << 20, 10_000), 4 << 10);
+        assert_eq!(tail_cache_share(1 << 20, 0, 1), 0);
+        assert_eq!(tail_cache_share(0, 64 << 20, 1), 0);
     }
 }

@@ -48,6 +48,14 @@ impl Log {
         self.active_mut().set_zero_fill_bytes(bytes);
     }
 
+    /// Sets how many written bytes the active segment's tail keeps in memory
+    /// ([`LogOptions::tail_cache_bytes`]), giving back what lies before that now, and the same
+    /// for the segments rolled after it: an engine shard shares one budget among its partitions.
+    pub fn set_tail_cache_bytes(&mut self, bytes: u64) {
+        self.tail_cache_bytes = bytes;
+        self.active_mut().set_tail_cache_bytes(bytes);
+    }
+
     /// True while a zero-fill refill of the active segment is in flight.
     pub fn zero_fill_busy(&mut self) -> bool {
         self.active_mut().zero_fill_busy()

@@ -379,6 +379,12 @@ impl ActiveSegment {
         self.complete_writes(AsyncOutcome::Done(done))
     }
 
+    /// See [`TailFile::set_cache_bytes`].
+    pub(crate) fn set_tail_cache_bytes(&mut self, bytes: u64) {
+        self.settings.tail_cache_bytes = bytes;
+        self.tail.set_cache_bytes(bytes);
+    }
+
     /// The `.log` file under the in-memory tail.
     pub(crate) fn log_file_inner(&self) -> &Arc<dyn IoFile> {
         &self.file

@@ -54,6 +54,11 @@ struct TailState {
     broken: bool,
     /// How many bytes before `written` to keep in memory as the tail cache.
     cache_bytes: u64,
+    /// The bytes from `start` to `end` (less than a block) when no chunk is held: a tail with
+    /// everything written, nothing in flight and a cache smaller than a chunk keeps only its
+    /// partial last block (which the next write rewrites), in a buffer of its own, not in a
+    /// chunk of [`CHUNK_BYTES`]. The next append moves it back into a chunk.
+    parked: Option<Box<[u8]>>,
     hits: u64,
     /// Chunks copied because a write still held them when an append changed them.
     copies: u64,
@@ -76,6 +81,8 @@ pub(crate) struct TailStats {
     pub chunk_copies: u64,
     pub buffered_bytes: u64,
     pub unwritten_bytes: u64,
+    /// Chunks held (none when idle with its partial block parked).
+    pub chunks: usize,
 }
 
 fn align_down(x: u64, a: u64) -> u64 {
@@ -110,8 +117,45 @@ impl TailState {
         self.in_flight.back().copied().unwrap_or(self.written)
     }
 
-    /// Copies `[pos, pos + out.len())`, which lies in `[start, end)`, out of the chunks.
+    /// Moves parked bytes back into a chunk, before anything that changes the window.
+    fn unpark(&mut self) {
+        if let Some(bytes) = self.parked.take() {
+            debug_assert!(self.chunks.is_empty());
+            let mut c = pool::thread_pool().alloc();
+            c.bytes_mut()[..bytes.len()].copy_from_slice(&bytes);
+            self.chunks.push_back(Arc::new(c));
+        }
+    }
+
+    /// After a write completed or the cache shrank: gives back, in whole chunks, what lies
+    /// before the tail cache (never the partial last block, which the next write rewrites);
+    /// with everything written, nothing in flight and a cache smaller than a chunk, holds no
+    /// chunk at all (the partial block parked: an idle partition costs under a block).
+    fn trim(&mut self) {
+        let keep_from = self.written.saturating_sub(self.cache_bytes).min(align_down(self.written, self.align));
+        while !self.chunks.is_empty() && self.start + CHUNK <= keep_from {
+            self.chunks.pop_front();
+            self.start += CHUNK;
+        }
+        if self.written == self.end && self.in_flight.is_empty() && self.cache_bytes < CHUNK && !self.chunks.is_empty()
+        {
+            let from = align_down(self.end, self.align);
+            let mut bytes = vec![0u8; (self.end - from) as usize].into_boxed_slice();
+            self.copy_out(from, &mut bytes);
+            self.chunks.clear();
+            self.start = from;
+            self.parked = (!bytes.is_empty()).then_some(bytes);
+        }
+    }
+
+    /// Copies `[pos, pos + out.len())`, which lies in `[start, end)`, out of the chunks (or the
+    /// parked bytes).
     fn copy_out(&self, mut pos: u64, out: &mut [u8]) {
+        if let Some(bytes) = &self.parked {
+            let from = (pos - self.start) as usize;
+            out.copy_from_slice(&bytes[from..from + out.len()]);
+            return;
+        }
         let mut done = 0;
         while done < out.len() {
             let (k, off) = self.locate(pos);
@@ -139,17 +183,18 @@ impl TailFile {
             ));
         }
         let start = align_down(size, align);
-        let mut chunks = VecDeque::new();
+        // Parked: a reopened partition holds a chunk only once it is appended to.
+        let mut parked = None;
         if size > start {
-            let mut c = pool::thread_pool().alloc();
-            inner.read_exact_at(&mut c.bytes_mut()[..(size - start) as usize], start)?;
-            chunks.push_back(Arc::new(c));
+            let mut bytes = vec![0u8; (size - start) as usize].into_boxed_slice();
+            inner.read_exact_at(&mut bytes, start)?;
+            parked = Some(bytes);
         }
         Ok(TailFile {
             inner,
             state: Mutex::new(TailState {
                 align,
-                chunks,
+                chunks: VecDeque::new(),
                 start,
                 end: size,
                 written: size,
@@ -157,6 +202,7 @@ impl TailFile {
                 in_flight: VecDeque::new(),
                 broken: false,
                 cache_bytes,
+                parked,
                 hits: 0,
                 copies: 0,
             }),
@@ -172,6 +218,7 @@ impl TailFile {
     /// Appends bytes at the logical end (memory only).
     pub(crate) fn append(&self, data: &[u8]) {
         let mut s = self.lock();
+        s.unpark();
         let mut rest = data;
         while !rest.is_empty() {
             let (k, off) = s.locate(s.end);
@@ -206,6 +253,7 @@ impl TailFile {
             chunk_copies: s.copies,
             buffered_bytes: s.end - s.start,
             unwritten_bytes: s.end - s.written,
+            chunks: s.chunks.len(),
         }
     }
 }
@@ -244,6 +292,9 @@ impl TailFile {
         if data_to <= submitted {
             return Vec::new();
         }
+        // Parked bytes are all written, so there is something to write only after an append,
+        // which moved them back into a chunk already.
+        s.unpark();
         let from = align_down(submitted, s.align);
         let to = align_up(data_to, s.align);
         if to > data_to {
@@ -291,17 +342,16 @@ impl TailFile {
             return;
         }
         s.written = end;
-        let keep_from = s.written.saturating_sub(s.cache_bytes).min(align_down(s.written, s.align));
-        while !s.chunks.is_empty() && s.start + CHUNK <= keep_from {
-            s.chunks.pop_front();
-            s.start += CHUNK;
-        }
-        if keep_from == s.end {
-            // Everything is written, no partial block waits for a rewrite and no byte is to be
-            // cached: hold no memory at all (an idle partition costs no chunk). `end` is a block
-            // boundary here, so the window can restart there.
-            s.chunks.clear();
-            s.start = s.end;
+        s.trim();
+    }
+
+    /// Sets how many written bytes the tail keeps in memory (an engine shard shares one budget
+    /// among its partitions) and gives back what lies before that now.
+    pub(crate) fn set_cache_bytes(&self, bytes: u64) {
+        let mut s = self.lock();
+        s.cache_bytes = bytes;
+        if !s.broken {
+            s.trim();
         }
     }
 
@@ -329,6 +379,7 @@ impl TailFile {
         if len >= s.end {
             return Ok(());
         }
+        s.unpark();
         self.inner.set_len(len)?;
         if len < s.start {
             let start = align_down(len, s.align);
@@ -569,26 +620,56 @@ mod tests {
         assert!(back[26..align].iter().all(|&b| b == 0), "padding after reopen");
     }
 
+    /// A tail with everything written and a cache under a chunk holds no chunk: in direct mode
+    /// only its partial last block, parked in a buffer of its own, which reads are served from
+    /// and the next append's write rewrites, so the file stays exact. Reopened, a tail parks its
+    /// partial block at once. A cache of a chunk or more keeps the chunk.
     #[test]
-    fn without_a_cache_a_written_tail_holds_no_chunk_but_its_partial_block() {
+    fn an_idle_tail_with_a_small_cache_holds_no_chunk_but_its_partial_block() {
         for (mode, s) in storages() {
             let dir = test_dir();
-            let f = s.open_log(&dir.path().join("0.log"), OpenMode::CreateNew).unwrap();
+            let path = dir.path().join("0.log");
+            let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
             let tail = TailFile::new(f.clone(), 0, 0).unwrap();
-            tail.append(&pattern(CHUNK_BYTES + 100, 3));
+            let mut want = pattern(CHUNK_BYTES + 100, 3);
+            tail.append(&want);
             flush(&*s, &tail, &f);
-            let held = tail.lock().chunks.len();
-            // O_DIRECT keeps the chunk with the partial last block, for the next rewrite.
-            assert_eq!(held, usize::from(mode == IoMode::Direct), "{mode}");
             let align = tail.lock().align as usize;
-            tail.append(&pattern(align - 100 % align, 4));
+            let parked = |t: &TailFile| t.lock().parked.as_ref().map_or(0, |b| b.len());
+            assert_eq!(tail.stats().chunks, 0, "{mode}");
+            assert_eq!(parked(&tail), (CHUNK_BYTES + 100) % align, "{mode}: the partial block is parked");
+            let mut b = vec![0u8; 50];
+            assert_eq!(tail.read_at(&mut b, CHUNK_BYTES as u64 + 20).unwrap(), 50);
+            assert_eq!(b, want[CHUNK_BYTES + 20..CHUNK_BYTES + 70], "{mode}: read from the parked bytes");
+            let next = pattern(align - 100 % align, 4);
+            tail.append(&next);
+            want.extend_from_slice(&next);
+            assert_eq!((tail.stats().chunks, parked(&tail)), (1, 0), "{mode}: an append takes a chunk again");
             flush(&*s, &tail, &f);
-            assert_eq!(tail.lock().chunks.len(), 0, "{mode}: a block boundary: nothing held");
+            assert_eq!((tail.stats().chunks, parked(&tail)), (0, 0), "{mode}: a block boundary: nothing held");
             tail.append(b"more");
+            want.extend_from_slice(b"more");
             flush(&*s, &tail, &f);
             let mut b = [0u8; 4];
             assert_eq!(tail.read_at(&mut b, tail.logical_len() - 4).unwrap(), 4);
             assert_eq!(&b, b"more");
+            let mut all = vec![0u8; want.len()];
+            f.read_exact_at(&mut all, 0).unwrap();
+            assert!(all == want, "{mode}: the file holds exactly what was appended");
+
+            // Reopened: the partial block is parked, and the next append rewrites it whole.
+            drop(tail);
+            let tail = TailFile::new(f.clone(), want.len() as u64, CHUNK).unwrap();
+            assert_eq!((tail.stats().chunks, parked(&tail)), (0, 4 % align), "{mode}: reopened");
+            tail.append(b"again");
+            want.extend_from_slice(b"again");
+            flush(&*s, &tail, &f);
+            assert_eq!(tail.stats().chunks, 1, "{mode}: a cache of a chunk keeps its chunk");
+            let mut all = vec![0u8; want.len()];
+            f.read_exact_at(&mut all, 0).unwrap();
+            assert!(all == want, "{mode}: exact after the reopen");
+            tail.set_cache_bytes(0);
+            assert_eq!(tail.stats().chunks, 0, "{mode}: a smaller cache gives the chunk back at once");
         }
     }
 
