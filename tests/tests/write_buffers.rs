@@ -221,3 +221,61 @@ fn partitions_share_the_tail_cache_budget_and_idle_ones_hold_no_chunk() {
     assert!(in_use[0] <= 4, "{mode}: {} chunks in use with 14 KiB of budget each", in_use[0]);
     assert!(in_use[1] >= PARTITIONS as u64, "{mode}: {} chunks in use with 1 MiB each", in_use[1]);
 }
+
+/// A shard holds its write buffers under `write_buffer_budget_bytes`: with 300 partitions
+/// appended to at once, each append takes a chunk until its write is done, and past the budget
+/// the shard leaves the queued appends until writes give chunks back. Every append is
+/// acknowledged and reads back exactly; without the budget the chunks in use reach the
+/// partitions.
+#[test]
+fn the_write_buffer_budget_bounds_a_shards_chunks() {
+    const PARTITIONS: u32 = 300;
+    const BUDGET_CHUNKS: u64 = 8;
+    let mode = seglog_tests::test_io_mode().unwrap_or(IoMode::Direct);
+    let mut peaks = Vec::new();
+    for budget in [BUDGET_CHUNKS * 256 * 1024, 1 << 30] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = EngineConfig::new(dir.path());
+        cfg.io_mode = mode;
+        cfg.shards = Some(1);
+        cfg.tail_cache_budget_bytes = 1 << 20;
+        cfg.write_buffer_budget_bytes = budget;
+        let e = Engine::open(cfg).unwrap();
+        let tps: Vec<TopicPartition> = (0..PARTITIONS as i32).map(|p| TopicPartition::new("budget", p)).collect();
+        for tp in &tps {
+            e.open_partition(tp, None).wait().unwrap();
+        }
+        let mut want = vec![Vec::new(); tps.len()];
+        for round in 0..3u32 {
+            let pending: Vec<_> = tps
+                .iter()
+                .enumerate()
+                .map(|(p, tp)| {
+                    let b = batch(round * PARTITIONS + p as u32, 2000 + (p * 37) % 3000);
+                    (p, b.clone(), e.append(tp, b, 0))
+                })
+                .collect();
+            for (p, mut b, done) in pending {
+                let info = done.wait().unwrap();
+                b[..8].copy_from_slice(&info.first_offset.to_be_bytes());
+                b[12..16].copy_from_slice(&0i32.to_be_bytes());
+                want[p].extend(b);
+            }
+        }
+        let s = stats(&e);
+        eprintln!(
+            "{mode}, budget {budget}: peak {} chunks, {} budget waits",
+            s.write_buffers.peak_chunks, s.budget_waits
+        );
+        peaks.push((s.write_buffers.peak_chunks, s.budget_waits));
+        for (tp, want) in tps.iter().zip(&want) {
+            assert!(read_all(&e, tp) == *want, "{mode}, budget {budget}: {tp} reads back what was appended");
+        }
+        e.shutdown().unwrap();
+    }
+    // An append may take two chunks (it crosses a chunk boundary), and one is taken before the
+    // check sees the budget reached.
+    assert!(peaks[0].0 <= BUDGET_CHUNKS + 2, "{mode}: peak {} chunks over a budget of {BUDGET_CHUNKS}", peaks[0].0);
+    assert!(peaks[0].1 > 0, "{mode}: the budget never made appends wait");
+    assert!(peaks[1].0 > 4 * BUDGET_CHUNKS, "{mode}: without the budget the peak is {}", peaks[1].0);
+}

@@ -233,6 +233,12 @@ pub struct EngineConfig {
     /// chunk, only its partial last block in direct mode (under 4 KiB). Default 64 MiB: 1 MiB
     /// each up to 64 partitions, none past 256.
     pub tail_cache_budget_bytes: u64,
+    /// Write buffers (the tails' chunks of 256 KiB, which appends land in and writes go out
+    /// from) a shard holds before it takes more appends: past it, with writes in flight, the
+    /// shard leaves its queued requests until writes complete and their chunks come back.
+    /// Bounds a shard's write memory with thousands of partitions appended to at once (each
+    /// takes a chunk while its bytes are unwritten). Default 256 MiB.
+    pub write_buffer_budget_bytes: u64,
     /// How long an idle shard polls its queue before sleeping on its doorbell (microseconds).
     /// Polling trades CPU for latency: a request that arrives within it needs no wake-up.
     /// Default 50; 0 sleeps at once.
@@ -293,6 +299,7 @@ impl EngineConfig {
             log_config: LogConfig::default(),
             tail_cache_bytes: 1024 * 1024,
             tail_cache_budget_bytes: 64 << 20,
+            write_buffer_budget_bytes: 256 << 20,
             simulate_uring_refusal: false,
             file_mode: crate::io::select::DEFAULT_FILE_MODE,
             dir_mode: crate::io::select::DEFAULT_DIR_MODE,

@@ -68,6 +68,9 @@ pub struct ShardStats {
     /// its write and then for up to two of these (the one in flight when its write completed,
     /// then its own).
     pub flush_latency: crate::LatencyHistogram,
+    /// Loop rounds in which queued requests waited for writes to complete because the shard's
+    /// write buffers were over `EngineConfig::write_buffer_budget_bytes`.
+    pub budget_waits: u64,
 }
 
 pub(crate) struct Shard {
@@ -89,6 +92,9 @@ pub(crate) struct Shard {
     tail_cache_budget: u64,
     /// What each open log keeps now ([`tail_cache_share`]).
     tail_cache_share: u64,
+    /// Write-buffer chunks in use past which, with writes in flight, the shard takes no more
+    /// appends until writes complete ([`EngineConfig::write_buffer_budget_bytes`]).
+    write_buffer_budget: usize,
     /// The zero-fill lead shared by the logs open here (0 for none): each keeps up to its share
     /// ([`zero_fill_share`]).
     zero_fill_bytes: u32,
@@ -178,6 +184,8 @@ impl Shard {
             tail_cache_bytes: config.tail_cache_bytes,
             tail_cache_budget: config.tail_cache_budget_bytes,
             tail_cache_share: 0,
+            write_buffer_budget: (config.write_buffer_budget_bytes / crate::io::pool::CHUNK_BYTES as u64).max(1)
+                as usize,
             zero_fill_bytes: config.zero_fill.lead_bytes(config.durability, storage.mode()),
             idle_spin: Duration::from_micros(config.idle_spin_us),
             io_spin: Duration::from_micros(config.io_spin_us),
@@ -208,13 +216,23 @@ impl Shard {
                 self.stats.core = None;
             }
         }
-        let mut batch = Vec::new();
+        let mut batch = std::collections::VecDeque::new();
         loop {
-            batch.clear();
+            if !batch.is_empty() {
+                // A turn stopped at the write-buffer budget: its requests wait for writes to
+                // complete and give their chunks back.
+                if !self.poll_writes() {
+                    crate::io::wait_doorbell_or_io(&self.bell.fd, self.storage.mode(), Duration::from_millis(1));
+                }
+                self.stats.budget_waits += 1;
+            }
             let mut disconnected = false;
             loop {
                 match self.rx.try_recv() {
-                    Ok(r) => batch.push(r),
+                    Ok(r) => {
+                        self.stats.requests += 1;
+                        batch.push_back(r);
+                    }
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => {
                         disconnected = true;
@@ -269,7 +287,6 @@ impl Shard {
                 continue;
             }
             self.stats.turns += 1;
-            self.stats.requests += batch.len() as u64;
             if self.turn(&mut batch) {
                 return;
             }
@@ -338,11 +355,30 @@ impl Shard {
         }
     }
 
-    /// Runs one turn's requests; true when the shard must stop.
-    fn turn(&mut self, batch: &mut Vec<Request>) -> bool {
+    /// Runs one turn's requests, in order; true when the shard must stop. An append that finds
+    /// the shard's write buffers over budget, with writes in flight or appends of this turn to
+    /// write, ends the turn: it and the requests after it stay in `batch` for the next one.
+    fn turn(&mut self, batch: &mut std::collections::VecDeque<Request>) -> bool {
         let mut dirty: BTreeSet<TopicPartition> = BTreeSet::new();
         let mut stop = None;
-        for req in batch.drain(..) {
+        // The budget is looked at every few appends (a 64th of it, in chunks: each append takes
+        // at most two), so that a large budget costs the hot path nothing.
+        let check_every = (self.write_buffer_budget / 64).max(1);
+        let mut appends = 0usize;
+        while let Some(req) = batch.pop_front() {
+            // Over budget, the appends wait for chunks to come back: from the writes in flight,
+            // or from this turn's, which end the turn to start. With neither, the budget is
+            // held by tail caches, and appends go on.
+            if matches!(req, Request::Append { .. }) {
+                appends += 1;
+                if appends.is_multiple_of(check_every)
+                    && (!dirty.is_empty() || !self.in_flight.is_empty())
+                    && crate::io::pool::thread_chunks_in_use() >= self.write_buffer_budget
+                {
+                    batch.push_front(req);
+                    break;
+                }
+            }
             match req {
                 Request::Open { tp, config, recovery, log_start_offset, done } => {
                     done.complete(self.open(&tp, config, recovery, log_start_offset))

@@ -489,6 +489,9 @@ pub struct PoolStats {
     pub registered_bytes: u64,
     /// Chunks (`CHUNK_BYTES` each) in use.
     pub chunks_in_use: u64,
+    /// The most chunks in use at once so far (chunks handed out: a freed chunk is reused before
+    /// a new one).
+    pub peak_chunks: u64,
     /// Writes from pool memory submitted as WRITE_FIXED.
     pub fixed_writes: u64,
     /// Writes from pool memory submitted unregistered.
@@ -500,8 +503,9 @@ pub struct PoolStats {
 pub(crate) fn thread_pool_stats(sync_mode: bool) -> PoolStats {
     let (fixed_writes, unregistered_writes) = COUNTERS.try_with(|c| c.get()).unwrap_or((0, 0));
     let reg = REGISTRATION.try_with(|c| c.borrow().clone()).unwrap_or_default();
-    let (slabs, chunks_in_use) =
-        thread_pool_if_any().map(|p| (p.slab_count() as u64, p.chunks_in_use() as u64)).unwrap_or((0, 0));
+    let (slabs, chunks_in_use, peak_chunks) = thread_pool_if_any()
+        .map(|p| (p.slab_count() as u64, p.chunks_in_use() as u64, u64::from(p.chunks_handed_out())))
+        .unwrap_or((0, 0, 0));
     let (mode, registered_chunks) = if sync_mode {
         (BufferMode::Unregistered("sync I/O mode: plain pwrite, no io_uring to register with".into()), 0)
     } else {
@@ -518,9 +522,15 @@ pub(crate) fn thread_pool_stats(sync_mode: bool) -> PoolStats {
         slabs,
         registered_bytes: registered_chunks * CHUNK_BYTES as u64,
         chunks_in_use,
+        peak_chunks,
         fixed_writes,
         unregistered_writes,
     }
+}
+
+/// Chunks of this thread's pool in use now (0 without a pool).
+pub(crate) fn thread_chunks_in_use() -> usize {
+    thread_pool_if_any().map_or(0, |p| p.chunks_in_use())
 }
 
 #[cfg(test)]
