@@ -154,8 +154,9 @@ pub struct Args {
     #[arg(long)]
     pub sweep_seconds: Option<f64>,
     /// durable-sweep: fio's file layout: fresh (the default: new files, fallocated with
-    /// preallocation, else extended; where zero fill is on, fio also runs over written blocks),
-    /// match (written blocks where zero fill is on, else as fresh), extend, fallocate or written.
+    /// preallocation, else extended), match (written blocks where zero fill is on, else as
+    /// fresh), extend, fallocate or written. Where zero fill is on and the layout is not
+    /// written blocks, fio also runs over written blocks.
     #[arg(long, default_value = "fresh")]
     pub sweep_fio_layout: LayoutChoice,
     /// durable-sweep: fio's queue depth: bytes (the default: as many bytes in flight as

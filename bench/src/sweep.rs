@@ -485,16 +485,13 @@ pub fn summarize(runs: &[SweepRun]) -> Vec<SweepPoint> {
             let fio = |f: &dyn Fn(&FioSide) -> f64| {
                 median(&g.iter().filter_map(|r| r.fio.as_ref().map(f)).collect::<Vec<_>>())
             };
-            let ratio = |f: &dyn Fn(&SweepRun) -> Option<f64>| {
+            let median_some = |f: &dyn Fn(&SweepRun) -> Option<f64>| {
                 let v: Vec<f64> = g.iter().filter_map(|r| f(r)).collect();
                 (!v.is_empty()).then(|| median(&v))
             };
             let first_fio = g.iter().find_map(|r| r.fio.as_ref());
-            let written = |f: &dyn Fn(&FioSide) -> f64| {
-                let v: Vec<f64> = g.iter().filter_map(|r| r.fio_written.as_ref().map(f)).collect();
-                (!v.is_empty()).then(|| median(&v))
-            };
-            let (throughput_ratio, p99_ratio) = (ratio(&SweepRun::throughput_ratio), ratio(&SweepRun::p99_ratio));
+            let (throughput_ratio, p99_ratio) =
+                (median_some(&SweepRun::throughput_ratio), median_some(&SweepRun::p99_ratio));
             let mode_used = g[0].seglog.mode.clone();
             let proof_met = match (throughput_ratio, p99_ratio) {
                 (Some(t), Some(p)) if g[0].engine_defaults && mode_used == IoMode::Direct.name() => {
@@ -521,8 +518,8 @@ pub fn summarize(runs: &[SweepRun]) -> Vec<SweepPoint> {
                 fio_p50_us: fio(&|f| f.p50_us),
                 fio_p99_us: fio(&|f| f.p99_us),
                 fio_p999_us: fio(&|f| f.p999_us),
-                fio_written_mb_per_s: written(&|f| f.mb_per_s),
-                fio_written_p99_us: written(&|f| f.p99_us),
+                fio_written_mb_per_s: median_some(&|r| r.fio_written.as_ref().map(|f| f.mb_per_s)),
+                fio_written_p99_us: median_some(&|r| r.fio_written.as_ref().map(|f| f.p99_us)),
                 throughput_ratio,
                 p99_ratio,
                 proof_met,

@@ -229,9 +229,10 @@ pub struct EngineConfig {
     pub tail_cache_bytes: u64,
     /// Memory for the tail caches of one shard's partitions, shared: each keeps at most
     /// `tail_cache_bytes`, and at most this divided by the shard's open partitions (rounded
-    /// down to a power of two). Under a chunk (256 KiB), an idle partition's tail holds no
-    /// chunk, only its partial last block in direct mode (under 4 KiB). Default 64 MiB: 1 MiB
-    /// each up to 64 partitions, none past 256.
+    /// down to a power of two; none when that is under a 256 KiB chunk, and then an idle
+    /// partition's tail holds no chunk, only its partial last block in direct mode, under
+    /// 4 KiB). Default 64 MiB: 1 MiB each up to 64 partitions, none past 256. Its chunks count
+    /// toward `write_buffer_budget_bytes`, which must be at least twice it.
     pub tail_cache_budget_bytes: u64,
     /// Write buffers (the tails' chunks of 256 KiB, which appends land in and writes go out
     /// from) a shard holds before it takes more appends: past it, with writes in flight, the
@@ -354,6 +355,17 @@ impl EngineConfig {
             if v == 0 {
                 return bad(setting, "= 0: at least 1".into());
             }
+        }
+        if self.write_buffer_budget_bytes < self.tail_cache_budget_bytes.saturating_mul(2) {
+            // A tail cache of share S holds up to S plus a chunk: the caches alone can take
+            // twice their budget of the write buffers, and appends would wait at every turn.
+            return bad(
+                "write_buffer_budget_bytes",
+                format!(
+                    "{}: at least twice tail_cache_budget_bytes ({}), whose chunks count toward it",
+                    self.write_buffer_budget_bytes, self.tail_cache_budget_bytes
+                ),
+            );
         }
         if self.recovery_threads_per_partition == 0 {
             return bad("recovery_threads_per_partition", "= 0: at least 1".into());

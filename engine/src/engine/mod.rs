@@ -460,18 +460,38 @@ fn spawn_shards(
     let mut links = Vec::with_capacity(resources.len());
     let mut threads = Vec::with_capacity(resources.len());
     for (id, res) in resources.iter().cloned().enumerate() {
-        let (tx, rx) = bounded(config.queue_capacity.max(1));
-        let bell = Arc::new(Doorbell { fd: EventFd::new()?, sleeping: AtomicBool::new(false) });
-        let core = if config.pin_threads { cores.get(id % cores.len().max(1)).copied() } else { None };
-        // The shard's segments share its index arena, index budget and file limit.
-        let io = shard::ShardIo { storage: storage.clone(), resources: res, dir_lock: dir_lock.clone() };
-        let shard = shard::Shard::new(id, core, rx, bell.clone(), io, config)?;
-        let thread = std::thread::Builder::new()
-            .name(format!("seglog-shard-{id}"))
-            .spawn(move || shard.run())
-            .map_err(|e| Error::io("spawn", format!("shard {id}"), e))?;
-        links.push(ShardLink { tx, bell });
-        threads.push(thread);
+        let started = (|| {
+            let (tx, rx) = bounded(config.queue_capacity.max(1));
+            let bell = Arc::new(Doorbell { fd: EventFd::new()?, sleeping: AtomicBool::new(false) });
+            let core = if config.pin_threads { cores.get(id % cores.len().max(1)).copied() } else { None };
+            // The shard's segments share its index arena, index budget and file limit.
+            let io = shard::ShardIo { storage: storage.clone(), resources: res, dir_lock: dir_lock.clone() };
+            let shard = shard::Shard::new(id, core, rx, bell.clone(), io, config)?;
+            let thread = std::thread::Builder::new()
+                .name(format!("seglog-shard-{id}"))
+                .spawn(move || shard.run())
+                .map_err(|e| Error::io("spawn", format!("shard {id}"), e))?;
+            Ok((ShardLink { tx, bell }, thread))
+        })();
+        match started {
+            Ok((link, thread)) => {
+                links.push(link);
+                threads.push(thread);
+            }
+            Err(e) => {
+                // The shards started already see their queue gone and stop. They hold the
+                // directory's lock until then: wait for them, so that a retry finds it free.
+                let bells: Vec<Arc<Doorbell>> = links.iter().map(|l| l.bell.clone()).collect();
+                drop(links);
+                for bell in bells {
+                    bell.ring_if_sleeping();
+                }
+                for t in threads {
+                    let _ = t.join();
+                }
+                return Err(e);
+            }
+        }
     }
     Ok((links, threads))
 }

@@ -68,8 +68,9 @@ pub struct ShardStats {
     /// its write and then for up to two of these (the one in flight when its write completed,
     /// then its own).
     pub flush_latency: crate::LatencyHistogram,
-    /// Loop rounds in which queued requests waited for writes to complete because the shard's
-    /// write buffers were over `EngineConfig::write_buffer_budget_bytes`.
+    /// Loop rounds that began with requests a turn left because the shard's write buffers were
+    /// over `EngineConfig::write_buffer_budget_bytes` (each collects completed writes first,
+    /// and waits for one if none had completed).
     pub budget_waits: u64,
 }
 
@@ -95,6 +96,8 @@ pub(crate) struct Shard {
     /// Write-buffer chunks in use past which, with writes in flight, the shard takes no more
     /// appends until writes complete ([`EngineConfig::write_buffer_budget_bytes`]).
     write_buffer_budget: usize,
+    /// Appends taken since the budget was last looked at.
+    appends_unchecked: usize,
     /// The zero-fill lead shared by the logs open here (0 for none): each keeps up to its share
     /// ([`zero_fill_share`]).
     zero_fill_bytes: u32,
@@ -186,6 +189,7 @@ impl Shard {
             tail_cache_share: 0,
             write_buffer_budget: (config.write_buffer_budget_bytes / crate::io::pool::CHUNK_BYTES as u64).max(1)
                 as usize,
+            appends_unchecked: 0,
             zero_fill_bytes: config.zero_fill.lead_bytes(config.durability, storage.mode()),
             idle_spin: Duration::from_micros(config.idle_spin_us),
             io_spin: Duration::from_micros(config.io_spin_us),
@@ -220,11 +224,11 @@ impl Shard {
         loop {
             if !batch.is_empty() {
                 // A turn stopped at the write-buffer budget: its requests wait for writes to
-                // complete and give their chunks back.
-                if !self.poll_writes() {
+                // complete and give their chunks back (with none in flight, no wait).
+                self.stats.budget_waits += 1;
+                if !self.poll_writes() && !self.in_flight.is_empty() {
                     crate::io::wait_doorbell_or_io(&self.bell.fd, self.storage.mode(), Duration::from_millis(1));
                 }
-                self.stats.budget_waits += 1;
             }
             let mut disconnected = false;
             loop {
@@ -361,22 +365,27 @@ impl Shard {
     fn turn(&mut self, batch: &mut std::collections::VecDeque<Request>) -> bool {
         let mut dirty: BTreeSet<TopicPartition> = BTreeSet::new();
         let mut stop = None;
-        // The budget is looked at every few appends (a 64th of it, in chunks: each append takes
-        // at most two), so that a large budget costs the hot path nothing.
+        // The budget is looked at every few appends, counted across turns (a 64th of it, in
+        // chunks: each append takes at most two, so the pool passes it by at most 1/32), so
+        // that a large budget costs the hot path nothing.
         let check_every = (self.write_buffer_budget / 64).max(1);
-        let mut appends = 0usize;
         while let Some(req) = batch.pop_front() {
             // Over budget, the appends wait for chunks to come back: from the writes in flight,
             // or from this turn's, which end the turn to start. With neither, the budget is
-            // held by tail caches, and appends go on.
-            if matches!(req, Request::Append { .. }) {
-                appends += 1;
-                if appends.is_multiple_of(check_every)
-                    && (!dirty.is_empty() || !self.in_flight.is_empty())
-                    && crate::io::pool::thread_chunks_in_use() >= self.write_buffer_budget
-                {
-                    batch.push_front(req);
-                    break;
+            // held by tail caches, and appends go on. After a shutdown request nothing waits:
+            // the turn runs to its end, as it always did.
+            if matches!(req, Request::Append { .. }) && stop.is_none() {
+                self.appends_unchecked += 1;
+                if self.appends_unchecked >= check_every {
+                    if (!dirty.is_empty() || !self.in_flight.is_empty())
+                        && crate::io::pool::thread_chunks_in_use() >= self.write_buffer_budget
+                    {
+                        // Looked at again first thing next turn.
+                        self.appends_unchecked = check_every - 1;
+                        batch.push_front(req);
+                        break;
+                    }
+                    self.appends_unchecked = 0;
                 }
             }
             match req {
@@ -978,6 +987,11 @@ fn zero_fill_share(total: u32, logs: usize) -> u32 {
 fn tail_cache_share(max: u64, budget: u64, logs: usize) -> u64 {
     let even = budget / logs.max(1) as u64;
     let pow2 = if even == 0 { 0 } else { 1u64 << (63 - even.leading_zeros()) };
+    // A share under a chunk would buy nothing: an idle tail with a cache under a chunk holds no
+    // chunk (`TailFile`), so such a cache is gone once its write is done.
+    if pow2 < crate::io::pool::CHUNK_BYTES as u64 {
+        return 0;
+    }
     pow2.min(max)
 }
 
@@ -1038,8 +1052,9 @@ mod tests {
         assert_eq!(tail_cache_share(1 << 20, 64 << 20, 0), 1 << 20);
         assert_eq!(tail_cache_share(1 << 20, 64 << 20, 64), 1 << 20);
         assert_eq!(tail_cache_share(1 << 20, 64 << 20, 65), 512 << 10);
-        assert_eq!(tail_cache_share(1 << 20, 64 << 20, 257), 128 << 10);
-        assert_eq!(tail_cache_share(1 << 20, 64 << 20, 10_000), 4 << 10);
+        assert_eq!(tail_cache_share(1 << 20, 64 << 20, 256), 256 << 10);
+        assert_eq!(tail_cache_share(1 << 20, 64 << 20, 257), 0, "under a chunk: none");
+        assert_eq!(tail_cache_share(1 << 20, 64 << 20, 10_000), 0);
         assert_eq!(tail_cache_share(1 << 20, 0, 1), 0);
         assert_eq!(tail_cache_share(0, 64 << 20, 1), 0);
     }

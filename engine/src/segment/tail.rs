@@ -85,6 +85,17 @@ pub(crate) struct TailStats {
     pub chunks: usize,
 }
 
+/// The bytes of `file` from `start` (a block boundary) to `end`, the partial block a tail keeps
+/// parked; `None` when there are none.
+fn read_partial_block(file: &dyn IoFile, start: u64, end: u64) -> Result<Option<Box<[u8]>>> {
+    if end <= start {
+        return Ok(None);
+    }
+    let mut bytes = vec![0u8; (end - start) as usize].into_boxed_slice();
+    file.read_exact_at(&mut bytes, start)?;
+    Ok(Some(bytes))
+}
+
 fn align_down(x: u64, a: u64) -> u64 {
     x - x % a
 }
@@ -184,12 +195,7 @@ impl TailFile {
         }
         let start = align_down(size, align);
         // Parked: a reopened partition holds a chunk only once it is appended to.
-        let mut parked = None;
-        if size > start {
-            let mut bytes = vec![0u8; (size - start) as usize].into_boxed_slice();
-            inner.read_exact_at(&mut bytes, start)?;
-            parked = Some(bytes);
-        }
+        let parked = read_partial_block(&*inner, start, size)?;
         Ok(TailFile {
             inner,
             state: Mutex::new(TailState {
@@ -292,9 +298,9 @@ impl TailFile {
         if data_to <= submitted {
             return Vec::new();
         }
-        // Parked bytes are all written, so there is something to write only after an append,
-        // which moved them back into a chunk already.
-        s.unpark();
+        // Parked bytes are all written: there is something to write only after an append,
+        // which moved them back into a chunk.
+        debug_assert!(s.parked.is_none());
         let from = align_down(submitted, s.align);
         let to = align_up(data_to, s.align);
         if to > data_to {
@@ -379,18 +385,15 @@ impl TailFile {
         if len >= s.end {
             return Ok(());
         }
-        s.unpark();
         self.inner.set_len(len)?;
         if len < s.start {
-            let start = align_down(len, s.align);
-            let mut chunks = VecDeque::new();
-            if len > start {
-                let mut c = pool::thread_pool().alloc();
-                self.inner.read_exact_at(&mut c.bytes_mut()[..(len - start) as usize], start)?;
-                chunks.push_back(Arc::new(c));
-            }
-            s.chunks = chunks;
-            s.start = start;
+            // Below the window: the partial block comes back from the file, parked.
+            s.chunks.clear();
+            s.start = align_down(len, s.align);
+            s.parked = read_partial_block(&*self.inner, s.start, len)?;
+        } else if let Some(bytes) = s.parked.take() {
+            let keep = (len - s.start) as usize;
+            s.parked = (keep > 0).then(|| bytes[..keep].into());
         } else {
             let keep = (len - s.start).div_ceil(CHUNK) as usize;
             s.chunks.truncate(keep);
@@ -401,6 +404,9 @@ impl TailFile {
         // A write in flight still counts only for what is left of it.
         for e in s.in_flight.iter_mut() {
             *e = (*e).min(len);
+        }
+        if !s.broken {
+            s.trim();
         }
         Ok(())
     }
@@ -670,6 +676,24 @@ mod tests {
             assert!(all == want, "{mode}: exact after the reopen");
             tail.set_cache_bytes(0);
             assert_eq!(tail.stats().chunks, 0, "{mode}: a smaller cache gives the chunk back at once");
+
+            // Truncated while parked, inside the parked block and then below it: still no chunk,
+            // and the next append rewrites the block the cut ends in, so the file holds exactly
+            // what is left and what came after.
+            for cut in [want.len() - 3, want.len() - 3 - align - 10] {
+                tail.truncate(cut as u64).unwrap();
+                want.truncate(cut);
+                assert_eq!(tail.stats().chunks, 0, "{mode}: truncated to {cut}");
+                let mut b = [0u8; 2];
+                assert_eq!(tail.read_at(&mut b, cut as u64 - 2).unwrap(), 2);
+                assert_eq!(b, want[cut - 2..cut], "{mode}: read after the cut to {cut}");
+            }
+            tail.append(b"tail");
+            want.extend_from_slice(b"tail");
+            flush(&*s, &tail, &f);
+            let mut all = vec![0u8; want.len()];
+            f.read_exact_at(&mut all, 0).unwrap();
+            assert!(all == want, "{mode}: exact after truncations of a parked tail");
         }
     }
 
