@@ -171,6 +171,27 @@ fn shard_stats_say_whether_write_buffers_are_registered() {
     e.shutdown().unwrap();
 }
 
+/// A one-shard engine in `mode` with these budgets and `partitions` partitions open.
+fn many_partitions(
+    dir: &std::path::Path,
+    mode: IoMode,
+    partitions: u32,
+    tail_cache_budget: u64,
+    write_buffer_budget: u64,
+) -> (Engine, Vec<TopicPartition>) {
+    let mut cfg = EngineConfig::new(dir);
+    cfg.io_mode = mode;
+    cfg.shards = Some(1);
+    cfg.tail_cache_budget_bytes = tail_cache_budget;
+    cfg.write_buffer_budget_bytes = write_buffer_budget;
+    let e = Engine::open(cfg).unwrap();
+    let tps: Vec<TopicPartition> = (0..partitions as i32).map(|p| TopicPartition::new("many", p)).collect();
+    for tp in &tps {
+        e.open_partition(tp, None).wait().unwrap();
+    }
+    (e, tps)
+}
+
 /// A shard's partitions share its tail-cache budget: with a budget too small for a chunk each,
 /// an idle partition's tail holds no chunk (in direct mode only its partial last block, in a
 /// buffer of its own), so the shard's write buffers in use do not grow with its partitions;
@@ -183,16 +204,7 @@ fn partitions_share_the_tail_cache_budget_and_idle_ones_hold_no_chunk() {
     let mut in_use = Vec::new();
     for budget in [4u64 << 20, 300 << 20] {
         let dir = tempfile::tempdir().unwrap();
-        let mut cfg = EngineConfig::new(dir.path());
-        cfg.io_mode = mode;
-        cfg.shards = Some(1);
-        cfg.tail_cache_budget_bytes = budget;
-        cfg.write_buffer_budget_bytes = (2 * budget).max(256 << 20);
-        let e = Engine::open(cfg).unwrap();
-        let tps: Vec<TopicPartition> = (0..PARTITIONS as i32).map(|p| TopicPartition::new("many", p)).collect();
-        for tp in &tps {
-            e.open_partition(tp, None).wait().unwrap();
-        }
+        let (e, tps) = many_partitions(dir.path(), mode, PARTITIONS, budget, (2 * budget).max(256 << 20));
         let mut want = vec![Vec::new(); tps.len()];
         for round in 0..4u32 {
             let pending: Vec<_> = tps
@@ -236,16 +248,7 @@ fn the_write_buffer_budget_bounds_a_shards_chunks() {
     let mut peaks = Vec::new();
     for budget in [BUDGET_CHUNKS * 256 * 1024, 1 << 30] {
         let dir = tempfile::tempdir().unwrap();
-        let mut cfg = EngineConfig::new(dir.path());
-        cfg.io_mode = mode;
-        cfg.shards = Some(1);
-        cfg.tail_cache_budget_bytes = 1 << 20;
-        cfg.write_buffer_budget_bytes = budget;
-        let e = Engine::open(cfg).unwrap();
-        let tps: Vec<TopicPartition> = (0..PARTITIONS as i32).map(|p| TopicPartition::new("budget", p)).collect();
-        for tp in &tps {
-            e.open_partition(tp, None).wait().unwrap();
-        }
+        let (e, tps) = many_partitions(dir.path(), mode, PARTITIONS, 1 << 20, budget);
         let mut want = vec![Vec::new(); tps.len()];
         for round in 0..3u32 {
             let (release, held) = std::sync::mpsc::channel::<()>();
