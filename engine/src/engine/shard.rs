@@ -93,8 +93,9 @@ pub(crate) struct Shard {
     tail_cache_budget: u64,
     /// What each open log keeps now ([`tail_cache_share`]).
     tail_cache_share: u64,
-    /// Write-buffer chunks in use past which, with writes in flight, the shard takes no more
-    /// appends until writes complete ([`EngineConfig::write_buffer_budget_bytes`]).
+    /// Write-buffer chunks in use past which the shard takes no more appends until writes
+    /// complete, when it has writes in flight or appends of the turn to write
+    /// ([`EngineConfig::write_buffer_budget_bytes`]).
     write_buffer_budget: usize,
     /// Appends taken since the budget was last looked at.
     appends_unchecked: usize,
