@@ -223,25 +223,30 @@ impl Shard {
         }
         let mut batch = std::collections::VecDeque::new();
         loop {
-            if !batch.is_empty() {
+            let mut disconnected = false;
+            let left_over = !batch.is_empty();
+            if left_over {
                 // A turn stopped at the write-buffer budget: its requests wait for writes to
-                // complete and give their chunks back (with none in flight, no wait).
+                // complete and give their chunks back (with none in flight, no wait). The
+                // queue is left alone meanwhile: it is bounded, so the senders wait too
+                // (`EngineConfig::queue_capacity`), and what they send is not held here.
                 self.stats.budget_waits += 1;
                 if !self.poll_writes() && !self.in_flight.is_empty() {
                     crate::io::wait_doorbell_or_io(&self.bell.fd, self.storage.mode(), Duration::from_millis(1));
                 }
             }
-            let mut disconnected = false;
-            loop {
-                match self.rx.try_recv() {
-                    Ok(r) => {
-                        self.stats.requests += 1;
-                        batch.push_back(r);
-                    }
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => {
-                        disconnected = true;
-                        break;
+            if !left_over {
+                loop {
+                    match self.rx.try_recv() {
+                        Ok(r) => {
+                            self.stats.requests += 1;
+                            batch.push_back(r);
+                        }
+                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Disconnected) => {
+                            disconnected = true;
+                            break;
+                        }
                     }
                 }
             }
