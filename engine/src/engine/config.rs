@@ -235,8 +235,9 @@ pub struct EngineConfig {
     /// toward `write_buffer_budget_bytes`, which must be at least twice it.
     pub tail_cache_budget_bytes: u64,
     /// Write buffers (the tails' chunks of 256 KiB, which appends land in and writes go out
-    /// from) a shard holds before it takes more appends: past it, with writes in flight, the
-    /// shard leaves its queued requests until writes complete and their chunks come back.
+    /// from) a shard holds before it takes more appends: past it, with writes in flight or to
+    /// start, the shard leaves the requests it took until writes complete and their chunks come
+    /// back, and takes no more from its queue meanwhile (its senders wait, as for a full queue).
     /// Bounds a shard's write memory with thousands of partitions appended to at once (each
     /// takes a chunk while its bytes are unwritten). Default 256 MiB.
     pub write_buffer_budget_bytes: u64,
