@@ -226,13 +226,18 @@ mod tests {
         }
     }
 
-    /// Waits until a syncfs waits at the simulated disk's gate.
-    fn until_syncfs_waits(sim: &SimStorage) {
+    /// Waits until `done`, failing the test (`what` never happened) after 20 seconds.
+    fn until(what: &str, mut done: impl FnMut() -> bool) {
         let deadline = Instant::now() + std::time::Duration::from_secs(20);
-        while sim.syncfs_waiting() == 0 {
-            assert!(Instant::now() < deadline, "no syncfs came to the gate");
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}");
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+    }
+
+    /// Waits until a syncfs waits at the simulated disk's gate.
+    fn until_syncfs_waits(sim: &SimStorage) {
+        until("no syncfs came to the gate", || sim.syncfs_waiting() > 0);
     }
 
     /// A truncation while a syncfs is in flight for appends it cuts: the syncfs, once done,
@@ -257,11 +262,9 @@ mod tests {
         let after: Vec<_> = (8..12).map(|i| e.append(&tp, batch(i), 0)).collect();
         // The appends after the cut are written and wait for the next syncfs; then the first
         // one may finish, and the next one starts (and waits) once its outcome is applied.
-        let deadline = Instant::now() + std::time::Duration::from_secs(20);
-        while e.with_log(&tp, |l| Ok(l.written_offset())).wait().unwrap() < 8 {
-            assert!(Instant::now() < deadline, "the appends after the cut were not written");
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        until("the appends after the cut were not written", || {
+            e.with_log(&tp, |l| Ok(l.written_offset())).wait().unwrap() >= 8
+        });
         sim.allow_syncfs(Some(1));
         assert_eq!(first.wait().unwrap().first_offset, 0);
         until_syncfs_waits(&sim);

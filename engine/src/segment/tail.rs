@@ -19,7 +19,10 @@
 //! ring): no copy into a write buffer and no allocation per write. The write holds references to
 //! its chunks; the tail changes a chunk only when it holds the sole reference, and copies it
 //! first otherwise, so bytes the kernel may be reading never change under it. The tail cache is
-//! trimmed in whole chunks, which go back to the pool.
+//! trimmed in whole chunks, which go back to the pool. A tail with everything written, nothing in
+//! flight and a cache under a chunk holds no chunk at all: its partial last block (in direct
+//! mode; nothing otherwise) is *parked* in a buffer of its own, which reads are served from and
+//! the next append moves back into a chunk. A tail opened over an existing file starts parked.
 
 use std::collections::VecDeque;
 use std::path::Path;
