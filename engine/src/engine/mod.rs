@@ -12,6 +12,7 @@
 
 mod checkpoints;
 mod config;
+mod epoch_writer;
 mod flush;
 mod request;
 mod shard;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, TryRecvError};
 
+use super::epoch_writer::EpochWriter;
 use super::flush::{Flusher, SharedFlush, Unflushed};
 use super::{Doorbell, Durability, EngineConfig, Request, SyncMethod, TopicPartition};
 use crate::config::LogConfig;
@@ -128,6 +129,8 @@ pub(crate) struct Shard {
     /// The shared flush of [`SyncMethod::Syncfs`] under [`Durability::EveryBatch`]: appends
     /// whose write completed wait in it for a syncfs. `None` under any other setting.
     shared: Option<SharedFlush>,
+    /// Writes the logs' `leader-epoch-checkpoint` files off the shard (epoch_writer.rs).
+    epochs: EpochWriter,
     stats: ShardStats,
 }
 
@@ -175,8 +178,10 @@ impl Shard {
         } else {
             None
         };
+        let epochs = EpochWriter::spawn(id, storage.clone(), bell.clone())?;
         Ok(Shard {
             shared,
+            epochs,
             resources,
             core,
             rx,
@@ -312,6 +317,8 @@ impl Shard {
     /// A partition closed earlier counts as closed cleanly only if it was; one that was failed
     /// fails the whole close, so no clean-shutdown marker tells the next start to trust it.
     fn close_all(&mut self) -> Result<Vec<(TopicPartition, i64, i64)>> {
+        // Each log writes its epoch checkpoint itself at close: none of its writes may be out.
+        self.epochs.settle_all(&mut self.logs);
         let mut first = None;
         let mut closed = Vec::new();
         for (tp, c) in self.closed.drain() {
@@ -408,7 +415,10 @@ impl Shard {
                     done.complete(Ok(v));
                 }
                 Request::Offsets { done } => {
-                    let open = self.logs.iter().map(|(tp, l)| (tp.clone(), l.recovery_point(), l.log_start_offset()));
+                    let open = self
+                        .logs
+                        .iter()
+                        .map(|(tp, l)| (tp.clone(), l.checkpointed_recovery_point(), l.log_start_offset()));
                     let closed = self.closed.iter().map(|(tp, c)| (tp.clone(), c.recovery_point, c.log_start_offset));
                     done.complete(Ok(open.chain(closed).collect()));
                 }
@@ -427,11 +437,17 @@ impl Shard {
                 }
                 Request::Flush { done } => {
                     let mut r = Ok(());
-                    for log in self.logs.values_mut() {
+                    for (tp, log) in self.logs.iter_mut() {
                         if let Err(e) = log.flush() {
                             r = Err(e);
                         }
+                        if log.epoch_checkpoint_behind() {
+                            self.epochs.submit(tp, log);
+                        }
                     }
+                    // The epoch checkpoints too, so that the recovery points recorded next are
+                    // the log ends.
+                    self.epochs.settle_all(&mut self.logs);
                     done.complete(r);
                 }
                 Request::Partitions { done } => {
@@ -444,6 +460,11 @@ impl Shard {
                 }
                 Request::Stats { done } => done.complete(Ok(self.snapshot_stats())),
                 Request::Shutdown { done } => stop = Some(done),
+            }
+        }
+        for tp in &dirty {
+            if let Some(log) = self.logs.get(tp).filter(|l| l.epoch_checkpoint_behind()) {
+                self.epochs.submit(tp, log);
             }
         }
         self.start_writes(dirty);
@@ -464,6 +485,9 @@ impl Shard {
             // offsets appended there after it are other bytes, written after that flush).
             if let Some(shared) = self.shared.as_mut().filter(|_| log.log_end_offset() < before) {
                 shared.truncated(&tp, log.log_end_offset());
+            }
+            if log.epoch_checkpoint_behind() {
+                self.epochs.submit(&tp, log);
             }
             if log.unwritten_bytes() > 0 {
                 dirty.insert(tp);
@@ -668,6 +692,9 @@ impl Shard {
     /// Acknowledges the appends of every partition whose write completed, and starts the next
     /// write of those with more appended since. True when any write completed.
     fn poll_writes(&mut self) -> bool {
+        if self.epochs.busy() {
+            self.epochs.poll(&mut self.logs);
+        }
         let flushed = self.shared.is_some() && self.poll_flush();
         if self.in_flight.is_empty() {
             return flushed;
@@ -876,7 +903,8 @@ impl Shard {
             ..LogOptions::default()
         };
         match Log::open_with_report(self.data_dir.join(tp.dir_name()), options) {
-            Ok((log, report)) => {
+            Ok((mut log, report)) => {
+                log.defer_epoch_checkpoint();
                 self.logs.insert(tp.clone(), log);
                 self.share_budgets();
                 Ok(report)
@@ -897,6 +925,8 @@ impl Shard {
             return Err(unknown(tp));
         }
         self.settle_write(tp);
+        // The log writes its epoch checkpoint itself at close: none of its writes may be out.
+        self.epochs.settle(tp, &mut self.logs);
         // Under Syncfs, a failed log is not fsynced at its close: its appends written before the
         // failure wait for the shared flushes instead (at most the one in flight and the next).
         while self.logs[tp].failure().is_some() && self.shared.as_ref().is_some_and(|s| s.holds(tp)) {
@@ -910,7 +940,7 @@ impl Shard {
         let mut acks = self.shared.as_mut().map(|s| s.take(tp)).unwrap_or_default();
         acks.extend(self.waiting.remove(tp).unwrap_or_default());
         let mut closed = Closed {
-            recovery_point: log.recovery_point(),
+            recovery_point: log.checkpointed_recovery_point(),
             log_start_offset: log.log_start_offset(),
             end: log.log_end_offset(),
             config: log.config().clone(),

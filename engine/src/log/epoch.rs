@@ -2,6 +2,15 @@
 //! leader epoch seen, in increasing order of both, persisted as `leader-epoch-checkpoint` in the
 //! partition directory with Kafka's write sequence (temp file, fsync, rename, fsync directory).
 //! Followers use it to find where their log diverged from the leader's.
+//!
+//! Kafka writes the file at each new epoch before the append that starts it goes on. A log can
+//! instead *defer* its writes to its owner ([`LeaderEpochCache::defer`]: the engine's shards,
+//! which would otherwise stop every partition of the shard for two fsyncs whenever one starts an
+//! epoch, thousands of times after a leader election). Deferred, the cache says what the file
+//! lacks ([`LeaderEpochCache::unpersisted_from`]) and the recovery point that goes into
+//! `recovery-point-offset-checkpoint` stays at or below it, so that recovery after a crash
+//! rescans the batches the missing entries came from and assigns them again: every entry is
+//! in the file or above the recovery point, which is what Kafka's write at assignment ensures.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,6 +25,22 @@ pub(crate) struct LeaderEpochCache {
     entries: Vec<(i32, i64)>,
     path: PathBuf,
     storage: Arc<dyn Storage>,
+    /// Changes wait for the owner ([`LeaderEpochCache::pending`]) instead of being written at
+    /// once.
+    deferred: bool,
+    /// Counts the changes; `persisted` is the count the file holds.
+    version: u64,
+    persisted: u64,
+    /// The lowest start offset of an entry assigned since the file last held every entry.
+    unpersisted_from: Option<i64>,
+}
+
+/// A deferred write of the file: its contents at one version of the cache.
+#[derive(Debug)]
+pub(crate) struct EpochCheckpointWrite {
+    pub(crate) version: u64,
+    pub(crate) path: PathBuf,
+    pub(crate) contents: Vec<u8>,
 }
 
 impl LeaderEpochCache {
@@ -47,7 +72,16 @@ impl LeaderEpochCache {
                 break;
             }
         }
-        Ok((LeaderEpochCache { entries: clean, path, storage }, problem))
+        let cache = LeaderEpochCache {
+            entries: clean,
+            path,
+            storage,
+            deferred: false,
+            version: 0,
+            persisted: 0,
+            unpersisted_from: None,
+        };
+        Ok((cache, problem))
     }
 
     pub(crate) fn entries(&self) -> &[(i32, i64)] {
@@ -64,7 +98,10 @@ impl LeaderEpochCache {
             Some(&(le, lo)) if epoch <= le || start_offset < lo => Ok(false),
             _ => {
                 self.entries.push((epoch, start_offset));
-                self.persist()?;
+                if self.deferred {
+                    self.unpersisted_from = Some(self.unpersisted_from.map_or(start_offset, |o| o.min(start_offset)));
+                }
+                self.changed()?;
                 Ok(true)
             }
         }
@@ -75,7 +112,7 @@ impl LeaderEpochCache {
         let before = self.entries.len();
         self.entries.retain(|&(_, o)| o < end_offset);
         if self.entries.len() != before {
-            self.persist()?;
+            self.changed()?;
         }
         Ok(())
     }
@@ -90,7 +127,7 @@ impl LeaderEpochCache {
         if changed {
             self.entries.drain(..last_below);
             self.entries[0].1 = start_offset;
-            self.persist()?;
+            self.changed()?;
         }
         Ok(())
     }
@@ -104,13 +141,137 @@ impl LeaderEpochCache {
         Some((self.entries[i].0, end))
     }
 
-    fn persist(&self) -> Result<()> {
-        let text = LeaderEpochCheckpoint { entries: self.entries.clone() }.serialize();
-        self.storage.write_file_atomic(&self.path, text.as_bytes())
+    /// A change: written at once, or left for the owner when deferred.
+    fn changed(&mut self) -> Result<()> {
+        self.version += 1;
+        if self.deferred {
+            Ok(())
+        } else {
+            self.flush()
+        }
     }
 
-    /// Rewrites the checkpoint (after recovery rebuilt entries).
-    pub(crate) fn flush(&self) -> Result<()> {
-        self.persist()
+    fn contents(&self) -> Vec<u8> {
+        LeaderEpochCheckpoint { entries: self.entries.clone() }.serialize().into_bytes()
+    }
+
+    /// Writes the checkpoint now, with every entry (after recovery rebuilt entries, at a clean
+    /// close, or at each change when not deferred).
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        self.storage.write_file_atomic(&self.path, &self.contents())?;
+        self.written(self.version);
+        Ok(())
+    }
+
+    /// From now on, changes are written by the owner: see the module doc.
+    pub(crate) fn defer(&mut self) {
+        self.deferred = true;
+    }
+
+    /// True when the file lacks a change.
+    pub(crate) fn behind(&self) -> bool {
+        self.version != self.persisted
+    }
+
+    /// The write that would bring the file up to date, if it is not.
+    pub(crate) fn pending(&self) -> Option<EpochCheckpointWrite> {
+        (self.version != self.persisted).then(|| EpochCheckpointWrite {
+            version: self.version,
+            path: self.path.clone(),
+            contents: self.contents(),
+        })
+    }
+
+    /// The file now holds the cache as it was at `version` (from [`LeaderEpochCache::pending`]).
+    pub(crate) fn written(&mut self, version: u64) {
+        self.persisted = self.persisted.max(version);
+        if self.persisted == self.version {
+            self.unpersisted_from = None;
+        }
+    }
+
+    /// The lowest start offset of an entry the file may lack (`None` when it lacks none): a
+    /// recovery point written for this log must not pass it.
+    pub(crate) fn unpersisted_from(&self) -> Option<i64> {
+        self.unpersisted_from
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::format::builder::BatchBuilder;
+    use crate::io::sim::{SimRng, SimStorage};
+    use crate::io::Storage;
+    use crate::log::{Log, LogOptions, Recovery};
+    use std::sync::Arc;
+
+    fn append(log: &mut Log, epoch: i32) {
+        let mut b = BatchBuilder::new();
+        b.push(1_700_000_000_000, None, Some(&[7u8; 100][..]), &[]);
+        log.append_as_leader(&mut b.build().unwrap(), epoch).unwrap();
+    }
+
+    fn open(sim: &SimStorage, recovery: Recovery) -> Log {
+        let options = LogOptions { storage: Arc::new(sim.clone()), recovery, ..LogOptions::default() };
+        Log::open("/data/t-0", options).unwrap()
+    }
+
+    /// Deferred, the epoch checkpoint lags the log; the recovery point for the checkpoint file
+    /// stays at the start of the epoch the file lacks, so that recovery from it after a power cut
+    /// finds that epoch in the batches again. From the log's own recovery point (past that start)
+    /// it would be lost: the bound is what keeps it.
+    #[test]
+    fn a_deferred_epoch_is_found_again_by_recovery_from_the_checkpointed_recovery_point() {
+        let sim = SimStorage::new();
+        let mut log = open(&sim, Recovery::default());
+        log.defer_epoch_checkpoint();
+        append(&mut log, 0);
+        append(&mut log, 0);
+        log.flush().unwrap();
+        assert_eq!((log.recovery_point(), log.checkpointed_recovery_point()), (2, 0));
+        let w = log.epoch_checkpoint_write().expect("behind");
+        sim.write_file_atomic(&w.path, &w.contents).unwrap();
+        log.epoch_checkpoint_written(w.version);
+        assert!(!log.epoch_checkpoint_behind());
+        assert_eq!(log.checkpointed_recovery_point(), 2);
+
+        append(&mut log, 4);
+        append(&mut log, 4);
+        log.roll(None).unwrap();
+        // A write handed out before a later change leaves the file behind that change.
+        let stale = log.epoch_checkpoint_write().unwrap();
+        append(&mut log, 5);
+        log.epoch_checkpoint_written(stale.version);
+        assert!(log.epoch_checkpoint_behind());
+        log.flush().unwrap();
+        let (rp, checkpointed) = (log.recovery_point(), log.checkpointed_recovery_point());
+        assert_eq!((rp, checkpointed), (5, 2));
+
+        // The file holds epoch 0 only. Epoch 4 starts in the sealed segment, which recovery
+        // from the log's own recovery point does not rescan.
+        let mut rng = SimRng::new(7);
+        let recovered = open(&sim.crash(&mut rng), Recovery::FromRecoveryPoint(checkpointed));
+        assert_eq!(recovered.leader_epochs(), &[(0, 0), (4, 2), (5, 4)]);
+        let past_it = open(&sim.crash(&mut rng), Recovery::FromRecoveryPoint(rp));
+        assert_eq!(past_it.leader_epochs(), &[(0, 0), (5, 4)], "only recovery finds epoch 4");
+    }
+
+    /// Not deferred (a log on its own), each new epoch is in the file before its append goes on,
+    /// as in Kafka, and the recovery point needs no bound; a clean close of a deferred log
+    /// writes what the file lacks.
+    #[test]
+    fn an_epoch_is_written_at_assignment_unless_deferred_and_at_a_clean_close() {
+        let sim = SimStorage::new();
+        let mut log = open(&sim, Recovery::default());
+        append(&mut log, 3);
+        assert!(!log.epoch_checkpoint_behind());
+        log.flush().unwrap();
+        assert_eq!(log.checkpointed_recovery_point(), log.recovery_point());
+        log.defer_epoch_checkpoint();
+        append(&mut log, 6);
+        assert!(log.epoch_checkpoint_behind());
+        log.close().unwrap();
+        let log = open(&sim.crash(&mut SimRng::new(1)), Recovery::Clean);
+        assert_eq!(log.leader_epochs(), &[(3, 0), (6, 1)]);
     }
 }

@@ -303,6 +303,44 @@ impl Log {
         self.pending_deletes.iter().map(|p| p.paths.len()).sum()
     }
 
+    /// Leaves the writes of `leader-epoch-checkpoint` to the caller, who brings the file up to
+    /// date off the append path ([`Log::epoch_checkpoint_write`], then
+    /// [`Log::epoch_checkpoint_written`]) and records [`Log::checkpointed_recovery_point`] as
+    /// the recovery point (see `log::epoch`). The engine's shards do.
+    pub(crate) fn defer_epoch_checkpoint(&mut self) {
+        self.epochs.defer();
+    }
+
+    /// True when `leader-epoch-checkpoint` lacks a change (only while deferred).
+    pub(crate) fn epoch_checkpoint_behind(&self) -> bool {
+        self.epochs.behind()
+    }
+
+    /// The write that brings `leader-epoch-checkpoint` up to date, if it is not.
+    pub(crate) fn epoch_checkpoint_write(&self) -> Option<crate::log::epoch::EpochCheckpointWrite> {
+        self.epochs.pending()
+    }
+
+    /// The write of `version` ([`Log::epoch_checkpoint_write`]) is in the file, made durable.
+    pub(crate) fn epoch_checkpoint_written(&mut self, version: u64) {
+        self.epochs.written(version);
+    }
+
+    /// A deferred write of `leader-epoch-checkpoint` failed: the log fails, as it does when a
+    /// write of its own fails (its recovery point for the checkpoint stays below the epoch the
+    /// file lacks, so recovery finds it again in the batches).
+    pub(crate) fn epoch_checkpoint_failed(&mut self, reason: String) {
+        self.failed.get_or_insert(reason);
+    }
+
+    /// The recovery point to record in `recovery-point-offset-checkpoint`: [`Log::recovery_point`],
+    /// but never past the start of a leader epoch that `leader-epoch-checkpoint` lacks (only
+    /// while its writes are deferred), so that recovery after a crash meets that epoch's batches
+    /// again.
+    pub(crate) fn checkpointed_recovery_point(&self) -> i64 {
+        self.epochs.unpersisted_from().map_or(self.recovery_point, |o| o.min(self.recovery_point))
+    }
+
     /// The leader-epoch cache's entries, `(epoch, start offset)`.
     pub fn leader_epochs(&self) -> &[(i32, i64)] {
         self.epochs.entries()

@@ -713,6 +713,10 @@ impl Log {
     pub fn close(mut self) -> Result<()> {
         self.settle_writes();
         self.check_not_failed()?;
+        if self.epochs.behind() {
+            // Deferred writes of the epoch checkpoint end here (the caller has none in flight).
+            self.epochs.flush()?;
+        }
         let active = self.active.take().expect("active segment");
         active.close()?;
         self.storage.sync_dir(&self.dir)
