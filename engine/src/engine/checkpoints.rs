@@ -52,7 +52,7 @@ pub(super) fn write_checkpoints(
 
 /// Reads an offset checkpoint of the data directory; a missing or empty file is empty, a damaged
 /// one is an error naming it.
-fn read_offsets(storage: &dyn Storage, path: &Path) -> Result<BTreeMap<(String, i32), i64>> {
+pub(super) fn read_offsets(storage: &dyn Storage, path: &Path) -> Result<BTreeMap<(String, i32), i64>> {
     if !storage.exists(path) {
         return Ok(Default::default());
     }

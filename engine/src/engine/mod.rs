@@ -127,6 +127,12 @@ impl Engine {
         let storage = selected.storage;
         if !storage.exists(&config.data_dir) {
             storage.create_dir_all(&config.data_dir)?;
+            // As Kafka's LogManager does for a log directory it creates: its entry in its parent
+            // made durable, or a power cut could take every partition with it.
+            if let Some(parent) = config.data_dir.parent() {
+                let parent = if parent.as_os_str().is_empty() { std::path::Path::new(".") } else { parent };
+                storage.sync_dir(parent)?;
+            }
         }
         // One owner per data directory, as Kafka: a second engine, a writing command or a broker
         // is refused here, before anything in the directory is read or changed.

@@ -275,6 +275,7 @@ impl Shard {
                     while self.rx.is_empty()
                         && !(writing && self.storage.completions_waiting())
                         && !(flushing && self.flush_done())
+                        && !self.epochs.done()
                         && std::time::Instant::now() < until
                     {
                         // Yield the core on each round rather than spin on it: a write the kernel
@@ -290,7 +291,7 @@ impl Shard {
                 }
                 self.bell.sleeping.store(true, Ordering::SeqCst);
                 // A flush completing after this look rings the doorbell (flush.rs).
-                if self.rx.is_empty() && !self.flush_done() {
+                if self.rx.is_empty() && !self.flush_done() && !self.epochs.done() {
                     // One wait for both: a request (the doorbell) or a write completing.
                     crate::io::wait_doorbell_or_io(&self.bell.fd, self.storage.mode(), Duration::from_millis(100));
                 }
@@ -318,7 +319,7 @@ impl Shard {
     /// fails the whole close, so no clean-shutdown marker tells the next start to trust it.
     fn close_all(&mut self) -> Result<Vec<(TopicPartition, i64, i64)>> {
         // Each log writes its epoch checkpoint itself at close: none of its writes may be out.
-        self.epochs.settle_all(&mut self.logs);
+        let _ = self.epochs.settle(None, &mut self.logs);
         let mut first = None;
         let mut closed = Vec::new();
         for (tp, c) in self.closed.drain() {
@@ -441,14 +442,12 @@ impl Shard {
                         if let Err(e) = log.flush() {
                             r = Err(e);
                         }
-                        if log.epoch_checkpoint_behind() {
-                            self.epochs.submit(tp, log);
-                        }
+                        self.epochs.submit(tp, log);
                     }
                     // The epoch checkpoints too, so that the recovery points recorded next are
                     // the log ends.
-                    self.epochs.settle_all(&mut self.logs);
-                    done.complete(r);
+                    let epochs = self.epochs.settle(None, &mut self.logs);
+                    done.complete(r.and(epochs));
                 }
                 Request::Partitions { done } => {
                     let v = self
@@ -460,11 +459,6 @@ impl Shard {
                 }
                 Request::Stats { done } => done.complete(Ok(self.snapshot_stats())),
                 Request::Shutdown { done } => stop = Some(done),
-            }
-        }
-        for tp in &dirty {
-            if let Some(log) = self.logs.get(tp).filter(|l| l.epoch_checkpoint_behind()) {
-                self.epochs.submit(tp, log);
             }
         }
         self.start_writes(dirty);
@@ -486,9 +480,7 @@ impl Shard {
             if let Some(shared) = self.shared.as_mut().filter(|_| log.log_end_offset() < before) {
                 shared.truncated(&tp, log.log_end_offset());
             }
-            if log.epoch_checkpoint_behind() {
-                self.epochs.submit(&tp, log);
-            }
+            self.epochs.submit(&tp, log);
             if log.unwritten_bytes() > 0 {
                 dirty.insert(tp);
             }
@@ -515,6 +507,8 @@ impl Shard {
         };
         match r {
             Ok(info) => {
+                // A new leader epoch: its checkpoint is written off the shard.
+                self.epochs.submit(&tp, log);
                 self.stats.appended_batches += info.batches as u64;
                 self.stats.appended_bytes += info.bytes;
                 // One clone of the name per partition and turn, not per append.
@@ -926,7 +920,8 @@ impl Shard {
         }
         self.settle_write(tp);
         // The log writes its epoch checkpoint itself at close: none of its writes may be out.
-        self.epochs.settle(tp, &mut self.logs);
+        // (A failed write failed the log, which closes as failed.)
+        let _ = self.epochs.settle(Some(tp), &mut self.logs);
         // Under Syncfs, a failed log is not fsynced at its close: its appends written before the
         // failure wait for the shared flushes instead (at most the one in flight and the next).
         while self.logs[tp].failure().is_some() && self.shared.as_ref().is_some_and(|s| s.holds(tp)) {

@@ -6,11 +6,14 @@
 //! Kafka writes the file at each new epoch before the append that starts it goes on. A log can
 //! instead *defer* its writes to its owner ([`LeaderEpochCache::defer`]: the engine's shards,
 //! which would otherwise stop every partition of the shard for two fsyncs whenever one starts an
-//! epoch, thousands of times after a leader election). Deferred, the cache says what the file
-//! lacks ([`LeaderEpochCache::unpersisted_from`]) and the recovery point that goes into
-//! `recovery-point-offset-checkpoint` stays at or below it, so that recovery after a crash
-//! rescans the batches the missing entries came from and assigns them again: every entry is
-//! in the file or above the recovery point, which is what Kafka's write at assignment ensures.
+//! epoch, thousands of times after a leader election). Deferred, the cache says from where the
+//! file may differ from it ([`LeaderEpochCache::unpersisted_from`]: an entry assigned there, or
+//! cut there by a truncation) and the recovery point that goes into
+//! `recovery-point-offset-checkpoint` stays at or below it. Recovery from a recovery point drops
+//! the file's entries from there on and assigns again the epochs of the batches it rescans
+//! (`log::load`), so both a missing entry and a stale one are set right: what the file holds
+//! below the recovery point is what the cache held, which is what Kafka's writes at assignment
+//! and truncation ensure.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,7 +34,8 @@ pub(crate) struct LeaderEpochCache {
     /// Counts the changes; `persisted` is the count the file holds.
     version: u64,
     persisted: u64,
-    /// The lowest start offset of an entry assigned since the file last held every entry.
+    /// Where the file may differ from the cache (an entry assigned or cut there since the file
+    /// was last written), the lowest such offset.
     unpersisted_from: Option<i64>,
 }
 
@@ -98,12 +102,34 @@ impl LeaderEpochCache {
             Some(&(le, lo)) if epoch <= le || start_offset < lo => Ok(false),
             _ => {
                 self.entries.push((epoch, start_offset));
-                if self.deferred {
-                    self.unpersisted_from = Some(self.unpersisted_from.map_or(start_offset, |o| o.min(start_offset)));
-                }
+                self.differs_from(start_offset);
                 self.changed()?;
                 Ok(true)
             }
+        }
+    }
+
+    /// After a crash: drops the entries from `from` on (`None`: none) and assigns `starts`, the
+    /// epoch starts of the batches rescanned from there (see `log::load`); the file is written
+    /// once, and only if that changed the cache.
+    pub(crate) fn reassign_from(&mut self, from: Option<i64>, starts: Vec<(i32, i64)>) -> Result<()> {
+        let before = self.entries.clone();
+        let deferred = std::mem::replace(&mut self.deferred, true);
+        if let Some(from) = from {
+            self.truncate_from_end(from)?;
+        }
+        for (e, o) in starts {
+            self.assign(e, o)?;
+        }
+        self.deferred = deferred;
+        if self.entries == before {
+            self.written(self.version);
+            self.unpersisted_from = None;
+            Ok(())
+        } else if deferred {
+            Ok(())
+        } else {
+            self.flush()
         }
     }
 
@@ -112,6 +138,9 @@ impl LeaderEpochCache {
         let before = self.entries.len();
         self.entries.retain(|&(_, o)| o < end_offset);
         if self.entries.len() != before {
+            // The file may still hold what was cut: recovery must start at or below the cut
+            // to drop it again (`log::load`). (`i64::MIN` cuts everything.)
+            self.differs_from(end_offset.max(0));
             self.changed()?;
         }
         Ok(())
@@ -127,6 +156,9 @@ impl LeaderEpochCache {
         if changed {
             self.entries.drain(..last_below);
             self.entries[0].1 = start_offset;
+            // Nothing below the log start is read again: recovery from the start finds what
+            // the file lacks from there.
+            self.unpersisted_from = self.unpersisted_from.map(|o| o.max(start_offset));
             self.changed()?;
         }
         Ok(())
@@ -139,6 +171,11 @@ impl LeaderEpochCache {
         let i = self.entries.iter().rposition(|&(e, _)| e <= epoch)?;
         let end = self.entries.get(i + 1).map(|&(_, o)| o).unwrap_or(log_end_offset);
         Some((self.entries[i].0, end))
+    }
+
+    /// The file may differ from the cache from `offset` on (until it is written).
+    fn differs_from(&mut self, offset: i64) {
+        self.unpersisted_from = Some(self.unpersisted_from.map_or(offset, |o| o.min(offset)));
     }
 
     /// A change: written at once, or left for the owner when deferred.
@@ -175,7 +212,7 @@ impl LeaderEpochCache {
 
     /// The write that would bring the file up to date, if it is not.
     pub(crate) fn pending(&self) -> Option<EpochCheckpointWrite> {
-        (self.version != self.persisted).then(|| EpochCheckpointWrite {
+        self.behind().then(|| EpochCheckpointWrite {
             version: self.version,
             path: self.path.clone(),
             contents: self.contents(),
@@ -190,8 +227,9 @@ impl LeaderEpochCache {
         }
     }
 
-    /// The lowest start offset of an entry the file may lack (`None` when it lacks none): a
-    /// recovery point written for this log must not pass it.
+    /// The lowest offset from which the file may differ from the cache, lacking an entry or
+    /// holding one cut since (`None` when it is up to date): a recovery point written for this
+    /// log must not pass it.
     pub(crate) fn unpersisted_from(&self) -> Option<i64> {
         self.unpersisted_from
     }
@@ -273,5 +311,58 @@ mod tests {
         log.close().unwrap();
         let log = open(&sim.crash(&mut SimRng::new(1)), Recovery::Clean);
         assert_eq!(log.leader_epochs(), &[(3, 0), (6, 1)]);
+    }
+
+    fn write_pending(sim: &SimStorage, log: &mut Log) {
+        let w = log.epoch_checkpoint_write().expect("behind");
+        sim.write_file_atomic(&w.path, &w.contents).unwrap();
+        log.epoch_checkpoint_written(w.version);
+    }
+
+    /// A truncation the file does not know of yet, then appends in an epoch still in the cache:
+    /// the file holds an epoch the log no longer has. The recovery point for the checkpoint stays
+    /// at the cut, and recovery from it drops the file's entries from there.
+    #[test]
+    fn a_cut_the_file_lacks_is_made_again_by_recovery() {
+        let sim = SimStorage::new();
+        let mut log = open(&sim, Recovery::default());
+        log.defer_epoch_checkpoint();
+        for epoch in [4, 4, 4, 5] {
+            append(&mut log, epoch);
+        }
+        write_pending(&sim, &mut log);
+        log.flush().unwrap();
+        assert!(log.truncate_to(2).unwrap());
+        assert_eq!(log.leader_epochs(), &[(4, 0)]);
+        for _ in 0..3 {
+            append(&mut log, 4);
+        }
+        log.flush().unwrap();
+        assert_eq!((log.recovery_point(), log.checkpointed_recovery_point()), (5, 2));
+        let recovered = open(&sim.crash(&mut SimRng::new(3)), Recovery::FromRecoveryPoint(2));
+        assert_eq!(recovered.leader_epochs(), &[(4, 0)]);
+    }
+
+    /// The same cut, then a new epoch that starts below the entry the file still holds: recovery
+    /// drops the stale entry and assigns the new epoch.
+    #[test]
+    fn a_new_epoch_after_a_cut_the_file_lacks_is_recovered() {
+        let sim = SimStorage::new();
+        let mut log = open(&sim, Recovery::default());
+        log.defer_epoch_checkpoint();
+        for epoch in [4, 4, 4, 5] {
+            append(&mut log, epoch);
+        }
+        write_pending(&sim, &mut log);
+        log.flush().unwrap();
+        assert!(log.truncate_to(2).unwrap());
+        for _ in 0..3 {
+            append(&mut log, 6);
+        }
+        log.flush().unwrap();
+        let checkpointed = log.checkpointed_recovery_point();
+        assert_eq!(checkpointed, 2);
+        let recovered = open(&sim.crash(&mut SimRng::new(3)), Recovery::FromRecoveryPoint(checkpointed));
+        assert_eq!(recovered.leader_epochs(), &[(4, 0), (6, 2)]);
     }
 }

@@ -171,7 +171,11 @@ fn load(dir: &Path, options: &LogOptions) -> Result<(Loaded, LoadReport)> {
     // The leader-epoch cache: the checkpoint, plus epochs seen in recovered segments, cut to the
     // log's offsets (Kafka truncates it at the log end and the log start after loading).
     let all = segments.values().chain(std::iter::once(&*active));
-    let mut epochs = load_epochs(storage.clone(), dir, all, recovered_epochs, &mut report)?;
+    let rescanned_from = match recovery {
+        Recovery::FromRecoveryPoint(rp) => Some(rp),
+        Recovery::Clean => None,
+    };
+    let mut epochs = load_epochs(storage.clone(), dir, all, recovered_epochs, rescanned_from, &mut report)?;
     epochs.truncate_from_end(log_end_offset)?;
     epochs.truncate_from_start(log_start_offset)?;
     let loaded = Loaded { sealed: segments, active, log_start_offset, log_end_offset, recovery_point, epochs, now };
@@ -396,12 +400,17 @@ fn delete_all(
 
 /// The leader-epoch cache from `leader-epoch-checkpoint`, with the epoch starts `recovered` saw
 /// assigned. A damaged checkpoint is rebuilt from the batches of `segs` instead: every batch
-/// header carries its leader epoch.
+/// header carries its leader epoch. After a crash, the file's entries from `rescanned_from` (the
+/// recovery point: every batch from there on was rescanned into `recovered`) are dropped first:
+/// a log whose epoch checkpoint lags (`log::epoch`) may have cut them before the crash. (An entry
+/// there with no batch behind it, which Kafka writes when a partition becomes leader, goes too;
+/// the next leader append assigns it again.)
 fn load_epochs<'a>(
     storage: Arc<dyn Storage>,
     dir: &Path,
     segs: impl Iterator<Item = &'a Segment>,
     mut recovered: Vec<(i32, i64)>,
+    rescanned_from: Option<i64>,
     report: &mut LoadReport,
 ) -> Result<LeaderEpochCache> {
     let (mut epochs, problem) = LeaderEpochCache::load(storage, dir)?;
@@ -416,9 +425,7 @@ fn load_epochs<'a>(
         }
         epochs.flush()?;
     }
-    for (e, o) in recovered {
-        epochs.assign(e, o)?;
-    }
+    epochs.reassign_from(rescanned_from, recovered)?;
     Ok(epochs)
 }
 

@@ -327,10 +327,13 @@ impl Log {
     }
 
     /// A deferred write of `leader-epoch-checkpoint` failed: the log fails, as it does when a
-    /// write of its own fails (its recovery point for the checkpoint stays below the epoch the
-    /// file lacks, so recovery finds it again in the batches).
+    /// write of its own fails, and the appends not yet written go (their callers are told they
+    /// failed); what is written stays. Its recovery point for the checkpoint stays below where
+    /// the file may differ, so recovery sets the file right from the batches.
     pub(crate) fn epoch_checkpoint_failed(&mut self, reason: String) {
+        self.settle_writes();
         self.failed.get_or_insert(reason);
+        self.roll_back_unwritten();
     }
 
     /// The recovery point to record in `recovery-point-offset-checkpoint`: [`Log::recovery_point`],

@@ -408,10 +408,39 @@ fn not_found(op: &'static str, path: &Path) -> Error {
     Error::io(op, path, std::io::Error::from(std::io::ErrorKind::NotFound))
 }
 
+/// Holds calls of one kind until a test lets them through: how many more may run (`None`: no
+/// limit) and how many wait.
 #[derive(Debug, Default)]
-struct SyncfsGate {
+struct GateState {
     permits: Option<u64>,
     waiting: usize,
+}
+
+#[derive(Debug, Default)]
+struct Gate(Mutex<GateState>, std::sync::Condvar);
+
+impl Gate {
+    fn state(&self) -> MutexGuard<'_, GateState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn allow(&self, permits: Option<u64>) {
+        self.state().permits = permits;
+        self.1.notify_all();
+    }
+
+    /// Waits for a permit and takes it.
+    fn pass(&self) {
+        let mut g = self.state();
+        g.waiting += 1;
+        while g.permits == Some(0) {
+            g = self.1.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+        g.waiting -= 1;
+        if let Some(n) = g.permits.as_mut() {
+            *n -= 1;
+        }
+    }
 }
 
 /// The simulated disk. Clones share the same state (hand one to a `Log` as its storage and keep
@@ -423,9 +452,12 @@ pub struct SimStorage {
     /// taken first (an operation runs under it and locks `state`); `state` is never held while
     /// `flights` is taken.
     flights: Arc<Mutex<flights::Flights>>,
-    /// How many more syncfs calls through [`Storage::filesystem_syncer`] may run (`None`: no
-    /// limit), and how many wait for [`SimStorage::allow_syncfs`] to let them.
-    syncfs_gate: Arc<(Mutex<SyncfsGate>, std::sync::Condvar)>,
+    /// The syncfs calls through [`Storage::filesystem_syncer`] that may run
+    /// ([`SimStorage::allow_syncfs`]).
+    syncfs_gate: Arc<Gate>,
+    /// The renames onto files of one name that may run ([`SimStorage::allow_renames_to`]).
+    rename_gate: Arc<Gate>,
+    rename_gate_name: Arc<Mutex<String>>,
 }
 
 impl fmt::Debug for SimStorage {
@@ -458,7 +490,13 @@ impl SimStorage {
     }
 
     fn from_state(state: SimState) -> SimStorage {
-        SimStorage { state: Arc::new(Mutex::new(state)), flights: Arc::default(), syncfs_gate: Arc::default() }
+        SimStorage {
+            state: Arc::new(Mutex::new(state)),
+            flights: Arc::default(),
+            syncfs_gate: Arc::default(),
+            rename_gate: Arc::default(),
+            rename_gate_name: Arc::default(),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, SimState> {
@@ -481,28 +519,26 @@ impl SimStorage {
     /// one waiting until it is let through (`None`: no limit, the default). A test holds a
     /// shard's group commit in flight this way.
     pub fn allow_syncfs(&self, permits: Option<u64>) {
-        let (gate, cv) = &*self.syncfs_gate;
-        gate.lock().unwrap_or_else(|p| p.into_inner()).permits = permits;
-        cv.notify_all();
+        self.syncfs_gate.allow(permits);
     }
 
     /// How many syncfs calls wait for [`SimStorage::allow_syncfs`] now.
     pub fn syncfs_waiting(&self) -> usize {
-        self.syncfs_gate.0.lock().unwrap_or_else(|p| p.into_inner()).waiting
+        self.syncfs_gate.state().waiting
     }
 
-    /// Waits for a permit of [`SimStorage::allow_syncfs`] and takes it.
-    fn syncfs_permit(&self) {
-        let (gate, cv) = &*self.syncfs_gate;
-        let mut g = gate.lock().unwrap_or_else(|p| p.into_inner());
-        g.waiting += 1;
-        while g.permits == Some(0) {
-            g = cv.wait(g).unwrap_or_else(|p| p.into_inner());
-        }
-        g.waiting -= 1;
-        if let Some(n) = g.permits.as_mut() {
-            *n -= 1;
-        }
+    /// Lets `permits` more renames onto files named `name` run, each later one waiting until it
+    /// is let through (`None`: no limit, the default; one name at a time). A small file
+    /// replaced atomically (`Storage::write_file_atomic`) ends with a rename: a test holds such
+    /// a write this way.
+    pub fn allow_renames_to(&self, name: &str, permits: Option<u64>) {
+        *self.rename_gate_name.lock().unwrap_or_else(|p| p.into_inner()) = name.to_string();
+        self.rename_gate.allow(permits);
+    }
+
+    /// How many renames wait for [`SimStorage::allow_renames_to`] now.
+    pub fn renames_waiting(&self) -> usize {
+        self.rename_gate.state().waiting
     }
 
     /// Asynchronous batches run whole, in order, at submission, as a backend without
@@ -694,6 +730,12 @@ impl Storage for SimStorage {
         Ok(d.volatile.keys().cloned().collect())
     }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let gated = to
+            .file_name()
+            .is_some_and(|n| *n.to_string_lossy() == *self.rename_gate_name.lock().unwrap_or_else(|p| p.into_inner()));
+        if gated {
+            self.rename_gate.pass();
+        }
         let (from, to) = (norm(from), norm(to));
         let mut s = self.lock();
         let ino = match s.entry(&from) {
@@ -772,7 +814,7 @@ impl Storage for SimStorage {
     fn filesystem_syncer(&self, path: &Path) -> Result<super::FsSyncer> {
         let (sim, path) = (self.clone(), norm(path));
         Ok(Box::new(move || {
-            sim.syncfs_permit();
+            sim.syncfs_gate.pass();
             sim.sync_filesystem(&path)
         }))
     }
