@@ -14,6 +14,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use seglog::{Durability, Engine, IoMode, SyncMethod, TopicPartition, ZeroFill};
 
 use crate::fio::{self, FioResult};
+use crate::partitions::{self, ManyFilesWrite, PartitionsPlan, PartitionsPoint, PartitionsRun, Skew};
 use crate::pct::{median, Hist};
 use crate::sweep::{self, FioDepth, LayoutChoice, SweepPlan, SweepPoint, SweepRun};
 use crate::workload::interval::IntervalPoint;
@@ -31,8 +32,9 @@ pub const WORKLOADS: &[&str] = &[
 ];
 
 /// Workloads that run only when `--workloads` names them: the durable sweep
-/// ([`sweep::WORKLOAD`], minutes long), after `durable` in each mode.
-pub const OPT_IN_WORKLOADS: &[&str] = &[sweep::WORKLOAD];
+/// ([`sweep::WORKLOAD`], minutes long), after `durable` in each mode; the many-partitions sweep
+/// ([`partitions::WORKLOAD`], minutes long) after it.
+pub const OPT_IN_WORKLOADS: &[&str] = &[sweep::WORKLOAD, partitions::WORKLOAD];
 
 /// How much to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -55,7 +57,9 @@ pub struct Args {
     /// Workloads to run (default all but durable-sweep): produce, tail, lookup, lag, seek,
     /// time, mixed, recovery, open, durable, log, refs, interval; and durable-sweep (only when
     /// named: durable appends at partitions x appends in flight x zero fill x sync method, each
-    /// point beside fio's equivalent job; see the --sweep-* flags).
+    /// point beside fio's equivalent job; see the --sweep-* flags) and partitions (only when
+    /// named: one shard with 1 to 10,000 partitions beside fio's many-files job, with the memory
+    /// per partition; see the --partitions-sweep-* flags).
     #[arg(long, value_delimiter = ',')]
     pub workloads: Option<Vec<String>>,
     /// I/O modes (default: direct,buffered for quick; direct,buffered,sync for full).
@@ -153,6 +157,22 @@ pub struct Args {
     /// --sweep-bytes (default 10; 0 = no limit).
     #[arg(long)]
     pub sweep_seconds: Option<f64>,
+    /// partitions: partition counts of the one shard (default 1,100,1000,10000).
+    #[arg(long, value_delimiter = ',')]
+    pub partitions_sweep_counts: Option<Vec<usize>>,
+    /// partitions: how appends spread (default uniform,zipf).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub partitions_sweep_skew: Option<Vec<Skew>>,
+    /// partitions: the Zipf exponent of the zipf points (default 1.1, fio's default).
+    #[arg(long)]
+    pub partitions_sweep_zipf: Option<f64>,
+    /// partitions: bytes appended per point, fio writing the same (default 1073741824, 1 GiB).
+    #[arg(long)]
+    pub partitions_sweep_bytes: Option<u64>,
+    /// partitions: a point's appends stop after this many seconds even short of the bytes
+    /// (default 30; 0 = no limit).
+    #[arg(long)]
+    pub partitions_sweep_seconds: Option<f64>,
     /// durable-sweep: fio's file layout: fresh (the default: new files, fallocated with
     /// preallocation, else extended), match (written blocks where zero fill is on, else as
     /// fresh), extend, fallocate or written. Where zero fill is on and the layout is not
@@ -218,6 +238,8 @@ pub struct Plan {
     pub setup: Setup,
     /// The durable sweep's points and volume (when `durable-sweep` runs).
     pub durable_sweep: SweepPlan,
+    /// The many-partitions sweep's points and volume (when `partitions` runs).
+    pub partitions_sweep: PartitionsPlan,
 }
 
 impl Plan {
@@ -291,6 +313,16 @@ impl Plan {
                     fio_depth: a.sweep_fio_depth,
                 }
             },
+            partitions_sweep: {
+                let d = PartitionsPlan::default_plan();
+                PartitionsPlan {
+                    partitions: a.partitions_sweep_counts.clone().unwrap_or(d.partitions),
+                    skews: a.partitions_sweep_skew.clone().unwrap_or(d.skews),
+                    zipf_s: a.partitions_sweep_zipf.unwrap_or(d.zipf_s),
+                    bytes: a.partitions_sweep_bytes.unwrap_or(d.bytes).max(1),
+                    max_seconds: a.partitions_sweep_seconds.unwrap_or(d.max_seconds).max(0.0),
+                }
+            },
         }
     }
     fn runs(&self, w: &str) -> bool {
@@ -310,8 +342,13 @@ impl Plan {
         } else {
             0
         };
+        let many = if self.runs(partitions::WORKLOAD) {
+            self.modes().len() as u64 * self.partitions_sweep.points().len() as u64
+        } else {
+            0
+        };
         let refs = self.runs("refs") as u64 * 2 + self.runs("log") as u64;
-        self.reps as u64 * (self.modes().len() as u64 * per_mode + sweep + refs)
+        self.reps as u64 * (self.modes().len() as u64 * per_mode + sweep + many + refs)
             + self.runs("interval") as u64
             + self.runs("open") as u64
             + 1
@@ -852,6 +889,9 @@ pub struct Results {
     /// The durable sweep's points (medians over the repetitions) and each repetition of each.
     pub durable_sweep: Vec<SweepPoint>,
     pub durable_sweep_runs: Vec<SweepRun>,
+    /// The many-partitions sweep's points (medians) and each repetition of each.
+    pub partitions_sweep: Vec<PartitionsPoint>,
+    pub partitions_sweep_runs: Vec<PartitionsRun>,
     pub runs: Vec<RunReport>,
     pub skipped: Vec<String>,
     /// Wall time of each step (seglog runs and the fio runs beside them), in order.
@@ -1101,6 +1141,7 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
         skipped,
         runs: Vec::new(),
         sweep_runs: Vec::new(),
+        partitions_runs: Vec::new(),
     };
     for rep in 0..plan.reps {
         for &mode in &plan.modes() {
@@ -1115,7 +1156,7 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
         }
     }
     let intervals = if plan.runs("interval") { d.intervals()? } else { Vec::new() };
-    let Driver { bars, skipped, runs, sweep_runs, .. } = d;
+    let Driver { bars, skipped, runs, sweep_runs, partitions_runs, .. } = d;
     bars.close_step();
     bars.bar.finish_and_clear();
 
@@ -1126,6 +1167,7 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
     let recovery = recovery_summaries(&runs, &summary);
     let open = open_summaries(&runs, &plan, open_written.seconds);
     let durable_sweep = sweep::summarize(&sweep_runs);
+    let partitions_sweep = partitions::summarize(&partitions_runs);
     drop(open_dir);
     let results = Results {
         machine,
@@ -1138,6 +1180,8 @@ pub fn run(a: Args) -> Result<Results, Box<dyn std::error::Error>> {
         open,
         durable_sweep,
         durable_sweep_runs: sweep_runs,
+        partitions_sweep,
+        partitions_sweep_runs: partitions_runs,
         runs,
         skipped,
         steps: bars.steps.take(),
@@ -1176,6 +1220,8 @@ struct Driver<'a> {
     runs: Vec<RunReport>,
     /// The durable sweep's runs (apart from `runs`: a point is a row of the sweep's own table).
     sweep_runs: Vec<SweepRun>,
+    /// The many-partitions sweep's runs.
+    partitions_runs: Vec<PartitionsRun>,
 }
 
 impl Driver<'_> {
@@ -1228,6 +1274,9 @@ impl Driver<'_> {
         }
         if plan.runs(sweep::WORKLOAD) {
             self.durable_sweep(&tag, rep, &setup)?;
+        }
+        if plan.runs(partitions::WORKLOAD) {
+            self.partitions_sweep(&tag, rep, &setup)?;
         }
         if plan.runs("produce") {
             for &w in &plan.sweep_windows {
@@ -1508,6 +1557,33 @@ impl Driver<'_> {
         Ok(())
     }
 
+    /// The many-partitions sweep in one mode: each point on a fresh engine, then fio's
+    /// many-files job, each side after `sync -f` on the bench directory (see [`partitions`]).
+    fn partitions_sweep(&mut self, tag: &str, rep: usize, setup: &Setup) -> BenchResult<()> {
+        let plan = &self.plan.partitions_sweep;
+        let base = &self.args.dir;
+        for key in plan.points() {
+            let label = format!("{} partitions, {}", key.partitions, key.skew.name());
+            self.bars.step(format!("{tag}: partitions sweep {label}"));
+            settle(base, &mut self.skipped);
+            let side = partitions::run_seglog(base, setup, &key, plan, self.plan.pin_client)?;
+            let (mut fio, mut fio_job) = (None, None);
+            if self.use_fio {
+                let job = ManyFilesWrite::beside(&side.report, &key, plan);
+                self.bars.step(format!("{tag}: partitions sweep {label}, fio"));
+                settle(base, &mut self.skipped);
+                match job.run(base) {
+                    Ok(f) => fio = Some(f),
+                    Err(e) => warn(&mut self.skipped, format!("fio, partitions sweep {label}: {e}")),
+                }
+                fio_job = Some(job.describe());
+            }
+            self.partitions_runs.push(PartitionsRun { rep, key, seglog: side, fio_job, fio });
+            self.bars.done();
+        }
+        Ok(())
+    }
+
     /// An extra produce run at `window` appends in flight, on a fresh log, beside fio's write
     /// at the size it reached.
     fn produce_window(&mut self, tag: &str, setup: &Setup, window: usize) -> BenchResult<()> {
@@ -1777,6 +1853,7 @@ pub fn render(r: &Results) -> String {
         }
     }
     s.push_str(&sweep::render(&r.durable_sweep, &p.durable_sweep, &p.setup));
+    s.push_str(&partitions::render(&r.partitions_sweep, &p.partitions_sweep, &p.setup));
     for w in &r.skipped {
         let _ = writeln!(s, "skipped: {w}");
     }
@@ -1971,6 +2048,8 @@ mod tests {
             open: vec![],
             durable_sweep: vec![],
             durable_sweep_runs: vec![],
+            partitions_sweep: vec![],
+            partitions_sweep_runs: vec![],
             runs,
             skipped: vec![],
             steps: vec![],

@@ -7,13 +7,16 @@
 //!   same batches; [`fio`] runs and parses fio; [`cli`] is `seglog bench` (the driver, the summary,
 //!   `--json`, `--plot`); [`plot`] draws every chart (these and `seglog index-report --plot`'s).
 //! - [`sweep`]: the durable-append sweep (partitions x appends in flight x zero fill x sync
-//!   method, each point beside fio's equivalent job), run by [`cli`] when asked for.
+//!   method, each point beside fio's equivalent job), run by [`cli`] when asked for;
+//!   [`partitions`]: one shard with up to 10,000 partitions beside fio's many-files job, with
+//!   the memory each partition costs.
 //! - [`append`] is the older append-only comparison behind the `append-vs-fio` binary.
 
 pub mod append;
 pub mod cli;
 pub mod fio;
 pub mod kafka_ref;
+pub mod partitions;
 pub mod pct;
 /// Every chart, drawn by the `seglog-plot` crate (shared with `seglog index-report --plot`).
 pub use seglog_plot as plot;

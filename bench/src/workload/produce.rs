@@ -257,6 +257,155 @@ pub fn run_per_partition(
     Ok(done.report(tps.len(), window, "unthrottled, each partition refilled as its appends complete"))
 }
 
+/// Which partition each append of [`run_slots`] goes to.
+#[derive(Clone, Debug)]
+pub enum Pick {
+    /// Each partition keeps `window` appends in flight: a completed append is replaced on its
+    /// own partition.
+    EachPartition,
+    /// Each new append goes to a partition drawn from `zipf` (a few partitions hot, most quiet),
+    /// the total in flight staying partitions x `window`.
+    Skewed(Zipf),
+}
+
+/// A Zipf distribution over `0..n`: rank `k` (from 0) is drawn with probability proportional to
+/// `1 / (k + 1)^s`, with its own xorshift generator (seeded: runs repeat).
+#[derive(Clone, Debug)]
+pub struct Zipf {
+    cdf: Vec<f64>,
+    rng: u64,
+}
+
+impl Zipf {
+    pub fn new(n: usize, s: f64, seed: u64) -> Zipf {
+        let mut cdf = Vec::with_capacity(n.max(1));
+        let mut sum = 0.0;
+        for k in 0..n.max(1) {
+            sum += 1.0 / ((k + 1) as f64).powf(s);
+            cdf.push(sum);
+        }
+        cdf.iter_mut().for_each(|c| *c /= sum);
+        Zipf { cdf, rng: seed | 1 }
+    }
+
+    pub fn sample(&mut self) -> usize {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let u = (self.rng >> 11) as f64 / (1u64 << 53) as f64;
+        self.cdf.partition_point(|&c| c < u).min(self.cdf.len() - 1)
+    }
+}
+
+/// Wakes the producer of [`run_slots`] for one slot: the slot goes on the ready list.
+struct SlotWaker {
+    slot: usize,
+    ready: Arc<std::sync::Mutex<Vec<usize>>>,
+    thread: std::thread::Thread,
+}
+
+impl Wake for SlotWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.ready.lock().expect("ready list").push(self.slot);
+        self.thread.unpark();
+    }
+}
+
+/// Appends unthrottled with partitions x `p.window` appends in flight, each in a slot that is
+/// refilled as soon as its append completes, to the partition `pick` says; appends are timed
+/// from their send to seen complete. Each slot has its own waker, so a completion costs the
+/// producer work for that slot only: with ten thousand partitions, looking at every append in
+/// flight after each completion (as [`run_per_partition`] does) would cost the producer more
+/// than the engine spends on the append. `p.rate` is ignored; progress is not reported.
+pub fn run_slots(
+    engine: &Engine,
+    tps: &[TopicPartition],
+    setup: &Setup,
+    p: &ProduceParams,
+    mut pick: Pick,
+    workload: &str,
+) -> seglog::Result<RunReport> {
+    let _pinned = if p.pin_client { pin_off_shards(engine)? } else { None };
+    let template = make_batch(setup.batch_bytes, setup.records_per_batch, 0);
+    let batch_len = template.len() as u64;
+    let total = (p.total_bytes / batch_len).max(1);
+    let first_ts = first_timestamp_ms();
+    let slots = tps.len() * p.window.max(1);
+    let ready = Arc::new(std::sync::Mutex::new(Vec::with_capacity(slots)));
+    let wakers: Vec<Waker> = (0..slots)
+        .map(|slot| Waker::from(Arc::new(SlotWaker { slot, ready: ready.clone(), thread: std::thread::current() })))
+        .collect();
+    let mut in_flight: Vec<Option<(Completion<seglog::log::AppendInfo>, Instant)>> = Vec::with_capacity(slots);
+    let mut hist = Hist::new();
+    let c0 = Counters::of(engine);
+    let t0 = Instant::now();
+    let mut timeline = Timeline::new(t0);
+    let deadline = (p.max_seconds > 0.0).then(|| t0 + Duration::from_secs_f64(p.max_seconds));
+    let (mut sent, mut acked, mut out) = (0u64, 0u64, 0usize);
+    let mut send = |slot: usize, sent: &mut u64| {
+        let tp = match &mut pick {
+            Pick::EachPartition => &tps[slot % tps.len()],
+            Pick::Skewed(z) => &tps[z.sample()],
+        };
+        let mut b = template.clone();
+        stamp(&mut b, first_ts + *sent as i64);
+        *sent += 1;
+        (engine.append(tp, b, 0), Instant::now())
+    };
+    // Slots to poll: at first all of them, then those whose waker fired.
+    let mut todo: Vec<usize> = Vec::with_capacity(slots);
+    for slot in 0..slots {
+        if sent < total {
+            in_flight.push(Some(send(slot, &mut sent)));
+            out += 1;
+            todo.push(slot);
+        } else {
+            in_flight.push(None);
+        }
+    }
+    while out > 0 {
+        if todo.is_empty() {
+            std::mem::swap(&mut todo, &mut *ready.lock().expect("ready list"));
+            if todo.is_empty() {
+                std::thread::park_timeout(Duration::from_millis(10));
+                continue;
+            }
+        }
+        let now = Instant::now();
+        let sending = deadline.is_none_or(|d| now < d);
+        while let Some(slot) = todo.pop() {
+            let Some((c, at)) = &mut in_flight[slot] else { continue };
+            let mut cx = Context::from_waker(&wakers[slot]);
+            match Pin::new(c).poll(&mut cx) {
+                Poll::Ready(v) => {
+                    v?;
+                    hist.record(now.saturating_duration_since(*at));
+                    timeline.add(now, batch_len);
+                    acked += 1;
+                    in_flight[slot] = None;
+                    out -= 1;
+                    if sending && sent < total {
+                        in_flight[slot] = Some(send(slot, &mut sent));
+                        out += 1;
+                        // Polled next round, which registers its waker.
+                        ready.lock().expect("ready list").push(slot);
+                    }
+                }
+                Poll::Pending => {}
+            }
+        }
+    }
+    let how = match pick {
+        Pick::EachPartition => "unthrottled, each partition refilled as its appends complete".to_string(),
+        Pick::Skewed(_) => "unthrottled, each append to a Zipf-drawn partition".to_string(),
+    };
+    let done = Done { engine, setup, workload, t0, c0, acked, batch_len, timeline, hist };
+    Ok(done.report(tps.len(), p.window.max(1), &how))
+}
+
 /// What a produce run ends with, for its report.
 struct Done<'a> {
     engine: &'a Engine,

@@ -40,7 +40,7 @@ use super::AlignedBuf;
 
 /// Bytes of one chunk: the unit a segment tail grows and shrinks by, and the most one write entry
 /// covers. A multiple of every O_DIRECT block size.
-pub(crate) const CHUNK_BYTES: usize = 256 * 1024;
+pub const CHUNK_BYTES: usize = 256 * 1024;
 /// Bytes of one slab: one mapping (so 10,000 partitions' tails need a few dozen maps, not
 /// thousands). Only the pages of chunks handed out are ever touched or pinned.
 pub(crate) const SLAB_BYTES: usize = 32 * 1024 * 1024;
