@@ -272,12 +272,13 @@ impl Shard {
                 let spin = if writing { self.io_spin } else { self.idle_spin };
                 if spin.as_nanos() > 0 {
                     let until = std::time::Instant::now() + spin;
-                    while self.rx.is_empty()
-                        && !(writing && self.storage.completions_waiting())
-                        && !(flushing && self.flush_done())
-                        && !self.epochs.done()
-                        && std::time::Instant::now() < until
-                    {
+                    let work = |s: &Self| {
+                        !s.rx.is_empty()
+                            || (writing && s.storage.completions_waiting())
+                            || (flushing && s.flush_done())
+                            || s.epochs.done()
+                    };
+                    while !work(&self) && std::time::Instant::now() < until {
                         // Yield the core on each round rather than spin on it: a write the kernel
                         // could not issue without blocking (one that extends the file, on ext4)
                         // runs on an io-wq worker bound to this core, and on a machine with more
