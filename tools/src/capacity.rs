@@ -67,9 +67,50 @@ pub struct Args {
     /// one for time indexes).
     #[arg(long, value_name = "N", default_value_t = 2)]
     seglog_maps_per_shard: u64,
+    /// seglog: the tail cache a partition keeps at most (`EngineConfig::tail_cache_bytes`).
+    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_bytes)]
+    tail_cache_bytes: u64,
+    /// seglog: the tail cache a shard's partitions share (`EngineConfig::tail_cache_budget_bytes`).
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_bytes)]
+    tail_cache_budget_bytes: u64,
+    /// seglog: the write buffers a shard holds at most, its tail caches among them
+    /// (`EngineConfig::write_buffer_budget_bytes`).
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_bytes)]
+    write_buffer_budget_bytes: u64,
+    /// seglog: the sealed segments' indexes kept in memory, per engine
+    /// (`EngineConfig::index_memory_budget_bytes`).
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_bytes)]
+    index_memory_budget_bytes: u64,
     /// Print one JSON document instead of text.
     #[arg(long)]
     json: bool,
+}
+
+/// What an idle partition costs the engine beyond its budgets, at most: its log, segment,
+/// indexes' bookkeeping, tail and maps. Measured by `seglog bench --workloads partitions` (resident
+/// memory per idle partition beyond the write-buffer pool): 1-3 KiB at 1,000 and 10,000
+/// partitions, 13 KiB at 100 (docs/benchmarks.md, "Many partitions on one shard").
+pub const IDLE_PARTITION_BYTES: u64 = 16 << 10;
+
+/// The pool's chunk: a tail cache share under it is none (`seglog::io::pool::CHUNK_BYTES`).
+const CHUNK_BYTES: u64 = seglog::io::pool::CHUNK_BYTES as u64;
+
+/// seglog's memory for the partitions, each part with its model.
+#[derive(Clone, Debug, Serialize)]
+pub struct SeglogMemory {
+    pub partitions_per_shard: u64,
+    /// The tail cache each partition keeps: the largest power of two within its share of the
+    /// shard's budget, at most `tail_cache_bytes`, none under a chunk.
+    pub tail_cache_per_partition: u64,
+    /// Write buffers, tail caches among them: the budget of every shard.
+    pub write_buffers: u64,
+    /// Idle partitions: [`IDLE_PARTITION_BYTES`] each.
+    pub partitions: u64,
+    /// The active segments' indexes, resident as written: a full segment's at most, each.
+    pub active_indexes: u64,
+    /// Sealed segments' indexes: what they total, at most the index memory budget.
+    pub sealed_indexes: u64,
+    pub total: u64,
 }
 
 /// One resource compared with this machine's limit.
@@ -104,6 +145,7 @@ pub struct Worksheet {
     pub max_map_count: Option<u64>,
     pub nofile_soft: Option<u64>,
     pub nofile_hard: Option<u64>,
+    pub seglog_memory: SeglogMemory,
     pub checks: Vec<Check>,
 }
 
@@ -143,7 +185,8 @@ pub fn compute(a: &Args, limits: (Option<u64>, Option<u64>, Option<u64>)) -> Res
     let per_segment = offset_entries * 8 + time_entries * 12;
     let (max_map_count, nofile_soft, nofile_hard) = limits;
     let shards = a.shards.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u64));
-    let checks = checks(a, segments, shards, max_map_count, nofile_soft);
+    let checks = checks(a, p, segments, shards, max_map_count, nofile_soft);
+    let seglog_memory = seglog_memory(a, shards, segs_pp, per_segment);
     Ok(Worksheet {
         partitions: p,
         retained_bytes_per_partition: retained,
@@ -167,8 +210,32 @@ pub fn compute(a: &Args, limits: (Option<u64>, Option<u64>, Option<u64>)) -> Res
         max_map_count,
         nofile_soft,
         nofile_hard,
+        seglog_memory,
         checks,
     })
+}
+
+/// seglog's memory for `a.partitions` partitions spread over `shards`, with `segs_pp` segments
+/// each of `index_bytes` index bytes when full.
+fn seglog_memory(a: &Args, shards: u64, segs_pp: u64, index_bytes: u64) -> SeglogMemory {
+    let shards = shards.max(1);
+    let per_shard = a.partitions.div_ceil(shards);
+    let even = a.tail_cache_budget_bytes / per_shard.max(1);
+    let pow2 = if even == 0 { 0 } else { 1u64 << (63 - even.leading_zeros()) };
+    let tail = if pow2 < CHUNK_BYTES { 0 } else { pow2.min(a.tail_cache_bytes) };
+    let write_buffers = shards * a.write_buffer_budget_bytes;
+    let partitions = a.partitions * IDLE_PARTITION_BYTES;
+    let active_indexes = a.partitions * index_bytes;
+    let sealed_indexes = (a.partitions * segs_pp.saturating_sub(1) * index_bytes).min(a.index_memory_budget_bytes);
+    SeglogMemory {
+        partitions_per_shard: per_shard,
+        tail_cache_per_partition: tail,
+        write_buffers,
+        partitions,
+        active_indexes,
+        sealed_indexes,
+        total: write_buffers + partitions + active_indexes + sealed_indexes,
+    }
 }
 
 /// Bytes kept per partition, and the rule that gave them: `--data-bytes`, or the produce rate
@@ -238,7 +305,18 @@ fn full_segment(a: &Args) -> FullSegment {
 
 /// The maps and open files Kafka and seglog need for `segments` segments on `shards` shards,
 /// against this machine's limits.
-fn checks(a: &Args, segments: u64, shards: u64, max_map_count: Option<u64>, nofile_soft: Option<u64>) -> Vec<Check> {
+fn checks(
+    a: &Args,
+    partitions: u64,
+    segments: u64,
+    shards: u64,
+    max_map_count: Option<u64>,
+    nofile_soft: Option<u64>,
+) -> Vec<Check> {
+    // The engine closes sealed segments' files beyond half the soft limit (least recently used
+    // first): its file cache's default.
+    let sealed_cap = nofile_soft.map_or(u64::MAX, |n| (n / 2).max(64));
+    let sealed_files = 3 * (segments - partitions);
     vec![
         check(
             "memory maps, Kafka",
@@ -273,9 +351,13 @@ fn checks(a: &Args, segments: u64, shards: u64, max_map_count: Option<u64>, nofi
             nofile_soft,
         ),
         check(
-            "open files, seglog (engine as built)",
-            3 * segments,
-            "the engine keeps each segment's .log, .index and .timeindex open: 3 per segment".into(),
+            "open files, seglog",
+            partitions + sealed_files.min(sealed_cap),
+            format!(
+                "1 per partition (its active .log; the active indexes are opened to be written), plus sealed \
+                 segments' files opened when read, at most half the soft limit ({}) at once",
+                if sealed_cap == u64::MAX { "none here".to_string() } else { sealed_cap.to_string() }
+            ),
             nofile_soft,
         ),
     ]
@@ -346,6 +428,36 @@ fn print(a: &Args, w: &Worksheet) {
         println!("  {:<38} {:>12}  {}", c.what, c.needed, verdict(c));
         println!("  {:<38} {:>12}  model: {}", "", "", c.model);
     }
+    let m = &w.seglog_memory;
+    println!(
+        "  seglog memory, at most {} on {} shard(s) ({} partitions each):",
+        human_bytes(m.total),
+        m.write_buffers / a.write_buffer_budget_bytes.max(1),
+        m.partitions_per_shard
+    );
+    println!(
+        "    write buffers     {:>10}  the write-buffer budget per shard; tail caches within it: {}",
+        human_bytes(m.write_buffers),
+        if m.tail_cache_per_partition == 0 {
+            "none at this count (an idle tail keeps only its partial block)".to_string()
+        } else {
+            format!("{} per partition", human_bytes(m.tail_cache_per_partition))
+        }
+    );
+    println!(
+        "    partitions        {:>10}  {} per partition (measured: 1-13 KiB per idle partition, seglog bench --workloads partitions)",
+        human_bytes(m.partitions),
+        human_bytes(IDLE_PARTITION_BYTES)
+    );
+    println!(
+        "    active indexes    {:>10}  a full segment's index bytes per partition at most (resident as written)",
+        human_bytes(m.active_indexes)
+    );
+    println!(
+        "    sealed indexes    {:>10}  the sealed segments' index bytes, at most the index memory budget ({})",
+        human_bytes(m.sealed_indexes),
+        human_bytes(a.index_memory_budget_bytes)
+    );
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
@@ -390,6 +502,23 @@ mod tests {
         assert_eq!(w.checks[1].needed, 4);
         assert_eq!(w.checks[2].needed, 30_000);
         assert_eq!(w.checks[2].ok, Some(false));
+        // seglog: one descriptor per partition and the sealed segments' files up to half the
+        // soft limit.
+        assert_eq!(w.checks[4].needed, 1000 + 10_000);
+        assert_eq!(w.checks[4].ok, Some(true));
+        // 500 partitions per shard share 64 MiB of tail cache: 131,072 B each, under a chunk.
+        let m = &w.seglog_memory;
+        assert_eq!((m.partitions_per_shard, m.tail_cache_per_partition), (500, 0));
+        assert_eq!(m.write_buffers, 2 * (256 << 20));
+        assert_eq!(m.partitions, 1000 * IDLE_PARTITION_BYTES);
+        assert_eq!(m.active_indexes, 1000 * 65_535 * 20);
+        assert_eq!(m.sealed_indexes, 1 << 30, "9,000 sealed segments' indexes, capped by the budget");
+        assert_eq!(m.total, m.write_buffers + m.partitions + m.active_indexes + (1 << 30));
+        // 40 partitions on one shard: 1 MiB each (64 MiB / 40 rounds down to 1 MiB, the cap).
+        let few = args(&["--partitions", "40", "--data-bytes", "1GiB", "--shards", "1"]);
+        assert_eq!(compute(&few, (None, None, None)).unwrap().seglog_memory.tail_cache_per_partition, 1 << 20);
+        let some = args(&["--partitions", "200", "--data-bytes", "1GiB", "--shards", "1"]);
+        assert_eq!(compute(&some, (None, None, None)).unwrap().seglog_memory.tail_cache_per_partition, 256 << 10);
     }
 
     #[test]
