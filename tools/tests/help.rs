@@ -49,8 +49,9 @@ fn every_subcommand_documents_flags_and_exit_codes() {
         assert!(r.stdout.contains("Exit codes:") && r.stdout.contains("2  usage error"), "{sub}");
         for f in flags {
             let line = r.stdout.lines().skip_while(|l| !l.starts_with("Options:")).find(|l| {
-                let t = l.trim_start();
-                t.starts_with(&format!("{f} "))
+                let t = l.trim_end().trim_start();
+                t == *f
+                    || t.starts_with(&format!("{f} "))
                     || (t.len() > 4 && t.starts_with('-') && t[4..].starts_with(&format!("{f} ")))
             });
             let line = line.unwrap_or_else(|| panic!("{sub} --help lacks {f}:\n{}", r.stdout));
