@@ -71,8 +71,8 @@ pub enum Error {
     /// The partition is not open in this engine.
     #[error("unknown partition {topic}-{partition}")]
     UnknownPartition { topic: String, partition: i32 },
-    /// A segment file could not be opened: every descriptor the file cache may keep open
-    /// (`max_open_files`) is in use, or the process is out of descriptors (EMFILE/ENFILE) and no
+    /// A segment file could not be opened: every descriptor the shard may keep open
+    /// (`max_open_files`, active segments' `.log`s included) is in use, or the process is out of descriptors (EMFILE/ENFILE) and no
     /// idle file is left to close. Nothing changed; retry once reads finish, or raise the limit.
     #[error("cannot open {path}: {open} files open under a limit of {limit}, none idle")]
     TooManyOpenFiles { path: PathBuf, limit: usize, open: usize },

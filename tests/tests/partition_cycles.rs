@@ -1,7 +1,9 @@
 //! Opening and closing partitions again and again leaves nothing behind: after each cycle the
 //! engine holds the same descriptors, write-buffer chunks and partitions as after the first, and
-//! the process's memory does not grow with each cycle. The only test of its binary, so that the
-//! process's descriptor count and resident memory are the engine's alone.
+//! the process's memory does not grow with each cycle. Reopened after a clean shutdown, a
+//! partition holds one descriptor (its active `.log`), and a shard's descriptors stay under
+//! `max_open_files`, active `.log`s included, while every sealed segment is read. One test in its
+//! binary, so that the process's descriptor count and resident memory are the engine's alone.
 
 use seglog::format::builder::BatchBuilder;
 use seglog::{Engine, EngineConfig, IoMode, TopicPartition};
@@ -75,13 +77,20 @@ fn open_close_cycles_leave_nothing_behind() {
         println!("{mode}: resident memory growth per cycle {growth:?}");
         let least = *growth.iter().min().unwrap() as f64 / PARTITIONS as f64;
         assert!(least < 256.0, "{mode}: {least:.0} bytes per partition in every cycle: {growth:?}");
-        // Every cycle's batch is there, in order, after a restart.
+        // Every cycle's batch is there, in order, after a restart; each partition holds its
+        // active `.log` open and nothing else (its index files are closed until written).
         e.shutdown().unwrap();
         let mut cfg = EngineConfig::new(dir.path());
         cfg.io_mode = mode;
         cfg.shards = Some(1);
         cfg.pin_threads = false;
+        let before = open_fds();
         let e = Engine::open(cfg).unwrap();
+        let held = open_fds() - before;
+        assert!(
+            (PARTITIONS..PARTITIONS + 16).contains(&held),
+            "{mode}: {held} descriptors after reopening {PARTITIONS} partitions"
+        );
         for tp in tps.iter().step_by(50) {
             e.open_partition(tp, None).wait().unwrap();
             let epochs = e.with_log(tp, |l| Ok(l.leader_epochs().to_vec())).wait().unwrap();
@@ -91,4 +100,65 @@ fn open_close_cycles_leave_nothing_behind() {
         }
         e.shutdown().unwrap();
     }
+    descriptors_stay_under_the_limit();
+}
+
+/// The process's descriptors open on segment files (`.log`, `.index`, `.timeindex`) under `dir`.
+fn segment_fds(dir: &std::path::Path) -> usize {
+    let Ok(d) = std::fs::read_dir("/proc/self/fd") else { return 0 };
+    d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|p| p.starts_with(dir) && p.extension().is_some_and(|x| x == "log" || x == "index" || x == "timeindex"))
+        .count()
+}
+
+/// 48 partitions of 4 one-batch segments each (batches of 700-750 bytes, 1 KiB segments) on a
+/// shard with `max_open_files` = 64: writing them, reading every segment, and reopening and
+/// reading them all again, the engine never holds more than 64 segment files open, its 48
+/// active `.log`s included.
+fn descriptors_stay_under_the_limit() {
+    const LIMIT: usize = 64;
+    const PARTS: usize = 48;
+    let dir = tempfile::tempdir().unwrap();
+    let config = || {
+        let mut cfg = EngineConfig::new(dir.path());
+        cfg.shards = Some(1);
+        cfg.pin_threads = false;
+        cfg.max_open_files = LIMIT;
+        cfg.log_config.segment_bytes = 1024;
+        cfg
+    };
+    let within = |what: &str| {
+        let n = segment_fds(dir.path());
+        assert!(n <= LIMIT, "{what}: {n} segment files open, max_open_files {LIMIT}");
+    };
+    let e = Engine::open(config()).unwrap();
+    let tps: Vec<TopicPartition> = (0..PARTS).map(|p| TopicPartition::new("limit", p as i32)).collect();
+    for tp in &tps {
+        e.open_partition(tp, None).wait().unwrap();
+    }
+    for round in 0..4 {
+        let appends: Vec<_> = tps.iter().enumerate().map(|(p, tp)| e.append(tp, batch(400 + p), 0)).collect();
+        for a in appends {
+            a.wait().unwrap();
+        }
+        within(&format!("round {round}"));
+    }
+    let read_all = |e: &Engine| {
+        for tp in &tps {
+            for offset in 0..4 {
+                let f = e.fetch(tp, offset, 1 << 20, None).wait().unwrap();
+                assert!(!f.records.is_empty(), "{tp:?} at {offset}");
+                within(&format!("{tp:?} at {offset}"));
+            }
+        }
+    };
+    read_all(&e);
+    let files = e.index_memory().remove(0).files;
+    assert_eq!(files.held, PARTS, "{files:?}");
+    assert!(files.open + PARTS <= LIMIT && files.evictions > 0, "{files:?}");
+    e.shutdown().unwrap();
+    let e = Engine::open(config()).unwrap();
+    within("reopened");
+    read_all(&e);
+    e.shutdown().unwrap();
 }

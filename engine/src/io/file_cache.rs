@@ -3,6 +3,11 @@
 //! descriptors. A [`FileCache`] counts the lazily opened files of a shard and, when a new one
 //! would pass `max_open_files`, closes the least recently used idle ones first.
 //!
+//! Files a shard keeps open outside the cache (each active segment's `.log`) are counted against
+//! the same limit through a [`HeldDescriptor`]: the lazily opened files get what they leave, but
+//! never less than a quarter of the limit, so sealed segments stay readable however many
+//! partitions a shard has.
+//!
 //! A file is idle when nothing but its `LazyFile` holds the open handle: a read in progress or a
 //! pinned handle (`LazyFile::pin`, for sendfile) keeps it open. When every open file is in use,
 //! opening another is [`Error::TooManyOpenFiles`], never a crash; so is the process running out of
@@ -15,7 +20,7 @@
 use std::collections::HashMap;
 use std::os::unix::io::RawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use nix::errno::Errno;
@@ -36,8 +41,10 @@ pub(crate) enum Reopen {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FileCacheStats {
     pub limit: usize,
-    /// Files open now.
+    /// Lazily opened files open now.
     pub open: usize,
+    /// Files held open outside the cache (active segments' `.log`s), counted against `limit`.
+    pub held: usize,
     /// Highest `open` seen.
     pub peak_open: usize,
     /// Opens (first and re-opens), and closes of idle files to stay under the limit.
@@ -60,6 +67,8 @@ struct CacheState {
 #[derive(Debug)]
 pub struct FileCache {
     limit: usize,
+    /// Descriptors held outside the cache ([`HeldDescriptor`]s alive).
+    held: AtomicUsize,
     state: Mutex<CacheState>,
     tick: AtomicU64,
     next_id: AtomicU64,
@@ -70,14 +79,15 @@ impl FileCache {
     pub(crate) fn new(limit: usize) -> Arc<FileCache> {
         Arc::new(FileCache {
             limit: limit.max(1),
+            held: AtomicUsize::new(0),
             state: Mutex::new(CacheState::default()),
             tick: AtomicU64::new(1),
             next_id: AtomicU64::new(1),
         })
     }
 
-    /// Half of the process's soft descriptor limit (`RLIMIT_NOFILE`), at least 64: the other
-    /// half is left for active segments' `.log` files, sockets and everything else.
+    /// Three quarters of the process's soft descriptor limit (`RLIMIT_NOFILE`), at least 64:
+    /// the last quarter is left for checkpoint files, sockets and everything else.
     pub(crate) fn default_limit() -> usize {
         // "Max open files  <soft>  <hard>  files" in /proc/self/limits.
         let soft = std::fs::read_to_string("/proc/self/limits")
@@ -88,7 +98,20 @@ impl FileCache {
                     .and_then(|l| l.split_whitespace().nth(3).and_then(|v| v.parse::<usize>().ok()))
             })
             .unwrap_or(1024);
-        (soft / 2).max(64)
+        (soft - soft / 4).max(64)
+    }
+
+    /// Counts one descriptor held open outside the cache (an active segment's `.log`) against
+    /// the limit for as long as the returned guard lives.
+    pub(crate) fn hold(self: &Arc<Self>) -> HeldDescriptor {
+        self.held.fetch_add(1, Ordering::Relaxed);
+        HeldDescriptor { cache: self.clone() }
+    }
+
+    /// How many lazily opened files may be open now: the limit less the held descriptors, at
+    /// least a quarter of it.
+    fn room(&self) -> usize {
+        self.limit.saturating_sub(self.held.load(Ordering::Relaxed)).max((self.limit / 4).max(1))
     }
 
     pub fn stats(&self) -> FileCacheStats {
@@ -96,6 +119,7 @@ impl FileCache {
         FileCacheStats {
             limit: self.limit,
             open: st.open.len(),
+            held: self.held.load(Ordering::Relaxed),
             peak_open: st.peak_open,
             opens: st.opens,
             evictions: st.evictions,
@@ -117,12 +141,18 @@ impl FileCache {
         let mut dropped = Vec::new();
         let r = {
             let mut st = self.lock();
-            if st.open.len() >= self.limit {
-                self.close_idle(&mut st, id, (self.limit / 16).max(1), &mut dropped);
+            let room = self.room();
+            if st.open.len() >= room {
+                let want = st.open.len() + 1 - room;
+                self.close_idle(&mut st, id, want.max(self.limit / 16).max(1), &mut dropped);
             }
-            if st.open.len() >= self.limit && !force {
+            if st.open.len() >= room && !force {
                 st.refusals += 1;
-                Err(Error::TooManyOpenFiles { path: path.to_path_buf(), limit: self.limit, open: st.open.len() })
+                Err(Error::TooManyOpenFiles {
+                    path: path.to_path_buf(),
+                    limit: self.limit,
+                    open: st.open.len() + self.held.load(Ordering::Relaxed),
+                })
             } else {
                 st.open.insert(id, file);
                 st.opens += 1;
@@ -179,6 +209,19 @@ impl FileCache {
         };
         drop(dropped);
         closed
+    }
+}
+
+/// One descriptor a shard keeps open outside its [`FileCache`] (an active segment's `.log`),
+/// counted against the cache's limit until dropped.
+#[derive(Debug)]
+pub(crate) struct HeldDescriptor {
+    cache: Arc<FileCache>,
+}
+
+impl Drop for HeldDescriptor {
+    fn drop(&mut self) {
+        self.cache.held.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -252,22 +295,6 @@ impl LazyFile {
         self.lock_slot().is_some()
     }
 
-    /// Closes the file now if it is open and nothing else holds its handle (it opens again on
-    /// next use): a new segment's index files, created and then not used until the segment is
-    /// sealed or flushed, hold no descriptor meanwhile.
-    pub(crate) fn close_if_idle(&self) {
-        let closed = {
-            let mut slot = self.lock_slot();
-            match slot.as_ref() {
-                Some(h) if Arc::strong_count(h) == 1 => slot.take(),
-                _ => None,
-            }
-        };
-        if closed.is_some() {
-            self.cache.forget(self.id);
-        }
-    }
-
     fn lock_slot(&self) -> MutexGuard<'_, Option<Arc<dyn IoFile>>> {
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -298,7 +325,10 @@ impl LazyFile {
                 // The process is out of descriptors: close idle files and try once more.
                 if self.cache.close_idle_files((self.cache.limit / 16).max(1)) == 0 {
                     self.cache.forget(self.id);
-                    let open = self.cache.stats().open;
+                    let open = {
+                        let s = self.cache.stats();
+                        s.open + s.held
+                    };
                     self.cache.lock().refusals += 1;
                     return Err(Error::TooManyOpenFiles { path: self.path.clone(), limit: self.cache.limit, open });
                 }
@@ -339,6 +369,22 @@ impl Drop for LazyFile {
 }
 
 impl IoFile for LazyFile {
+    /// Closes the file now if it is open and nothing else holds its handle (it opens again on
+    /// next use): an active segment's index files, not used until the segment is sealed or
+    /// flushed, hold no descriptor meanwhile.
+    fn close_if_idle(&self) {
+        let closed = {
+            let mut slot = self.lock_slot();
+            match slot.as_ref() {
+                Some(h) if Arc::strong_count(h) == 1 => slot.take(),
+                _ => None,
+            }
+        };
+        if closed.is_some() {
+            self.cache.forget(self.id);
+        }
+    }
+
     fn path(&self) -> &Path {
         &self.path
     }
@@ -413,6 +459,29 @@ mod tests {
         assert!(s.open <= 4 && s.peak_open <= 4 && s.evictions >= 6, "{s:?}");
         drop(fs);
         assert_eq!(cache.stats().open, 0);
+    }
+
+    #[test]
+    fn held_descriptors_count_against_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(StdStorage::default());
+        let cache = FileCache::new(8);
+        let held: Vec<_> = (0..5).map(|_| cache.hold()).collect();
+        let fs = files(6, dir.path(), &storage, &cache);
+        let s = cache.stats();
+        assert_eq!((s.held, s.open), (5, 3), "{s:?}");
+        // Held past the limit: the lazily opened files still get a quarter of it.
+        let more: Vec<_> = (0..10).map(|_| cache.hold()).collect();
+        for f in &fs {
+            f.read_at(&mut [0u8; 1], 0).unwrap();
+        }
+        assert_eq!(cache.stats().open, 2);
+        drop((held, more));
+        for f in &fs {
+            f.read_at(&mut [0u8; 1], 0).unwrap();
+        }
+        let s = cache.stats();
+        assert_eq!((s.held, s.open), (0, 6), "{s:?}");
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub(crate) mod uring;
 pub use aligned::AlignedBuf;
 pub(crate) use arena::ArenaSlice;
 pub use arena::{ArenaConfig, ArenaReport, HugePages, IndexArena, PageBacking};
-pub(crate) use file_cache::{FileCache, LazyFile, Reopen};
+pub(crate) use file_cache::{FileCache, HeldDescriptor, LazyFile, Reopen};
 pub(crate) use in_flight::{poll_front, poll_slot, InFlight};
 pub use pool::{PoolStats, WriteBuf};
 pub use sendfile::send_file_range;
@@ -270,6 +270,9 @@ pub trait IoFile: Send + Sync + Debug {
     fn direct_alignment(&self) -> Option<DirectAlignment> {
         None
     }
+    /// For a lazily opened file: closes its descriptor now if nothing is using it (it opens
+    /// again on next use). Other files stay open.
+    fn close_if_idle(&self) {}
 }
 
 /// A [`Storage::filesystem_syncer`]: each call makes the whole filesystem durable.

@@ -51,10 +51,6 @@ impl ActiveSegment {
             OffsetIndex::create_in(&res.arena, base_offset, settings.segment_index_bytes, Some(idx.clone()))?;
         let time_index =
             TimeIndex::create_in(&res.arena, base_offset, settings.segment_index_bytes, Some(tidx.clone()))?;
-        // Written only when the segment is sealed or flushed: until then an idle partition
-        // holds no descriptor for them (10,000 partitions would hold 20,000 more).
-        idx.close_if_idle();
-        tidx.close_if_idle();
         Ok(ActiveSegment::assemble(
             Segment {
                 base_offset,
@@ -94,7 +90,14 @@ impl ActiveSegment {
         roll_jitter_ms: i64,
     ) -> ActiveSegment {
         let index_rule = IndexInterval::new(seg.index_interval_bytes as u64);
+        // The index files are written only when the segment is sealed or flushed: until then an
+        // idle partition holds no descriptor for them (10,000 partitions would hold 20,000 more).
+        for f in [seg.offset_index.file(), seg.time_index.file()].into_iter().flatten() {
+            f.close_if_idle();
+        }
+        let held = seg.res.files.hold();
         ActiveSegment {
+            _held: held,
             seg,
             file,
             tail,

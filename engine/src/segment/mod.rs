@@ -48,7 +48,7 @@ use crate::format::filename;
 use crate::format::index_entry::{IndexInterval, TimeEntry, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE};
 use crate::format::record;
 use crate::index::{OffsetIndex, TimeIndex, TimestampOffset};
-use crate::io::{AsyncOutcome, InFlight, IoFile, IoOp, IoOpKind, LazyFile, OpenMode, Reopen, Storage};
+use crate::io::{AsyncOutcome, HeldDescriptor, InFlight, IoFile, IoOp, IoOpKind, LazyFile, OpenMode, Reopen, Storage};
 
 /// Where the first batch with `last_offset >= target` sits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -535,6 +535,8 @@ pub struct SegmentSettings {
 /// The segment that takes appends.
 #[derive(Debug)]
 pub struct ActiveSegment {
+    /// The `.log`'s descriptor, counted against the shard's `max_open_files`.
+    _held: HeldDescriptor,
     seg: Segment,
     /// The `.log` file itself (O_DIRECT in direct mode); `seg.log` is the tail wrapped around it.
     file: Arc<dyn IoFile>,

@@ -32,8 +32,9 @@ pub struct ResourceConfig {
     /// evicted (they load again on next use). Default 1 GiB (Kafka's default for its remote
     /// index cache).
     pub index_memory_budget_bytes: u64,
-    /// Lazily opened segment files (sealed `.log`s, all index files) open at once. Default half
-    /// of the process's soft descriptor limit.
+    /// Segment files open at once: active `.log`s (held, always open) and lazily opened files
+    /// (sealed `.log`s, all index files), which get at least a quarter of it. Default three
+    /// quarters of the process's soft descriptor limit.
     pub max_open_files: usize,
 }
 
