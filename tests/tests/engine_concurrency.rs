@@ -166,3 +166,57 @@ fn full_queue_is_a_typed_error_when_configured() {
     assert_eq!(parts[0].2, ok);
     engine.shutdown().unwrap();
 }
+
+/// Opens queued together load side by side (`open_threads_per_shard`), and each still gets its
+/// own answer: existing partitions open with their data, a damaged one fails alone, an open
+/// of a partition already open (or opening in the same group) is a no-op, and after a restart,
+/// where every existing partition opens at once, all of it is there.
+#[test]
+fn opens_queued_together_each_get_their_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || {
+        let mut cfg = EngineConfig::new(dir.path());
+        cfg.shards = Some(1);
+        cfg.pin_threads = false;
+        cfg.open_threads_per_shard = 4;
+        cfg
+    };
+    let tps: Vec<TopicPartition> = (0..40).map(|p| TopicPartition::new("group", p)).collect();
+    let e = Engine::open(config()).unwrap();
+    let opens: Vec<_> = tps.iter().map(|tp| e.open_partition(tp, None)).collect();
+    opens.into_iter().for_each(|o| drop(o.wait().unwrap()));
+    for (p, tp) in tps.iter().enumerate() {
+        e.append(tp, batch(p as u32, 0, 1 + p as u32 % 3), 0).wait().unwrap();
+    }
+    let closes: Vec<_> = tps.iter().map(|tp| e.close_partition(tp)).collect();
+    closes.into_iter().for_each(|c| c.wait().unwrap());
+    // A partition whose segment is a symbolic link: refused, whatever opens beside it.
+    let bad = TopicPartition::new("group", 99);
+    std::fs::create_dir(dir.path().join(bad.dir_name())).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", dir.path().join(bad.dir_name()).join("00000000000000000000.log"))
+        .unwrap();
+    let mut order: Vec<TopicPartition> = tps.clone();
+    order.insert(20, bad.clone());
+    order.insert(21, tps[3].clone());
+    let pending: Vec<_> = order.iter().map(|tp| (tp.clone(), e.open_partition(tp, None))).collect();
+    for (tp, o) in pending {
+        let r = o.wait();
+        if tp == bad {
+            assert!(matches!(r, Err(seglog::Error::NotRegular { .. })), "{r:?}");
+        } else {
+            r.unwrap_or_else(|err| panic!("{tp:?}: {err}"));
+        }
+    }
+    let ends = e.partitions().unwrap();
+    assert_eq!(ends.len(), 40, "{ends:?}");
+    assert!(ends.iter().all(|(tp, start, end)| (*start, *end) == (0, 1 + tp.partition as i64 % 3)), "{ends:?}");
+    e.shutdown().unwrap();
+    std::fs::remove_dir_all(dir.path().join(bad.dir_name())).unwrap();
+    let e = Engine::open(config()).unwrap();
+    for (p, tp) in tps.iter().enumerate() {
+        let f = e.fetch(tp, 0, 1 << 20, None).wait().unwrap();
+        let h = BatchHeader::parse(&f.records).unwrap();
+        assert_eq!(h.last_offset_delta + 1, 1 + p as i32 % 3, "{tp:?}");
+    }
+    e.shutdown().unwrap();
+}

@@ -261,6 +261,11 @@ pub struct EngineConfig {
     /// Threads revalidating one partition's segments after a crash (Kafka: one). Partitions on
     /// different shards recover in parallel in any case. Default 1.
     pub recovery_threads_per_partition: usize,
+    /// Threads per shard loading partitions' logs opened together (at startup, every existing
+    /// partition; later, opens queued together) and closing them at shutdown: each load or close
+    /// is file I/O one call at a time, so several side by side keep the device busy (Kafka's
+    /// `num.recovery.threads.per.data.dir` does this for a whole data directory). Default 8.
+    pub open_threads_per_shard: usize,
     /// Behave as if io_uring were refused (as under a container's seccomp profile): the engine
     /// falls back to sync mode and says why. For tests and for comparing modes.
     pub simulate_uring_refusal: bool,
@@ -311,6 +316,7 @@ impl EngineConfig {
             checkpoint_interval_ms: 60_000,
             retention_check_interval_ms: 300_000,
             recovery_threads_per_partition: 1,
+            open_threads_per_shard: 8,
             huge_pages: crate::io::HugePages::Auto,
             index_memory_budget_bytes: 1 << 30,
             max_open_files: crate::io::FileCache::default_limit(),
@@ -368,6 +374,9 @@ impl EngineConfig {
                     self.write_buffer_budget_bytes, self.tail_cache_budget_bytes
                 ),
             );
+        }
+        if self.open_threads_per_shard == 0 {
+            return bad("open_threads_per_shard", "= 0: at least 1".into());
         }
         if self.recovery_threads_per_partition == 0 {
             return bad("recovery_threads_per_partition", "= 0: at least 1".into());

@@ -114,6 +114,9 @@ pub(crate) struct Shard {
     idle_spin: Duration,
     io_spin: Duration,
     recovery_threads: usize,
+    /// Threads loading a batch of partitions' logs at once ([`Shard::open_group`]), and
+    /// closing them at shutdown.
+    open_threads: usize,
     retention_check_interval_ms: i64,
     next_retention_ms: i64,
     last_periodic: std::time::Instant,
@@ -137,6 +140,14 @@ pub(crate) struct Shard {
 /// A partition closed while the engine runs: what its next open needs, and what the checkpoints
 /// keep saying about it meanwhile.
 #[derive(Clone, Debug)]
+/// The fields of a [`Request::Open`] but its completion.
+struct OpenRequest {
+    tp: TopicPartition,
+    config: Option<LogConfig>,
+    recovery: crate::log::Recovery,
+    log_start_offset: Option<i64>,
+}
+
 struct Closed {
     recovery_point: i64,
     log_start_offset: i64,
@@ -200,6 +211,7 @@ impl Shard {
             idle_spin: Duration::from_micros(config.idle_spin_us),
             io_spin: Duration::from_micros(config.io_spin_us),
             recovery_threads: config.recovery_threads_per_partition.max(1),
+            open_threads: config.open_threads_per_shard.max(1),
             retention_check_interval_ms: config.retention_check_interval_ms.min(i64::MAX as u64) as i64,
             // The first pass comes one interval after the shard starts, not at once (Kafka waits
             // its initial task delay too): opening a directory never deletes data on the spot.
@@ -333,9 +345,13 @@ impl Shard {
                 });
             }
         }
-        for (tp, log) in self.logs.drain() {
+        // Each close writes and fsyncs its files: side by side, as the opens load.
+        let logs: Vec<_> = self.logs.drain().collect();
+        for (tp, leo, start, r) in in_parallel(logs, self.open_threads, |(tp, log)| {
             let (leo, start) = (log.log_end_offset(), log.log_start_offset());
-            match log.close() {
+            (tp, leo, start, log.close())
+        }) {
+            match r {
                 Ok(()) => closed.push((tp, leo, start)),
                 Err(e) => {
                     first.get_or_insert(e);
@@ -405,7 +421,22 @@ impl Shard {
             }
             match req {
                 Request::Open { tp, config, recovery, log_start_offset, done } => {
-                    done.complete(self.open(&tp, config, recovery, log_start_offset))
+                    // The opens queued right behind this one, of other partitions, load with it.
+                    let mut group = vec![(OpenRequest { tp, config, recovery, log_start_offset }, done)];
+                    while let Some(Request::Open { tp, .. }) = batch.front() {
+                        if group.len() >= MAX_OPEN_GROUP || group.iter().any(|(r, _)| &r.tp == tp) {
+                            break;
+                        }
+                        let Some(Request::Open { tp, config, recovery, log_start_offset, done }) = batch.pop_front()
+                        else {
+                            unreachable!("the front was an open")
+                        };
+                        group.push((OpenRequest { tp, config, recovery, log_start_offset }, done));
+                    }
+                    let (reqs, dones): (Vec<_>, Vec<_>) = group.into_iter().unzip();
+                    for (done, r) in dones.into_iter().zip(self.open_group(reqs)) {
+                        done.complete(r);
+                    }
                 }
                 Request::Close { tp, done } => done.complete(self.close(&tp)),
                 Request::Failed { done } => {
@@ -860,22 +891,68 @@ impl Shard {
         self.start_writes(waiting);
     }
 
-    fn open(
-        &mut self,
-        tp: &TopicPartition,
-        config: Option<LogConfig>,
-        recovery: crate::log::Recovery,
-        log_start_offset: Option<i64>,
-    ) -> Result<crate::log::LoadReport> {
-        match self.logs.get(tp) {
-            // Open again what a failed write left (closing it records where it stood).
-            Some(log) if log.failure().is_some() => self.close(tp)?,
-            Some(_) => return Ok(crate::log::LoadReport::default()),
+    /// Opens the partitions of `group` (distinct, none open and healthy twice in it), loading
+    /// their logs on up to `open_threads` threads at once (Kafka loads a data directory's logs on
+    /// `num.recovery.threads.per.data.dir` threads): each load is file I/O one call at a time, so
+    /// loads side by side keep the device busy. One result per request, in order.
+    fn open_group(&mut self, group: Vec<OpenRequest>) -> Vec<Result<crate::log::LoadReport>> {
+        let mut results: Vec<Option<Result<crate::log::LoadReport>>> = Vec::with_capacity(group.len());
+        let mut loads = Vec::new();
+        for (i, req) in group.into_iter().enumerate() {
+            match self.open_options(req) {
+                Ok(Some((tp, options, before))) => {
+                    loads.push((i, tp, options, before));
+                    results.push(None);
+                }
+                Ok(None) => results.push(Some(Ok(crate::log::LoadReport::default()))),
+                Err(e) => results.push(Some(Err(e))),
+            }
+        }
+        // Every log of the group opens with the shares of the count after the group, and
+        // share_budgets below gives the logs open before theirs if those changed.
+        let opening = self.logs.len() + loads.len();
+        let tail = tail_cache_share(self.tail_cache_bytes, self.tail_cache_budget, opening);
+        let zero_fill = zero_fill_share(self.zero_fill_bytes, opening);
+        let data_dir = &self.data_dir;
+        let loaded = in_parallel(loads, self.open_threads, |(i, tp, mut options, before)| {
+            options.tail_cache_bytes = tail;
+            options.zero_fill_bytes = zero_fill;
+            let r = Log::open_with_report(data_dir.join(tp.dir_name()), options);
+            (i, tp, r, before)
+        });
+        for (i, tp, r, before) in loaded {
+            results[i] = Some(match r {
+                Ok((mut log, report)) => {
+                    log.defer_epoch_checkpoint();
+                    self.logs.insert(tp, log);
+                    Ok(report)
+                }
+                Err(e) => {
+                    if let Some(c) = before {
+                        self.closed.insert(tp, c);
+                    }
+                    Err(e)
+                }
+            });
+        }
+        self.share_budgets();
+        results.into_iter().map(|r| r.expect("every request has its result")).collect()
+    }
+
+    /// What opening `req` takes: `None` when its partition is open already, else its options
+    /// and what its close in this run left (put back if the open fails). A failed log is closed
+    /// first, to open again from where it stood.
+    #[allow(clippy::type_complexity)]
+    fn open_options(&mut self, req: OpenRequest) -> Result<Option<(TopicPartition, LogOptions, Option<Closed>)>> {
+        let OpenRequest { tp, config, recovery, log_start_offset } = req;
+        match self.logs.get(&tp) {
+            Some(log) if log.failure().is_some() => self.close(&tp)?,
+            Some(_) => return Ok(None),
             None => {}
         }
         // A partition closed in this run opens from where it stood, with its own settings, not
         // from what the data directory's files said at startup.
-        let before = self.closed.remove(tp);
+        let before = self.closed.remove(&tp);
         let (recovery, log_start_offset, config) = match &before {
             Some(c) => (
                 crate::log::Recovery::FromRecoveryPoint(c.recovery_point),
@@ -887,8 +964,6 @@ impl Shard {
         let options = LogOptions {
             config,
             storage: self.storage.clone(),
-            tail_cache_bytes: tail_cache_share(self.tail_cache_bytes, self.tail_cache_budget, self.logs.len() + 1),
-            zero_fill_bytes: zero_fill_share(self.zero_fill_bytes, self.logs.len() + 1),
             writes: crate::log::Writes::Caller,
             recovery,
             log_start_offset,
@@ -897,20 +972,7 @@ impl Shard {
             resources: self.resources.clone(),
             ..LogOptions::default()
         };
-        match Log::open_with_report(self.data_dir.join(tp.dir_name()), options) {
-            Ok((mut log, report)) => {
-                log.defer_epoch_checkpoint();
-                self.logs.insert(tp.clone(), log);
-                self.share_budgets();
-                Ok(report)
-            }
-            Err(e) => {
-                if let Some(c) = before {
-                    self.closed.insert(tp.clone(), c);
-                }
-                Err(e)
-            }
-        }
+        Ok(Some((tp, options, before)))
     }
 
     /// Closes `tp`'s log (see [`super::Engine::close_partition`]) after its writes: cleanly when
@@ -1059,6 +1121,39 @@ fn fail_acks(acks: Vec<Ack>, data_dir: &std::path::Path, tp: &TopicPartition, re
     }
 }
 
+/// At most this many opens load together: a group's requests are answered when all of it loaded.
+const MAX_OPEN_GROUP: usize = 256;
+
+/// `f` of every item, on up to `threads` threads (scoped: none outlives the call), results in
+/// the order of `items`. One item, or one thread, runs on the caller's thread.
+fn in_parallel<T: Send, R: Send>(items: Vec<T>, threads: usize, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let threads = threads.min(items.len());
+    if threads <= 1 {
+        return items.into_iter().map(f).collect();
+    }
+    let n = items.len();
+    let work = std::sync::Mutex::new(items.into_iter().enumerate());
+    let next = || work.lock().unwrap_or_else(|p| p.into_inner()).next();
+    let mut out: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    while let Some((i, item)) = next() {
+                        done.push((i, f(item)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        // A panic in `f` is a bug: it goes on to the caller.
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    debug_assert_eq!(out.len(), n);
+    out.sort_unstable_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
 fn unknown(tp: &TopicPartition) -> Error {
     Error::UnknownPartition { topic: tp.topic.clone(), partition: tp.partition }
 }
@@ -1066,6 +1161,26 @@ fn unknown(tp: &TopicPartition) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Results come back in the order of the items, whatever thread ran each, and every item
+    /// runs once; one thread (or one item) runs on the caller's.
+    #[test]
+    fn in_parallel_keeps_the_order() {
+        let caller = std::thread::current().id();
+        for threads in [1, 2, 8, 100] {
+            let ran = std::sync::atomic::AtomicUsize::new(0);
+            let out = in_parallel((0..500u64).collect(), threads, |i| {
+                ran.fetch_add(1, Ordering::Relaxed);
+                // Uneven work, so that the threads finish out of order.
+                std::thread::sleep(Duration::from_micros((i * 7919) % 200));
+                (i * i, std::thread::current().id() == caller)
+            });
+            assert_eq!(ran.load(Ordering::Relaxed), 500);
+            assert_eq!(out.iter().map(|(v, _)| *v).collect::<Vec<_>>(), (0..500u64).map(|i| i * i).collect::<Vec<_>>());
+            assert_eq!(out.iter().all(|(_, on_caller)| *on_caller), threads == 1, "{threads} threads");
+        }
+        assert_eq!(in_parallel(vec![3], 8, |i| (i, std::thread::current().id() == caller)), vec![(3, true)]);
+    }
 
     /// Each log gets an equal share of the shard's lead, never less than the floor and never
     /// more than the lead itself; no lead stays no lead.
