@@ -72,8 +72,9 @@ pub enum Error {
     #[error("unknown partition {topic}-{partition}")]
     UnknownPartition { topic: String, partition: i32 },
     /// A segment file could not be opened: every descriptor the shard may keep open
-    /// (`max_open_files`, active segments' `.log`s included) is in use, or the process is out of descriptors (EMFILE/ENFILE) and no
-    /// idle file is left to close. Nothing changed; retry once reads finish, or raise the limit.
+    /// (`max_open_files`, active segments' `.log`s included) is in use, or the process is out of
+    /// descriptors (EMFILE/ENFILE) and no idle file is left to close. Nothing changed; retry once
+    /// reads finish, or raise the limit.
     #[error("cannot open {path}: {open} files open under a limit of {limit}, none idle")]
     TooManyOpenFiles { path: PathBuf, limit: usize, open: usize },
     /// Another owner holds the directory: a second engine or `Log`, a writing `seglog` command, or

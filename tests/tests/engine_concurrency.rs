@@ -168,8 +168,9 @@ fn full_queue_is_a_typed_error_when_configured() {
 }
 
 /// Opens queued together load side by side (`open_threads_per_shard`), and each still gets its
-/// own answer: existing partitions open with their data, a damaged one fails alone, an open
-/// of a partition already open (or opening in the same group) is a no-op, and after a restart,
+/// own answer: existing partitions open with their data, a damaged one fails alone, a second
+/// open of a partition (which ends the group: it opens after the first) is a no-op, and after a
+/// restart,
 /// where every existing partition opens at once, all of it is there.
 #[test]
 fn opens_queued_together_each_get_their_answer() {

@@ -313,10 +313,10 @@ fn checks(
     max_map_count: Option<u64>,
     nofile_soft: Option<u64>,
 ) -> Vec<Check> {
-    // The engine's default max_open_files: three quarters of the soft limit, counting the
-    // active .log files; the other segment files get what those leave, at least a quarter of it,
-    // and are closed beyond it (least recently used first).
-    let limit = nofile_soft.map_or(u64::MAX, |n| (n - n / 4).max(64));
+    // The engine's default max_open_files, counting the active .log files; the other segment
+    // files get what those leave, at least a quarter of it, and are closed beyond it (least
+    // recently used first).
+    let limit = nofile_soft.map_or(u64::MAX, |n| seglog::io::max_open_files_for(n as usize) as u64);
     let sealed_files = 3 * (segments - partitions);
     let seglog_files = (partitions + sealed_files).min(limit).max(partitions + sealed_files.min(limit / 4));
     vec![
@@ -357,8 +357,8 @@ fn checks(
             seglog_files,
             format!(
                 "1 per partition (its active .log; the active indexes are opened to be written), plus sealed \
-                 segments' files opened when read, all under max_open_files (3/4 of the soft limit: {}), of which \
-                 the sealed files get at least a quarter",
+                 segments' files opened when read, all under max_open_files (half the soft limit: {}) as long as \
+                 the partitions fit in three quarters of it; the sealed files get at least a quarter",
                 if limit == u64::MAX { "none here".to_string() } else { limit.to_string() }
             ),
             nofile_soft,
@@ -505,14 +505,14 @@ mod tests {
         assert_eq!(w.checks[1].needed, 4);
         assert_eq!(w.checks[2].needed, 30_000);
         assert_eq!(w.checks[2].ok, Some(false));
-        // seglog: one descriptor per partition and the sealed segments' files, 15,000 in all
-        // (max_open_files: 3/4 of the soft limit).
-        assert_eq!(w.checks[4].needed, 15_000);
+        // seglog: one descriptor per partition and the sealed segments' files, 10,000 in all
+        // (max_open_files: half the soft limit).
+        assert_eq!(w.checks[4].needed, 10_000);
         // 18,000 partitions: their active .log files pass the limit, the sealed files keep a
-        // quarter of it (3,750), and 21,750 exceed the soft limit.
+        // quarter of it (2,500), and 20,500 exceed the soft limit.
         let many = args(&["--partitions", "18000", "--data-bytes", "180GiB"]);
         let c = &compute(&many, (Some(65_530), Some(20_000), Some(20_000))).unwrap().checks[4];
-        assert_eq!((c.needed, c.ok), (18_000 + 3_750, Some(false)));
+        assert_eq!((c.needed, c.ok), (18_000 + 2_500, Some(false)));
         assert_eq!(w.checks[4].ok, Some(true));
         // 500 partitions per shard share 64 MiB of tail cache: 131,072 B each, under a chunk.
         let m = &w.seglog_memory;

@@ -281,10 +281,10 @@ pub struct EngineConfig {
     /// Memory for sealed segments' indexes, split evenly across shards; past it the least
     /// recently used are evicted and load again on next use. Default 1 GiB.
     pub index_memory_budget_bytes: u64,
-    /// Segment files kept open at once, split evenly across shards: the active `.log`s (always
+    /// Segment files a shard keeps open, split evenly across shards: its active `.log`s (always
     /// open) and the files opened on use (sealed `.log`s, index files), which get what the active
-    /// ones leave but never less than a quarter of the limit; idle ones are closed first. Default
-    /// three quarters of the process's soft descriptor limit.
+    /// ones leave but never less than a quarter of the shard's limit; idle ones are closed first.
+    /// Default half the process's soft descriptor limit ([`crate::io::max_open_files_for`]).
     pub max_open_files: usize,
     /// Lock index memory (`mlock2` with `MLOCK_ONFAULT`), so no index page is ever swapped out.
     /// Default false.

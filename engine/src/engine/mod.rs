@@ -306,7 +306,9 @@ impl Engine {
         };
         let log_start_offset = self.startup.log_starts.get(&key).copied();
         let tp = tp.clone();
-        self.call(self.shard_of(&tp), |done| Request::Open { tp, config, recovery, log_start_offset, done })
+        self.call(self.shard_of(&tp), |done| {
+            Request::Open(request::OpenRequest { tp, config, recovery, log_start_offset }, done)
+        })
     }
 
     /// Closes a partition: cleanly (final index entries, trims, fsyncs) when it can, otherwise (a

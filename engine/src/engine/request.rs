@@ -17,14 +17,16 @@ use crate::segment::TimestampAndOffset;
 /// A closure run on a partition's log inside its shard.
 pub(crate) type LogFn = Box<dyn FnOnce(Option<&mut crate::log::Log>) + Send>;
 
+/// What opening a partition takes ([`Request::Open`]).
+pub(crate) struct OpenRequest {
+    pub tp: TopicPartition,
+    pub config: Option<LogConfig>,
+    pub recovery: crate::log::Recovery,
+    pub log_start_offset: Option<i64>,
+}
+
 pub(crate) enum Request {
-    Open {
-        tp: TopicPartition,
-        config: Option<LogConfig>,
-        recovery: crate::log::Recovery,
-        log_start_offset: Option<i64>,
-        done: crate::completion::Completer<crate::log::LoadReport>,
-    },
+    Open(OpenRequest, crate::completion::Completer<crate::log::LoadReport>),
     /// Closes one partition: cleanly when it can, else (a failed log) leaving it to recovery at
     /// its next open.
     Close {

@@ -10,7 +10,9 @@ use crossbeam_channel::{Receiver, TryRecvError};
 
 use super::epoch_writer::EpochWriter;
 use super::flush::{Flusher, SharedFlush, Unflushed};
+use super::request::OpenRequest;
 use super::{Doorbell, Durability, EngineConfig, Request, SyncMethod, TopicPartition};
+use crate::completion::Completer;
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::io::{IoMode, Storage};
@@ -117,6 +119,9 @@ pub(crate) struct Shard {
     /// Threads loading a batch of partitions' logs at once ([`Shard::open_group`]), and
     /// closing them at shutdown.
     open_threads: usize,
+    /// The affinity the shard had before it pinned itself, for the threads it starts to load and
+    /// close logs (`None`: unpinned, they inherit it).
+    helper_affinity: Option<nix::sched::CpuSet>,
     retention_check_interval_ms: i64,
     next_retention_ms: i64,
     last_periodic: std::time::Instant,
@@ -139,15 +144,15 @@ pub(crate) struct Shard {
 
 /// A partition closed while the engine runs: what its next open needs, and what the checkpoints
 /// keep saying about it meanwhile.
-#[derive(Clone, Debug)]
-/// The fields of a [`Request::Open`] but its completion.
-struct OpenRequest {
+/// A log to load ([`Shard::open_options`]): where and how, and what its close in this run left
+/// (put back if the load fails).
+struct Load {
     tp: TopicPartition,
-    config: Option<LogConfig>,
-    recovery: crate::log::Recovery,
-    log_start_offset: Option<i64>,
+    options: LogOptions,
+    before: Option<Closed>,
 }
 
+#[derive(Clone, Debug)]
 struct Closed {
     recovery_point: i64,
     log_start_offset: i64,
@@ -212,6 +217,7 @@ impl Shard {
             io_spin: Duration::from_micros(config.io_spin_us),
             recovery_threads: config.recovery_threads_per_partition.max(1),
             open_threads: config.open_threads_per_shard.max(1),
+            helper_affinity: None,
             retention_check_interval_ms: config.retention_check_interval_ms.min(i64::MAX as u64) as i64,
             // The first pass comes one interval after the shard starts, not at once (Kafka waits
             // its initial task delay too): opening a directory never deletes data on the spot.
@@ -233,6 +239,7 @@ impl Shard {
 
     pub(crate) fn run(mut self) {
         if let Some(core) = self.core {
+            self.helper_affinity = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok();
             if !super::topology::pin_current_thread(core) {
                 self.core = None;
                 self.stats.core = None;
@@ -345,19 +352,24 @@ impl Shard {
                 });
             }
         }
-        // Each close writes and fsyncs its files: side by side, as the opens load.
+        // Each close writes and fsyncs its files: side by side, as the opens load. A refill in
+        // flight can only be completed here, on the thread that submitted it (the writes were
+        // drained before).
+        for log in self.logs.values_mut() {
+            log.settle_zero_fill();
+        }
+        self.refilling = None;
         let logs: Vec<_> = self.logs.drain().collect();
-        for (tp, leo, start, r) in in_parallel(logs, self.open_threads, |(tp, log)| {
+        let close = |(tp, log): (TopicPartition, Log)| {
             let (leo, start) = (log.log_end_offset(), log.log_start_offset());
             (tp, leo, start, log.close())
-        }) {
-            match r {
-                Ok(()) => closed.push((tp, leo, start)),
-                Err(e) => {
-                    first.get_or_insert(e);
-                }
+        };
+        in_parallel(logs, self.open_threads, self.helper_affinity.as_ref(), close, |(tp, leo, start, r)| match r {
+            Ok(()) => closed.push((tp, leo, start)),
+            Err(e) => {
+                first.get_or_insert(e);
             }
-        }
+        });
         match first {
             Some(e) => Err(e),
             None => Ok(closed),
@@ -420,23 +432,22 @@ impl Shard {
                 }
             }
             match req {
-                Request::Open { tp, config, recovery, log_start_offset, done } => {
+                Request::Open(req, done) => {
                     // The opens queued right behind this one, of other partitions, load with it.
-                    let mut group = vec![(OpenRequest { tp, config, recovery, log_start_offset }, done)];
-                    while let Some(Request::Open { tp, .. }) = batch.front() {
-                        if group.len() >= MAX_OPEN_GROUP || group.iter().any(|(r, _)| &r.tp == tp) {
-                            break;
+                    let mut group = vec![(req, done)];
+                    while group.len() < MAX_OPEN_GROUP {
+                        match batch.pop_front() {
+                            Some(Request::Open(r, done)) if group.iter().all(|(g, _)| g.tp != r.tp) => {
+                                group.push((r, done))
+                            }
+                            Some(other) => {
+                                batch.push_front(other);
+                                break;
+                            }
+                            None => break,
                         }
-                        let Some(Request::Open { tp, config, recovery, log_start_offset, done }) = batch.pop_front()
-                        else {
-                            unreachable!("the front was an open")
-                        };
-                        group.push((OpenRequest { tp, config, recovery, log_start_offset }, done));
                     }
-                    let (reqs, dones): (Vec<_>, Vec<_>) = group.into_iter().unzip();
-                    for (done, r) in dones.into_iter().zip(self.open_group(reqs)) {
-                        done.complete(r);
-                    }
+                    self.open_group(group);
                 }
                 Request::Close { tp, done } => done.complete(self.close(&tp)),
                 Request::Failed { done } => {
@@ -891,59 +902,62 @@ impl Shard {
         self.start_writes(waiting);
     }
 
-    /// Opens the partitions of `group` (distinct, none open and healthy twice in it), loading
-    /// their logs on up to `open_threads` threads at once (Kafka loads a data directory's logs on
+    /// Opens the partitions of `group` (distinct), loading their logs on up to `open_threads`
+    /// threads at once (Kafka loads a data directory's logs on
     /// `num.recovery.threads.per.data.dir` threads): each load is file I/O one call at a time, so
-    /// loads side by side keep the device busy. One result per request, in order.
-    fn open_group(&mut self, group: Vec<OpenRequest>) -> Vec<Result<crate::log::LoadReport>> {
-        let mut results: Vec<Option<Result<crate::log::LoadReport>>> = Vec::with_capacity(group.len());
+    /// loads side by side keep the device busy. Each request is answered as its log is in.
+    fn open_group(&mut self, group: Vec<(OpenRequest, Completer<crate::log::LoadReport>)>) {
         let mut loads = Vec::new();
-        for (i, req) in group.into_iter().enumerate() {
+        for (req, done) in group {
             match self.open_options(req) {
-                Ok(Some((tp, options, before))) => {
-                    loads.push((i, tp, options, before));
-                    results.push(None);
-                }
-                Ok(None) => results.push(Some(Ok(crate::log::LoadReport::default()))),
-                Err(e) => results.push(Some(Err(e))),
+                Ok(Some(load)) => loads.push((load, done)),
+                Ok(None) => done.complete(Ok(crate::log::LoadReport::default())),
+                Err(e) => done.complete(Err(e)),
             }
         }
-        // Every log of the group opens with the shares of the count after the group, and
-        // share_budgets below gives the logs open before theirs if those changed.
+        // The logs open with the shares of the count after the group; share_budgets below gives
+        // them to the logs open before if those changed, and the new ones get the shares of the
+        // logs that did open (a load that failed counted above).
         let opening = self.logs.len() + loads.len();
         let tail = tail_cache_share(self.tail_cache_bytes, self.tail_cache_budget, opening);
         let zero_fill = zero_fill_share(self.zero_fill_bytes, opening);
-        let data_dir = &self.data_dir;
-        let loaded = in_parallel(loads, self.open_threads, |(i, tp, mut options, before)| {
-            options.tail_cache_bytes = tail;
-            options.zero_fill_bytes = zero_fill;
-            let r = Log::open_with_report(data_dir.join(tp.dir_name()), options);
-            (i, tp, r, before)
+        let data_dir = self.data_dir.clone();
+        let mut opened = Vec::new();
+        let load = |(mut l, done): (Load, Completer<crate::log::LoadReport>)| {
+            l.options.tail_cache_bytes = tail;
+            l.options.zero_fill_bytes = zero_fill;
+            let r = Log::open_with_report(data_dir.join(l.tp.dir_name()), l.options);
+            (l.tp, l.before, r, done)
+        };
+        in_parallel(loads, self.open_threads, self.helper_affinity.as_ref(), load, |(tp, before, r, done)| match r {
+            Ok((mut log, report)) => {
+                log.defer_epoch_checkpoint();
+                self.logs.insert(tp.clone(), log);
+                opened.push(tp);
+                done.complete(Ok(report));
+            }
+            Err(e) => {
+                if let Some(c) = before {
+                    self.closed.insert(tp, c);
+                }
+                done.complete(Err(e));
+            }
         });
-        for (i, tp, r, before) in loaded {
-            results[i] = Some(match r {
-                Ok((mut log, report)) => {
-                    log.defer_epoch_checkpoint();
-                    self.logs.insert(tp, log);
-                    Ok(report)
-                }
-                Err(e) => {
-                    if let Some(c) = before {
-                        self.closed.insert(tp, c);
-                    }
-                    Err(e)
-                }
-            });
-        }
         self.share_budgets();
-        results.into_iter().map(|r| r.expect("every request has its result")).collect()
+        if self.logs.len() < opening {
+            for tp in &opened {
+                let log = self.logs.get_mut(tp).expect("just opened");
+                log.set_tail_cache_bytes(self.tail_cache_share);
+                if self.zero_fill_bytes > 0 {
+                    log.set_zero_fill_bytes(self.zero_fill_share);
+                }
+            }
+        }
     }
 
-    /// What opening `req` takes: `None` when its partition is open already, else its options
-    /// and what its close in this run left (put back if the open fails). A failed log is closed
-    /// first, to open again from where it stood.
-    #[allow(clippy::type_complexity)]
-    fn open_options(&mut self, req: OpenRequest) -> Result<Option<(TopicPartition, LogOptions, Option<Closed>)>> {
+    /// What opening `req` takes: `None` when its partition is open already. A failed log is
+    /// closed first, to open again from where it stood.
+    fn open_options(&mut self, req: OpenRequest) -> Result<Option<Load>> {
         let OpenRequest { tp, config, recovery, log_start_offset } = req;
         match self.logs.get(&tp) {
             Some(log) if log.failure().is_some() => self.close(&tp)?,
@@ -972,7 +986,7 @@ impl Shard {
             resources: self.resources.clone(),
             ..LogOptions::default()
         };
-        Ok(Some((tp, options, before)))
+        Ok(Some(Load { tp, options, before }))
     }
 
     /// Closes `tp`'s log (see [`super::Engine::close_partition`]) after its writes: cleanly when
@@ -1124,34 +1138,56 @@ fn fail_acks(acks: Vec<Ack>, data_dir: &std::path::Path, tp: &TopicPartition, re
 /// At most this many opens load together: a group's requests are answered when all of it loaded.
 const MAX_OPEN_GROUP: usize = 256;
 
-/// `f` of every item, on up to `threads` threads (scoped: none outlives the call), results in
-/// the order of `items`. One item, or one thread, runs on the caller's thread.
-fn in_parallel<T: Send, R: Send>(items: Vec<T>, threads: usize, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+/// `f` of every item on up to `threads` threads (scoped: none outlives the call), each result
+/// handed to `each` on the caller's thread as it comes, in no set order. One item, or one
+/// thread, runs on the caller's thread. The threads run on `affinity` when given (a pinned
+/// shard's threads would otherwise share its core), and the I/O they did counts as the
+/// caller's (`io::thread_stats`).
+fn in_parallel<T: Send, R: Send>(
+    items: Vec<T>,
+    threads: usize,
+    affinity: Option<&nix::sched::CpuSet>,
+    f: impl Fn(T) -> R + Sync,
+    mut each: impl FnMut(R),
+) {
     let threads = threads.min(items.len());
     if threads <= 1 {
-        return items.into_iter().map(f).collect();
+        items.into_iter().map(f).for_each(each);
+        return;
     }
     let n = items.len();
-    let work = std::sync::Mutex::new(items.into_iter().enumerate());
+    let work = std::sync::Mutex::new(items.into_iter());
     let next = || work.lock().unwrap_or_else(|p| p.into_inner()).next();
-    let mut out: Vec<(usize, R)> = std::thread::scope(|scope| {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    while let Some((i, item)) = next() {
-                        done.push((i, f(item)));
+                let tx = tx.clone();
+                let (f, next) = (&f, &next);
+                scope.spawn(move || {
+                    if let Some(set) = affinity {
+                        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), set);
                     }
-                    done
+                    while let Some(item) = next() {
+                        if tx.send(f(item)).is_err() {
+                            break;
+                        }
+                    }
+                    crate::io::thread_stats()
                 })
             })
             .collect();
-        // A panic in `f` is a bug: it goes on to the caller.
-        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        drop(tx);
+        // Ends early only if a worker panicked (its sender gone with the work undone).
+        for r in rx.iter().take(n) {
+            each(r);
+        }
+        for w in workers {
+            // A panic in `f` is a bug: it goes on to the caller.
+            let io = w.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            crate::io::add_thread_stats(io);
+        }
     });
-    debug_assert_eq!(out.len(), n);
-    out.sort_unstable_by_key(|(i, _)| *i);
-    out.into_iter().map(|(_, r)| r).collect()
 }
 
 fn unknown(tp: &TopicPartition) -> Error {
@@ -1162,28 +1198,49 @@ fn unknown(tp: &TopicPartition) -> Error {
 mod tests {
     use super::*;
 
-    /// Results come back in the order of the items, whatever thread ran each, and every item
-    /// runs once; one thread (or one item) runs on the caller's.
+    /// Every item runs once and its result reaches `each` on the caller's thread, whatever
+    /// thread ran it; one thread (or one item) runs on the caller's; the helpers' I/O counts as
+    /// the caller's.
     #[test]
-    fn in_parallel_keeps_the_order() {
+    fn in_parallel_hands_every_result_to_the_caller() {
         let caller = std::thread::current().id();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, [7u8; 4096]).unwrap();
+        let storage = crate::io::std_backend::StdStorage::default();
+        let f = storage.open(&file, crate::io::OpenMode::Read).unwrap();
         for threads in [1, 2, 8, 100] {
-            let ran = std::sync::atomic::AtomicUsize::new(0);
-            let out = in_parallel((0..500u64).collect(), threads, |i| {
-                ran.fetch_add(1, Ordering::Relaxed);
-                // Uneven work, so that the threads finish out of order.
-                std::thread::sleep(Duration::from_micros((i * 7919) % 200));
-                (i * i, std::thread::current().id() == caller)
-            });
-            assert_eq!(ran.load(Ordering::Relaxed), 500);
-            assert_eq!(out.iter().map(|(v, _)| *v).collect::<Vec<_>>(), (0..500u64).map(|i| i * i).collect::<Vec<_>>());
-            assert_eq!(out.iter().all(|(_, on_caller)| *on_caller), threads == 1, "{threads} threads");
+            let before = crate::io::thread_stats().bytes_read;
+            let mut got = Vec::new();
+            in_parallel(
+                (0..500u64).collect(),
+                threads,
+                None,
+                |i| {
+                    // Uneven work, so that the threads finish out of order.
+                    std::thread::sleep(Duration::from_micros((i * 7919) % 200));
+                    let mut b = [0u8; 8];
+                    f.read_exact_at(&mut b, i % 512).unwrap();
+                    (i, b[0], std::thread::current().id() == caller)
+                },
+                |r| {
+                    assert_eq!(std::thread::current().id(), caller);
+                    got.push(r);
+                },
+            );
+            got.sort_unstable();
+            assert_eq!(
+                got.iter().map(|(i, b, _)| (*i, *b)).collect::<Vec<_>>(),
+                (0..500u64).map(|i| (i, 7)).collect::<Vec<_>>()
+            );
+            assert_eq!(got.iter().all(|(_, _, on_caller)| *on_caller), threads == 1, "{threads} threads");
+            assert_eq!(crate::io::thread_stats().bytes_read - before, 500 * 8, "{threads} threads");
         }
-        assert_eq!(in_parallel(vec![3], 8, |i| (i, std::thread::current().id() == caller)), vec![(3, true)]);
+        let mut one = Vec::new();
+        in_parallel(vec![3], 8, None, |i| (i, std::thread::current().id() == caller), |r| one.push(r));
+        assert_eq!(one, vec![(3, true)]);
     }
 
-    /// Each log gets an equal share of the shard's lead, never less than the floor and never
-    /// more than the lead itself; no lead stays no lead.
     #[test]
     fn zero_fill_share_splits_the_lead_with_a_floor() {
         assert_eq!(zero_fill_share(0, 8), 0);

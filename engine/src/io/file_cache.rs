@@ -28,6 +28,14 @@ use nix::errno::Errno;
 use super::{DirectAlignment, IoFile, OpenMode, Storage};
 use crate::error::{Error, Result};
 
+/// The default `max_open_files` under a soft descriptor limit of `soft_nofile`: half of it, at
+/// least 64. The active `.log`s count in it and the lazily opened files get the rest (at least a
+/// quarter of it); the other half of the descriptors is left for the embedding process (its
+/// sockets), checkpoint files, rings and the rest.
+pub fn max_open_files_for(soft_nofile: usize) -> usize {
+    (soft_nofile / 2).max(64)
+}
+
 /// How a lazily opened file is opened again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reopen {
@@ -86,8 +94,7 @@ impl FileCache {
         })
     }
 
-    /// Three quarters of the process's soft descriptor limit (`RLIMIT_NOFILE`), at least 64:
-    /// the last quarter is left for checkpoint files, sockets and everything else.
+    /// [`max_open_files_for`] this process's soft descriptor limit (`RLIMIT_NOFILE`).
     pub(crate) fn default_limit() -> usize {
         // "Max open files  <soft>  <hard>  files" in /proc/self/limits.
         let soft = std::fs::read_to_string("/proc/self/limits")
@@ -98,7 +105,7 @@ impl FileCache {
                     .and_then(|l| l.split_whitespace().nth(3).and_then(|v| v.parse::<usize>().ok()))
             })
             .unwrap_or(1024);
-        (soft - soft / 4).max(64)
+        max_open_files_for(soft)
     }
 
     /// Counts one descriptor held open outside the cache (an active segment's `.log`) against
@@ -136,7 +143,8 @@ impl FileCache {
     }
 
     /// Makes room for one more open file (closing idle ones) and counts `file` as open. With
-    /// `force`, the file is counted even when nothing can be closed (it is open already).
+    /// `force`, the file is counted even when nothing can be closed (it is open already, or the
+    /// write path needs it).
     fn admit(&self, id: u64, file: Weak<LazyFile>, path: &Path, force: bool) -> Result<()> {
         let mut dropped = Vec::new();
         let r = {
@@ -144,7 +152,7 @@ impl FileCache {
             let room = self.room();
             if st.open.len() >= room {
                 let want = st.open.len() + 1 - room;
-                self.close_idle(&mut st, id, want.max(self.limit / 16).max(1), &mut dropped);
+                self.close_idle(&mut st, id, want.max(room / 16).max(1), &mut dropped);
             }
             if st.open.len() >= room && !force {
                 st.refusals += 1;
@@ -278,7 +286,9 @@ impl LazyFile {
         lf
     }
 
-    /// Creates (or opens) the file at once, as [`LazyFile::adopt`] of `storage.open(path, mode)`.
+    /// Creates (or opens) the file at once, as [`LazyFile::adopt`] of `storage.open(path, mode)`:
+    /// counted even when every file under the limit is in use (idle ones are closed to make
+    /// room), so that a roll or a log's load never fails for want of a slot in the cache.
     pub(crate) fn create(
         storage: Arc<dyn Storage>,
         path: &Path,
@@ -287,7 +297,7 @@ impl LazyFile {
         cache: &Arc<FileCache>,
     ) -> Result<Arc<LazyFile>> {
         let lf = LazyFile::new(storage, path, reopen, cache);
-        lf.open_with(mode)?;
+        lf.open_with(mode, true)?;
         Ok(lf)
     }
 
@@ -303,16 +313,18 @@ impl LazyFile {
     /// cache will not close a file whose handle is held): for sendfile and other raw-descriptor
     /// uses, hold it for as long as the descriptor is used.
     pub(crate) fn pin(&self) -> Result<Arc<dyn IoFile>> {
-        self.open_with(OpenMode::ReadWrite)
+        self.open_with(OpenMode::ReadWrite, false)
     }
 
-    fn open_with(&self, mode: OpenMode) -> Result<Arc<dyn IoFile>> {
+    /// Opens the file if it is closed; with `force`, even when every file under the limit is in
+    /// use (see [`FileCache::admit`]).
+    fn open_with(&self, mode: OpenMode, force: bool) -> Result<Arc<dyn IoFile>> {
         let mut slot = self.lock_slot();
         self.last_used.store(self.cache.tick(), Ordering::Relaxed);
         if let Some(f) = slot.as_ref() {
             return Ok(f.clone());
         }
-        self.cache.admit(self.id, self.me.clone(), &self.path, false)?;
+        self.cache.admit(self.id, self.me.clone(), &self.path, force)?;
         let open = || match self.reopen {
             Reopen::Plain => self.storage.open(&self.path, mode),
             Reopen::Log => self.storage.open_log(&self.path, mode),
@@ -353,7 +365,8 @@ impl LazyFile {
     /// Takes the file out of the cache's management and returns it open (for a sealed segment
     /// that becomes active again and keeps its `.log` open).
     pub(crate) fn detach(&self) -> Result<Arc<dyn IoFile>> {
-        let f = self.pin()?;
+        // Forced: the file leaves the cache at once (and becomes an active segment's, held).
+        let f = self.open_with(OpenMode::ReadWrite, true)?;
         *self.lock_slot() = None;
         self.cache.forget(self.id);
         Ok(f)

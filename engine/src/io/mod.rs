@@ -29,6 +29,7 @@ pub(crate) mod uring;
 pub use aligned::AlignedBuf;
 pub(crate) use arena::ArenaSlice;
 pub use arena::{ArenaConfig, ArenaReport, HugePages, IndexArena, PageBacking};
+pub use file_cache::max_open_files_for;
 pub(crate) use file_cache::{FileCache, HeldDescriptor, LazyFile, Reopen};
 pub(crate) use in_flight::{poll_front, poll_slot, InFlight};
 pub use pool::{PoolStats, WriteBuf};
@@ -166,6 +167,22 @@ pub(crate) fn record_writes(n: u64) {
 /// This thread's I/O counters.
 pub fn thread_stats() -> IoStats {
     STATS.with(|s| s.get())
+}
+
+/// Adds another thread's counters to this thread's: the I/O of helper threads a shard starts
+/// counts as the shard's.
+pub(crate) fn add_thread_stats(o: IoStats) {
+    STATS.with(|s| {
+        let mut v = s.get();
+        v.ops += o.ops;
+        v.enters += o.enters;
+        v.bytes_read += o.bytes_read;
+        v.bytes_written += o.bytes_written;
+        v.fsyncs += o.fsyncs;
+        v.writes += o.writes;
+        v.bounced_reads += o.bounced_reads;
+        s.set(v);
+    });
 }
 
 /// Adds to this thread's counters (backends call it).

@@ -90,10 +90,7 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
         _locks: locks,
     };
     let jitter = log.next_jitter();
-    let settings = log.settings();
-    let active = log.active.take().expect("active");
-    let active = active.into_segment()?.into_active(log.storage.clone(), settings, now, jitter)?;
-    log.active = Some(active);
+    log.active.as_mut().expect("active").set_roll_jitter_ms(jitter);
     Ok((log, report))
 }
 

@@ -61,6 +61,12 @@ impl Log {
         self.active_mut().zero_fill_busy()
     }
 
+    /// Waits for the active segment's zero-fill refill in flight, if any: only the thread that
+    /// submitted it can (before the log goes to another thread, as a shard's closes do).
+    pub(crate) fn settle_zero_fill(&mut self) {
+        self.active_mut().settle_zero_fill();
+    }
+
     /// See `crate::segment::ActiveSegment::zero_fill_started`.
     pub fn zero_fill_started(&mut self, io: AsyncIo) {
         self.active_mut().zero_fill_started(io);

@@ -282,6 +282,11 @@ impl ActiveSegment {
         self.roll_jitter_ms
     }
 
+    /// Sets the roll jitter (a log draws it once it exists, after loading its active segment).
+    pub(crate) fn set_roll_jitter_ms(&mut self, jitter_ms: i64) {
+        self.roll_jitter_ms = jitter_ms;
+    }
+
     /// The writes (and, with `sync`, the fdatasync) that put the appended bytes `span` names in
     /// the file, straight from the tail's memory: one write per tail chunk they touch (usually
     /// one). With `sync` they are linked in a chain ending in the fdatasync, which so runs only
@@ -425,6 +430,8 @@ impl ActiveSegment {
 
     /// The sealed segment, after a successful [`ActiveSegment::seal`].
     pub(crate) fn into_sealed(mut self) -> SealedSegment {
+        // The descriptor moves into the cache: counted there from now on, not twice.
+        drop(self._held);
         let lf = LazyFile::adopt(self.storage.clone(), self.file, Reopen::Log, &self.seg.res.files);
         self.seg.log = lf.clone();
         self.seg.lazy_log = Some(lf);

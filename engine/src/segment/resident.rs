@@ -33,8 +33,8 @@ pub struct ResourceConfig {
     /// index cache).
     pub index_memory_budget_bytes: u64,
     /// Segment files open at once: active `.log`s (held, always open) and lazily opened files
-    /// (sealed `.log`s, all index files), which get at least a quarter of it. Default three
-    /// quarters of the process's soft descriptor limit.
+    /// (sealed `.log`s, all index files), which get what those leave, at least a quarter of it.
+    /// Default half the process's soft descriptor limit.
     pub max_open_files: usize,
 }
 

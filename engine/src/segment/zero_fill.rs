@@ -195,8 +195,8 @@ impl ActiveSegment {
     }
 
     /// Waits for zero writes in flight: before anything that changes the file's length or
-    /// writes where they do.
-    pub(super) fn settle_zero_fill(&mut self) {
+    /// writes where they do, and before the segment is handed to another thread.
+    pub(crate) fn settle_zero_fill(&mut self) {
         if self.zero.in_flight.is_some() {
             self.zero.stats.waits += 1;
             self.poll_zero_fill(true);
