@@ -6,8 +6,8 @@
 //! block size, one write in flight per file (queue depth = partitions), files taken in turn or
 //! Zipf-drawn as seglog's partitions are, O_DIRECT in direct mode.
 //!
-//! Each point also reports what a partition costs: the seconds to create the partitions and to
-//! give each its first append (a leader epoch and a segment's first bytes, which the measured
+//! Each point also reports what a partition costs: the seconds to create the partitions, to open
+//! them again after the clean shutdown at the end, and to give each its first append (a leader epoch and a segment's first bytes, which the measured
 //! appends then no longer pay, made durable with `Engine::flush_all`), and the process's
 //! resident memory once every partition holds one small batch and is idle, less the
 //! write-buffer pool (bounded by the shard's write-buffer budget, the tail cache's within it),
@@ -126,6 +126,9 @@ pub struct SeglogSide {
     pub idle_bytes_per_partition: f64,
     /// Resident memory after the measured appends.
     pub rss_after: u64,
+    /// Opening the engine again after its clean shutdown, and every partition (opens sent
+    /// together).
+    pub reopen_s: f64,
 }
 
 /// The process's resident memory in bytes (from /proc/self/statm), 0 where unreadable.
@@ -155,21 +158,27 @@ pub fn run_seglog(
     };
     let dir = tempfile::tempdir_in(base)?;
     let rss_before = resident_bytes();
-    let mut cfg = seglog::EngineConfig::new(dir.path());
-    cfg.io_mode = setup.mode;
-    cfg.shards = Some(1);
-    cfg.durability = setup.durability;
-    cfg.zero_fill = setup.zero_fill;
-    cfg.sync_method = setup.sync_method;
-    cfg.log_config = setup.log_config();
-    let engine = Engine::open(cfg)?;
+    let config = || {
+        let mut cfg = seglog::EngineConfig::new(dir.path());
+        cfg.io_mode = setup.mode;
+        cfg.shards = Some(1);
+        cfg.durability = setup.durability;
+        cfg.zero_fill = setup.zero_fill;
+        cfg.sync_method = setup.sync_method;
+        cfg.log_config = setup.log_config();
+        cfg
+    };
+    let engine = Engine::open(config())?;
     let tps = partitions(key.partitions);
-    let t = Instant::now();
-    let opens: Vec<_> = tps.iter().map(|tp| engine.open_partition(tp, None)).collect();
-    for o in opens {
-        o.wait()?;
-    }
-    let open_s = t.elapsed().as_secs_f64();
+    let open_all = |engine: &Engine| -> seglog::Result<f64> {
+        let t = Instant::now();
+        let opens: Vec<_> = tps.iter().map(|tp| engine.open_partition(tp, None)).collect();
+        for o in opens {
+            o.wait()?;
+        }
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let open_s = open_all(&engine)?;
     // A small first batch: what an idle partition holds is then the engine's, not the
     // producer's freed batches kept by the allocator.
     let small = make_batch(128, 1, crate::workload::first_timestamp_ms());
@@ -198,6 +207,11 @@ pub fn run_seglog(
     report.note = format!("{}; {}", report.note, key.skew.name());
     let rss_after = resident_bytes();
     engine.shutdown()?;
+    // Opened again after the clean shutdown: the engine, then every partition.
+    let t = Instant::now();
+    let engine = Engine::open(config())?;
+    let reopen_s = t.elapsed().as_secs_f64() + open_all(&engine)?;
+    engine.shutdown()?;
     drop(dir);
     Ok(SeglogSide {
         report,
@@ -208,6 +222,7 @@ pub fn run_seglog(
         budgeted_bytes,
         idle_bytes_per_partition,
         rss_after,
+        reopen_s,
     })
 }
 
@@ -302,6 +317,7 @@ pub struct PartitionsPoint {
     pub reps: usize,
     pub open_s: f64,
     pub first_appends_s: f64,
+    pub reopen_s: f64,
     pub mb_per_s: f64,
     pub p50_us: f64,
     pub p99_us: f64,
@@ -353,6 +369,7 @@ pub fn summarize(runs: &[PartitionsRun]) -> Vec<PartitionsPoint> {
                 reps: g.len(),
                 open_s: m(&|r| r.seglog.open_s),
                 first_appends_s: m(&|r| r.seglog.first_appends_s),
+                reopen_s: m(&|r| r.seglog.reopen_s),
                 mb_per_s: m(&|r| r.seglog.report.mb_per_s),
                 p50_us: m(&|r| r.seglog.report.latency.p50_us),
                 p99_us: m(&|r| r.seglog.report.latency.p99_us),
@@ -395,15 +412,16 @@ pub fn render(points: &[PartitionsPoint], plan: &PartitionsPlan, setup: &Setup) 
     );
     let _ = writeln!(
         s,
-        "  fio beside each point: one file per partition, bs = batch, qd = partitions, new files; open/first: seconds to create the partitions, and to give each its first append and flush_all; pool: the write-buffer pool (within its budget); idle: resident memory per idle partition beyond the pool"
+        "  fio beside each point: one file per partition, bs = batch, qd = partitions, new files; open/first/reopen: seconds to create the partitions, to give each its first append and flush_all, and to open the engine and every partition again after the clean shutdown; pool: the write-buffer pool (within its budget); idle: resident memory per idle partition beyond the pool"
     );
     let _ = writeln!(
         s,
-        "  {:>6} {:<7} | {:>6} {:>6} | {:>7} {:>9} {:>9} {:>9} {:>5} | {:>7} {:>9} | {:>6} {:>6} | {:>7} {:>7} {:>8}",
+        "  {:>6} {:<7} | {:>6} {:>6} {:>6} | {:>7} {:>9} {:>9} {:>9} {:>5} | {:>7} {:>9} | {:>6} {:>6} | {:>7} {:>7} {:>8}",
         "parts",
         "skew",
         "open s",
         "first",
+        "reopen",
         "MB/s",
         "p50 us",
         "p99 us",
@@ -420,11 +438,12 @@ pub fn render(points: &[PartitionsPoint], plan: &PartitionsPlan, setup: &Setup) 
     for p in points {
         let _ = writeln!(
             s,
-            "  {:>6} {:<7} | {:>6.2} {:>6.2} | {:>7} {:>9} {:>9} {:>9} {:>5.2} | {:>7} {:>9} | {:>6} {:>6} | {:>7} {:>7} {:>8.1}",
+            "  {:>6} {:<7} | {:>6.2} {:>6.2} {:>6.2} | {:>7} {:>9} {:>9} {:>9} {:>5.2} | {:>7} {:>9} | {:>6} {:>6} | {:>7} {:>7} {:>8.1}",
             p.key.partitions,
             p.key.skew.name(),
             p.open_s,
             p.first_appends_s,
+            p.reopen_s,
             num(p.mb_per_s),
             num(p.p50_us),
             num(p.p99_us),
