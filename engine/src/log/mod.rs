@@ -7,6 +7,7 @@
 pub(crate) mod epoch;
 mod load;
 mod maintenance;
+pub mod producer_state;
 mod read;
 mod validate;
 mod write;
