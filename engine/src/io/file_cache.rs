@@ -4,7 +4,7 @@
 //! would pass `max_open_files`, closes the least recently used idle ones first.
 //!
 //! Files a shard keeps open outside the cache (each active segment's `.log`) are counted against
-//! the same limit through a [`HeldDescriptor`]: the lazily opened files get what they leave, but
+//! the same limit through a `HeldDescriptor`: the lazily opened files get what they leave, but
 //! never less than a quarter of the limit, so sealed segments stay readable however many
 //! partitions a shard has.
 //!
