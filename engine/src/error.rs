@@ -77,6 +77,10 @@ pub enum Error {
     /// reads finish, or raise the limit.
     #[error("cannot open {path}: {open} files open under a limit of {limit}, none idle")]
     TooManyOpenFiles { path: PathBuf, limit: usize, open: usize },
+    /// A producer check refused the batch at byte `at` of the append (Kafka's error is
+    /// `source.kafka_name()`): the log is unchanged.
+    #[error("batch at byte {at} of the append: {source} ({})", source.kafka_name())]
+    Producer { at: usize, source: crate::log::producer_state::ProducerError },
     /// Another owner holds the directory: a second engine or `Log`, a writing `seglog` command, or
     /// a Kafka broker (Kafka's "Failed to acquire lock on file .lock"). `path` is the lock file or
     /// the directory locked; `holder` is the process holding it, where the kernel says (0 when it

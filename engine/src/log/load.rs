@@ -84,6 +84,7 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
         zero_fill_bytes,
         writes,
         epochs,
+        producers: super::producer_state::ProducerState::new(log_end_offset),
         pending_deletes: Vec::new(),
         first_unflushed_ms: None,
         resources,

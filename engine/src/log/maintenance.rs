@@ -93,6 +93,9 @@ impl Log {
         self.log_start_offset = self.log_start_offset.min(new_end);
         let r = self.epochs.truncate_from_end(new_end);
         self.guard(r)?;
+        // Batches the producers' state remembers may be gone: it starts again at the new end (it
+        // is not rebuilt from the log yet), so nothing cut is taken for a duplicate.
+        self.producers.truncate_fully_and_start_at(new_end);
         let r = self.storage.sync_dir(&self.dir);
         self.guard(r)?;
         Ok(true)
@@ -127,6 +130,7 @@ impl Log {
         self.all_written(offset);
         self.high_watermark = offset;
         self.recovery_point = offset;
+        self.producers.truncate_fully_and_start_at(offset);
         let r = self.epochs.truncate_from_end(i64::MIN);
         self.guard(r)?;
         Ok(())

@@ -156,6 +156,34 @@ pub struct AppendInfo {
     /// Base offset of the segment the batches went to, and their byte position in it.
     pub segment_base_offset: i64,
     pub position: u32,
+    /// Nothing was appended: a batch of the request is a retry of one of its producer's last
+    /// five, already in the log; the offsets (and `max_timestamp`) are the first copy's, the
+    /// counts are 0 and the segment fields -1 (Kafka answers a duplicate the same way).
+    pub duplicate: bool,
+}
+
+/// A transaction marker's kind, coordinator epoch and timestamp, from a control batch's first
+/// record (key: version i16, type i16 with 0 ABORT and 1 COMMIT; value: version i16, coordinator
+/// epoch i32: Kafka's `EndTransactionMarker`); `None` for any other control record or one that
+/// does not decode.
+fn control_marker(
+    batch: &[u8],
+    h: &BatchHeader,
+    scratch: &mut Vec<u8>,
+) -> Option<(producer_state::MarkerType, i32, i64)> {
+    let r = crate::format::record::batch_records(batch, scratch).ok()?.next()?.ok()?;
+    let key = r.key?;
+    let value = r.value?;
+    if key.len() < 4 || value.len() < 6 {
+        return None;
+    }
+    let kind = match i16::from_be_bytes([key[2], key[3]]) {
+        0 => producer_state::MarkerType::Abort,
+        1 => producer_state::MarkerType::Commit,
+        _ => return None,
+    };
+    let coordinator_epoch = i32::from_be_bytes([value[2], value[3], value[4], value[5]]);
+    Some((kind, coordinator_epoch, h.base_timestamp.saturating_add(r.timestamp_delta)))
 }
 
 /// A read-only description of one segment, for tools and tests.
@@ -229,6 +257,9 @@ pub struct Log {
     zero_fill_bytes: u32,
     writes: Writes,
     epochs: epoch::LeaderEpochCache,
+    /// The idempotent and transactional producers' state: built by the appends since the log was
+    /// opened (snapshots and the rebuild at open are issue 18's next steps).
+    producers: producer_state::ProducerState,
     pending_deletes: Vec<maintenance::PendingDelete>,
     /// When the oldest append not yet covered by an fsync was made.
     first_unflushed_ms: Option<i64>,
@@ -274,6 +305,8 @@ impl Log {
     /// it see nothing at or above it.
     pub fn set_high_watermark(&mut self, offset: i64) {
         self.high_watermark = offset.clamp(self.log_start_offset, self.log_end_offset);
+        // Transactions whose marker is now below it are stable.
+        self.producers.on_high_watermark(self.high_watermark);
     }
 
     pub fn active_segment(&self) -> &ActiveSegment {
@@ -375,8 +408,12 @@ impl Log {
                 limit_name: "segment.bytes",
             });
         }
-        let mut next = self.log_end_offset;
         let log_append = self.config.message_timestamp_type == TimestampType::LogAppendTime;
+        let producers = match self.check_producers(&checked, if log_append { Some(now) } else { None })? {
+            Ok(appends) => appends,
+            Err(duplicate) => return Ok(duplicate),
+        };
+        let mut next = self.log_end_offset;
         let mut headers = Vec::with_capacity(checked.len());
         for cb in &checked {
             let size = cb.header.size_in_bytes() as usize;
@@ -397,7 +434,129 @@ impl Log {
         self.guard(r)?;
         let mut info = self.append_batches(records, &headers, needed, now)?;
         info.log_append_time_ms = if log_append { now } else { -1 };
+        for p in producers {
+            self.producers.update(p);
+        }
+        self.producers.update_map_end_offset(self.log_end_offset);
         Ok(info)
+    }
+
+    /// Kafka's producer checks of a leader append (`analyzeAndValidateProducerState`), before
+    /// anything changes: `Err(info)` when a batch is a retry of one of its producer's last five
+    /// (the first copy's offsets, nothing to append), else each producer's checked append, for
+    /// [`producer_state::ProducerState::update`] once the batches are in. A refusal is
+    /// [`Error::Producer`] naming Kafka's error. `log_append_time` is the time LogAppendTime
+    /// batches get.
+    fn check_producers(
+        &self,
+        batches: &[validate::CheckedBatch],
+        log_append_time: Option<i64>,
+    ) -> Result<std::result::Result<Vec<producer_state::ProducerAppend>, AppendInfo>> {
+        let mut appends: Vec<producer_state::ProducerAppend> = Vec::new();
+        let mut next = self.log_end_offset;
+        for cb in batches {
+            let h = cb.header;
+            let first = next;
+            next += h.last_offset_delta as i64 + 1;
+            if !h.has_producer_id() {
+                continue;
+            }
+            let last_seq = h.last_sequence();
+            let entry = self.producers.last_entry(h.producer_id);
+            if let Some(d) = entry.and_then(|e| e.find_duplicate(h.producer_epoch, h.base_sequence, last_seq)) {
+                return Ok(Err(AppendInfo {
+                    first_offset: d.first_offset(),
+                    last_offset: d.last_offset,
+                    max_timestamp: d.timestamp,
+                    shallow_offset_of_max_timestamp: d.last_offset,
+                    log_append_time_ms: if log_append_time.is_some() { d.timestamp } else { -1 },
+                    batches: 0,
+                    records: 0,
+                    bytes: 0,
+                    segment_base_offset: -1,
+                    position: 0,
+                    duplicate: true,
+                }));
+            }
+            let i = match appends.iter().position(|a| a.producer_id() == h.producer_id) {
+                Some(i) => i,
+                None => {
+                    appends.push(self.producers.prepare(h.producer_id, producer_state::AppendOrigin::Client));
+                    appends.len() - 1
+                }
+            };
+            let max_ts = log_append_time.unwrap_or(cb.max_timestamp);
+            let last = first + h.last_offset_delta as i64;
+            appends[i]
+                .append_data_batch(
+                    h.producer_epoch,
+                    h.base_sequence,
+                    last_seq,
+                    max_ts,
+                    first,
+                    last,
+                    h.is_transactional(),
+                )
+                .map_err(|source| Error::Producer { at: cb.at, source })?;
+        }
+        Ok(Ok(appends))
+    }
+
+    /// The producers' state of a follower append, taken as the leader wrote it: data batches and
+    /// transaction markers update it without checks (Kafka's `AppendOrigin.REPLICATION`).
+    fn follow_producers(&mut self, records: &[u8], headers: &[BatchHeader]) {
+        let mut appends: Vec<producer_state::ProducerAppend> = Vec::new();
+        let mut completed = Vec::new();
+        let mut scratch = Vec::new();
+        let mut at = 0usize;
+        for h in headers {
+            let bytes = &records[at..at + h.size_in_bytes() as usize];
+            at += h.size_in_bytes() as usize;
+            if !h.has_producer_id() {
+                continue;
+            }
+            let i = match appends.iter().position(|a| a.producer_id() == h.producer_id) {
+                Some(i) => i,
+                None => {
+                    appends.push(self.producers.prepare(h.producer_id, producer_state::AppendOrigin::Replication));
+                    appends.len() - 1
+                }
+            };
+            if h.is_control() {
+                // A marker whose record cannot be read changes no producer state (Kafka would
+                // refuse it at the leader).
+                if let Some((kind, coordinator_epoch, ts)) = control_marker(bytes, h, &mut scratch) {
+                    if let Ok(Some(txn)) =
+                        appends[i].append_marker(kind, coordinator_epoch, h.producer_epoch, h.base_offset, ts)
+                    {
+                        completed.push(txn);
+                    }
+                }
+            } else {
+                let _ = appends[i].append_data_batch(
+                    h.producer_epoch,
+                    h.base_sequence,
+                    h.last_sequence(),
+                    h.max_timestamp,
+                    h.base_offset,
+                    h.last_offset(),
+                    h.is_transactional(),
+                );
+            }
+        }
+        for a in appends {
+            self.producers.update(a);
+        }
+        for txn in completed {
+            self.producers.complete_txn(&txn);
+        }
+        self.producers.update_map_end_offset(self.log_end_offset);
+    }
+
+    /// The producer state of this log: its producers, open transactions and first unstable
+    /// offset.
+    pub fn producer_state(&self) -> &producer_state::ProducerState {
+        &self.producers
     }
 
     /// Follower append (Kafka's `appendAsFollower`): batches keep their offsets, which must
@@ -423,6 +582,7 @@ impl Log {
         let now = self.clock.now_ms();
         let mut info = self.append_batches(records, &headers, needed, now)?;
         info.log_append_time_ms = -1;
+        self.follow_producers(records, &headers);
         Ok(info)
     }
 
@@ -493,6 +653,7 @@ impl Log {
             bytes: records.len() as u64,
             segment_base_offset: base,
             position,
+            duplicate: false,
         };
         match self.writes {
             Writes::Through => {

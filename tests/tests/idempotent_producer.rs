@@ -1,0 +1,176 @@
+//! Idempotent and transactional producers against a log, by Kafka's rules: a retried batch gets
+//! its first copy's offsets and nothing is written; a sequence gap, an old epoch and a plain batch
+//! inside an open transaction are refused with Kafka's error, the directory byte-identical; a
+//! follower takes the leader's batches and markers as they are; truncation forgets what it cut;
+//! the engine acknowledges a retry once its first copy is covered.
+
+mod common;
+
+use common::*;
+use seglog::format::builder::BatchBuilder;
+use seglog::log::producer_state::ProducerError;
+use seglog::{Durability, Engine, EngineConfig, Error, TopicPartition};
+
+const PID: i64 = 4242;
+
+/// A batch of `n` records of producer `PID` at `epoch`, first sequence `seq`.
+fn idempotent(epoch: i16, seq: i32, n: usize) -> Vec<u8> {
+    let ts: Vec<i64> = (0..n as i64).map(|i| T0 + i).collect();
+    build(BatchBuilder::new().producer(PID, epoch, seq), &ts, 20)
+}
+
+fn transactional(epoch: i16, seq: i32, n: usize) -> Vec<u8> {
+    let ts: Vec<i64> = (0..n as i64).map(|i| T0 + i).collect();
+    build(BatchBuilder::new().producer(PID, epoch, seq).transactional(true), &ts, 20)
+}
+
+/// A transaction marker of `PID` (control batch, one record) at `offset`, as a leader wrote it.
+fn marker(commit: bool, coordinator_epoch: i32, epoch: i16, offset: i64) -> Vec<u8> {
+    let key = [0u8, 0, 0, commit as u8];
+    let mut value = vec![0u8, 0];
+    value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+    let mut b = BatchBuilder::new().base_offset(offset).producer(PID, epoch, -1).transactional(true).control(true);
+    b.push(T0, Some(&key), Some(&value), &[]);
+    b.build().unwrap()
+}
+
+#[test]
+fn a_retried_batch_gets_its_first_offsets_and_nothing_is_written() {
+    let mut t = new_log(small_config());
+    t.log.append_as_leader(&mut batch_n(2, T0, 10), 0).unwrap();
+    let first = t.log.append_as_leader(&mut idempotent(0, 0, 3), 0).unwrap();
+    let second = t.log.append_as_leader(&mut idempotent(0, 3, 2), 0).unwrap();
+    assert_eq!((first.first_offset, first.last_offset, second.first_offset), (2, 4, 5));
+    let files = snapshot(&t.dir());
+    // Both are among the last five: retried, each gets its own offsets back.
+    for (b, info) in [(idempotent(0, 0, 3), first), (idempotent(0, 3, 2), second)] {
+        let again = t.log.append_as_leader(&mut b.clone(), 0).unwrap();
+        assert!(again.duplicate);
+        assert_eq!((again.first_offset, again.last_offset), (info.first_offset, info.last_offset));
+        assert_eq!((again.batches, again.bytes), (0, 0));
+    }
+    assert_eq!(t.log.log_end_offset(), 7);
+    assert_eq!(snapshot(&t.dir()), files, "a duplicate writes nothing");
+    // Past five batches the oldest is forgotten: its retry is out of order, not a duplicate.
+    for i in 0..5 {
+        t.log.append_as_leader(&mut idempotent(0, 5 + i, 1), 0).unwrap();
+    }
+    let e = t.log.append_as_leader(&mut idempotent(0, 0, 3), 0).unwrap_err();
+    assert!(
+        matches!(e, Error::Producer { source: ProducerError::OutOfOrderSequence { sequence: 0, last: 9, .. }, .. }),
+        "{e}"
+    );
+}
+
+#[test]
+fn refusals_name_kafkas_error_and_leave_the_directory_as_it_was() {
+    let mut t = new_log(small_config());
+    t.log.append_as_leader(&mut idempotent(3, 0, 2), 0).unwrap();
+    let files = snapshot(&t.dir());
+    let end = t.log.log_end_offset();
+    let cases: [(Vec<u8>, &str); 3] = [
+        (idempotent(3, 5, 1), "OUT_OF_ORDER_SEQUENCE_NUMBER"),
+        (idempotent(2, 2, 1), "INVALID_PRODUCER_EPOCH"),
+        (idempotent(4, 1, 1), "OUT_OF_ORDER_SEQUENCE_NUMBER"),
+    ];
+    for (b, name) in cases {
+        let e = t.log.append_as_leader(&mut b.clone(), 0).unwrap_err();
+        match &e {
+            Error::Producer { at: 0, source } => assert_eq!(source.kafka_name(), name, "{e}"),
+            other => panic!("expected a producer error, got {other}"),
+        }
+        assert!(e.to_string().contains(name), "{e}");
+        assert_eq!((t.log.log_end_offset(), snapshot(&t.dir())), (end, files.clone()));
+    }
+    // A two-batch request whose second batch is refused appends neither.
+    let mut two = idempotent(3, 2, 1);
+    two.extend(idempotent(3, 9, 1));
+    assert!(t.log.append_as_leader(&mut two, 0).is_err());
+    assert_eq!(t.log.log_end_offset(), end);
+    // A new epoch starts at 0; the next sequence of the current one follows.
+    t.log.append_as_leader(&mut idempotent(3, 2, 1), 0).unwrap();
+    t.log.append_as_leader(&mut idempotent(4, 0, 1), 0).unwrap();
+    // Inside an open transaction a plain batch is refused.
+    t.log.append_as_leader(&mut transactional(4, 1, 1), 0).unwrap();
+    assert_eq!(t.log.producer_state().first_unstable_offset(), Some(4));
+    let e = t.log.append_as_leader(&mut idempotent(4, 2, 1), 0).unwrap_err();
+    assert!(matches!(&e, Error::Producer { source, .. } if source.kafka_name() == "INVALID_TXN_STATE"), "{e}");
+}
+
+#[test]
+fn a_follower_takes_the_leaders_batches_and_markers_as_they_are() {
+    let mut leader = new_log(small_config());
+    let mut follower = new_log(small_config());
+    for b in [transactional(1, 0, 2), transactional(1, 2, 1)] {
+        let mut b = b;
+        leader.log.append_as_leader(&mut b, 0).unwrap();
+        follower.log.append_as_follower(&b).unwrap();
+    }
+    assert_eq!(follower.log.producer_state().first_unstable_offset(), Some(0));
+    let entry = follower.log.producer_state().last_entry(PID).unwrap().clone();
+    assert_eq!((entry.epoch, entry.last_seq(), entry.current_txn_first_offset), (1, 2, Some(0)));
+    // The coordinator's ABORT at 3: the transaction completes, unstable until the high
+    // watermark passes the marker.
+    follower.log.append_as_follower(&marker(false, 7, 1, 3)).unwrap();
+    let s = follower.log.producer_state();
+    assert_eq!(s.last_entry(PID).unwrap().current_txn_first_offset, None);
+    assert_eq!(s.last_entry(PID).unwrap().coordinator_epoch, 7);
+    assert_eq!(s.first_unstable_offset(), Some(0));
+    follower.log.set_high_watermark(4);
+    assert_eq!(follower.log.producer_state().first_unstable_offset(), None);
+    // An old epoch from the leader is taken, not refused.
+    let old = build(BatchBuilder::new().base_offset(4).producer(PID, 0, 0), &[T0], 5);
+    follower.log.append_as_follower(&old).unwrap();
+    assert_eq!(follower.log.log_end_offset(), 5);
+}
+
+#[test]
+fn truncation_forgets_the_batches_it_cut() {
+    let mut t = new_log(small_config());
+    t.log.append_as_leader(&mut idempotent(0, 0, 2), 0).unwrap();
+    let cut = t.log.append_as_leader(&mut idempotent(0, 2, 2), 0).unwrap();
+    t.log.truncate_to(cut.first_offset).unwrap();
+    // The cut batch, sent again, is appended again (not answered with offsets that are gone).
+    let again = t.log.append_as_leader(&mut idempotent(0, 2, 2), 0).unwrap();
+    assert!(!again.duplicate);
+    assert_eq!((again.first_offset, t.log.log_end_offset()), (2, 4));
+}
+
+/// Through the engine a retry is acknowledged with its first copy's offsets once that copy is
+/// written (and, under `EveryBatch`, durable), in either durability.
+#[test]
+fn the_engine_answers_a_retry_with_the_first_offsets() {
+    for durability in [Durability::None, Durability::EveryBatch] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = EngineConfig::new(dir.path());
+        cfg.shards = Some(1);
+        cfg.pin_threads = false;
+        cfg.durability = durability;
+        let e = Engine::open(cfg).unwrap();
+        let tp = TopicPartition::new("idem", 0);
+        e.open_partition(&tp, None).wait().unwrap();
+        // The first copy and its retry sent together: the retry waits for the first's write.
+        let a = e.append(&tp, idempotent(0, 0, 3), 0);
+        let retry = e.append(&tp, idempotent(0, 0, 3), 0);
+        let next = e.append(&tp, idempotent(0, 3, 1), 0);
+        let (a, retry, next) = (a.wait().unwrap(), retry.wait().unwrap(), next.wait().unwrap());
+        assert_eq!((a.first_offset, a.last_offset), (0, 2), "{durability:?}");
+        assert!(retry.duplicate && (retry.first_offset, retry.last_offset) == (0, 2), "{durability:?}: {retry:?}");
+        assert_eq!(next.first_offset, 3);
+        // Long after: answered at once.
+        let late = e.append(&tp, idempotent(0, 3, 1), 0).wait().unwrap();
+        assert!(late.duplicate && late.first_offset == 3);
+        let gap = e.append(&tp, idempotent(0, 9, 1), 0).wait().unwrap_err();
+        assert!(matches!(gap, Error::Producer { .. }), "{gap}");
+        e.shutdown().unwrap();
+        let e = Engine::open({
+            let mut c = EngineConfig::new(dir.path());
+            c.shards = Some(1);
+            c.pin_threads = false;
+            c
+        })
+        .unwrap();
+        assert_eq!(e.partitions().unwrap()[0].2, 4, "{durability:?}: the retry wrote nothing");
+        e.shutdown().unwrap();
+    }
+}
