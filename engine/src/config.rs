@@ -42,6 +42,10 @@ pub struct LogConfig {
     pub flush_ms: i64,
     /// `preallocate`: reserve `segment.bytes` on disk when a segment is created. Default false.
     pub preallocate: bool,
+    /// `producer.id.expiration.ms` (a broker setting in Kafka): a producer whose last batch is
+    /// this much older than the clock is forgotten, unless its transaction is open. Default
+    /// 86,400,000 (one day).
+    pub producer_id_expiration_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -60,6 +64,7 @@ impl Default for LogConfig {
             retention_bytes: -1,
             file_delete_delay_ms: 60_000,
             flush_messages: i64::MAX,
+            producer_id_expiration_ms: 24 * 60 * 60 * 1000,
             flush_ms: i64::MAX,
             preallocate: false,
         }
@@ -93,6 +98,9 @@ impl LogConfig {
         }
         if self.message_timestamp_before_max_ms < 0 || self.message_timestamp_after_max_ms < 0 {
             return bad("message.timestamp.before/after.max.ms must be >= 0".into());
+        }
+        if self.producer_id_expiration_ms < 0 {
+            return bad(format!("producer.id.expiration.ms {} must be >= 0", self.producer_id_expiration_ms));
         }
         if self.file_delete_delay_ms < 0 {
             return bad(format!("file.delete.delay.ms {} must be >= 0", self.file_delete_delay_ms));

@@ -7,8 +7,10 @@
 mod common;
 
 use common::*;
+use seglog::config::LogConfig;
 use seglog::format::builder::BatchBuilder;
 use seglog::log::producer_state::ProducerError;
+use seglog::log::Recovery;
 use seglog::{Durability, Engine, EngineConfig, Error, TopicPartition};
 
 const PID: i64 = 4242;
@@ -173,4 +175,110 @@ fn the_engine_answers_a_retry_with_the_first_offsets() {
         assert_eq!(e.partitions().unwrap()[0].2, 4, "{durability:?}: the retry wrote nothing");
         e.shutdown().unwrap();
     }
+}
+
+fn snapshots_in(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".snapshot"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A clean close leaves a snapshot at the log end, a roll one at the new segment's base, and the
+/// state they hold recognises a retry after the restart: of the producer's last batch, the one a
+/// snapshot keeps (Kafka's layout has one batch per producer; an older retry is out of order, as
+/// with Kafka).
+#[test]
+fn snapshots_at_roll_and_close_carry_the_state_across_a_restart() {
+    let config = LogConfig { segment_bytes: 300, ..small_config() };
+    let mut t = new_log(config.clone());
+    let mut infos = Vec::new();
+    for i in 0..4 {
+        infos.push(t.log.append_as_leader(&mut idempotent(0, i * 2, 2), 0).unwrap());
+    }
+    let rolls: Vec<i64> = t.log.segments().skip(1).map(|s| s.base_offset()).collect();
+    assert!(!rolls.is_empty(), "the segments rolled");
+    let expected: Vec<String> = rolls.iter().map(|b| seglog::format::filename::snapshot_file_name(*b)).collect();
+    assert_eq!(snapshots_in(&t.dir()), expected, "one per roll");
+    let dir = t.dir();
+    let TestLog { tmp, clock, log } = t;
+    log.close().unwrap();
+    let mut at_end = expected.clone();
+    at_end.push(seglog::format::filename::snapshot_file_name(8));
+    assert_eq!(snapshots_in(&dir), at_end, "and one at the log end");
+    let mut log = open_dir(&dir, config, &clock, Recovery::Clean);
+    let again = log.append_as_leader(&mut idempotent(0, 6, 2), 0).unwrap();
+    assert!(again.duplicate, "the last batch after the restart");
+    assert_eq!((again.first_offset, again.last_offset), (infos[3].first_offset, infos[3].last_offset));
+    let e = log.append_as_leader(&mut idempotent(0, 4, 2), 0).unwrap_err();
+    assert!(matches!(e, Error::Producer { source: ProducerError::OutOfOrderSequence { last: 7, .. }, .. }), "{e}");
+    assert_eq!(log.log_end_offset(), 8);
+    drop(tmp);
+}
+
+/// After a crash the state is rebuilt from the log (no snapshot at its end): a retry of a batch
+/// acknowledged before it is still recognised. A damaged snapshot is deleted, never trusted.
+#[test]
+fn after_a_crash_the_state_is_replayed_and_a_damaged_snapshot_is_refused() {
+    let config = small_config();
+    let mut t = new_log(config.clone());
+    t.log.append_as_leader(&mut idempotent(0, 0, 3), 0).unwrap();
+    t.log.append_as_leader(&mut transactional(0, 3, 1), 0).unwrap();
+    t.log.flush().unwrap();
+    let dir = t.dir();
+    let TestLog { tmp, clock, log } = t;
+    drop(log); // a crash: no close, no snapshot
+    assert!(snapshots_in(&dir).is_empty());
+    // A damaged snapshot at the end, as a crash mid-write would leave.
+    std::fs::write(dir.join(seglog::format::filename::snapshot_file_name(4)), [0u8, 1, 9, 9, 9, 9, 0, 0, 0, 0])
+        .unwrap();
+    let mut log = open_dir(&dir, config, &clock, Recovery::FromRecoveryPoint(0));
+    assert!(snapshots_in(&dir).is_empty(), "the damaged snapshot was deleted");
+    let again = log.append_as_leader(&mut idempotent(0, 0, 3), 0).unwrap();
+    assert!(again.duplicate && again.first_offset == 0);
+    // The transaction open before the crash is open after it.
+    assert_eq!(log.producer_state().first_unstable_offset(), Some(3));
+    assert_eq!(log.producer_state().last_entry(PID).unwrap().current_txn_first_offset, Some(3));
+    drop(tmp);
+}
+
+/// A truncation deletes the snapshots past the new end and rebuilds the state below it: a batch
+/// below the cut is still a duplicate, a cut one is appended anew.
+#[test]
+fn truncation_rebuilds_the_state_below_the_cut() {
+    // One batch per segment: snapshots at 2, 4 and 6.
+    let config = LogConfig { segment_bytes: 200, ..small_config() };
+    let mut t = new_log(config);
+    for i in 0..4 {
+        t.log.append_as_leader(&mut idempotent(0, i * 2, 2), 0).unwrap();
+    }
+    let name = seglog::format::filename::snapshot_file_name;
+    assert_eq!(snapshots_in(&t.dir()), vec![name(2), name(4), name(6)]);
+    t.log.truncate_to(4).unwrap();
+    assert_eq!(snapshots_in(&t.dir()), vec![name(2), name(4)], "the one past the new end is gone");
+    let kept = t.log.append_as_leader(&mut idempotent(0, 2, 2), 0).unwrap();
+    assert!(kept.duplicate && kept.first_offset == 2);
+    let cut = t.log.append_as_leader(&mut idempotent(0, 4, 2), 0).unwrap();
+    assert!(!cut.duplicate && cut.first_offset == 4);
+}
+
+/// Producers idle past `producer_id_expiration_ms` are not loaded; one with a transaction open
+/// is.
+#[test]
+fn expired_producers_are_not_loaded() {
+    let config = LogConfig { producer_id_expiration_ms: 60_000, ..small_config() };
+    let mut t = new_log(config.clone());
+    t.log.append_as_leader(&mut idempotent(0, 0, 1), 0).unwrap();
+    let dir = t.dir();
+    let TestLog { tmp, clock, log } = t;
+    log.close().unwrap();
+    clock.advance(61_000);
+    let mut log = open_dir(&dir, config, &clock, Recovery::Clean);
+    assert!(log.producer_state().last_entry(PID).is_none());
+    // Forgotten: its next batch is taken at any sequence.
+    assert!(!log.append_as_leader(&mut idempotent(0, 7, 1), 0).unwrap().duplicate);
+    drop(tmp);
 }

@@ -257,6 +257,10 @@ fn new_segments_are_named_by_their_zero_padded_base_offset() {
         for ext in ["index", "log", "timeindex"] {
             expected.push(format!("{b:020}.{ext}"));
         }
+        // Each roll snapshots the producers at the new base, as Kafka's does.
+        if b > 0 {
+            expected.push(format!("{b:020}.snapshot"));
+        }
     }
     expected.sort();
     assert_eq!(names, expected);

@@ -55,6 +55,8 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
     // One owner, before anything in the directory is read or changed (or it is created).
     let locks = crate::io::lock::lock_partition(&*options.storage, dir, options.log_dir_lock.take(), true)?;
     let (loaded, report) = load(dir, &options)?;
+    let clean = matches!(options.recovery, Recovery::Clean);
+    let snapshot_names = options.storage.list_dir(dir)?;
     let Loaded { sealed, active, log_start_offset, log_end_offset, recovery_point, epochs, now } = loaded;
     let LogOptions { config, storage, clock, tail_cache_bytes, zero_fill_bytes, writes, resources, .. } = options;
     let sealed = sealed.into_iter().map(|(b, s)| (b, s.into_sealed())).collect();
@@ -85,6 +87,7 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
         writes,
         epochs,
         producers: super::producer_state::ProducerState::new(log_end_offset),
+        producer_snapshots: super::producers::snapshot_offsets(&snapshot_names),
         pending_deletes: Vec::new(),
         first_unflushed_ms: None,
         resources,
@@ -92,6 +95,7 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
     };
     let jitter = log.next_jitter();
     log.active.as_mut().expect("active").set_roll_jitter_ms(jitter);
+    log.rebuild_producer_state(clean)?;
     Ok((log, report))
 }
 

@@ -93,9 +93,10 @@ impl Log {
         self.log_start_offset = self.log_start_offset.min(new_end);
         let r = self.epochs.truncate_from_end(new_end);
         self.guard(r)?;
-        // Batches the producers' state remembers may be gone: it starts again at the new end (it
-        // is not rebuilt from the log yet), so nothing cut is taken for a duplicate.
-        self.producers.truncate_fully_and_start_at(new_end);
+        // The producers as of the new end: from the newest snapshot at or below it (later ones
+        // deleted) and the batches after it, so nothing cut is taken for a duplicate.
+        let r = self.rebuild_producer_state(false);
+        self.guard(r)?;
         let r = self.storage.sync_dir(&self.dir);
         self.guard(r)?;
         Ok(true)
@@ -131,6 +132,8 @@ impl Log {
         self.high_watermark = offset;
         self.recovery_point = offset;
         self.producers.truncate_fully_and_start_at(offset);
+        let r = self.delete_producer_snapshots(..);
+        self.guard(r)?;
         let r = self.epochs.truncate_from_end(i64::MIN);
         self.guard(r)?;
         Ok(())
@@ -240,6 +243,10 @@ impl Log {
             let r = self.epochs.truncate_from_start(first);
             self.guard(r)?;
         }
+        // Producer snapshots below the first segment left can never be replayed from: they go
+        // with the segments (the producers stay, as in Kafka, until they expire).
+        let r = self.delete_producer_snapshots(..first);
+        self.guard(r)?;
         Ok(deletable)
     }
 

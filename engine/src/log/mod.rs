@@ -8,6 +8,7 @@ pub(crate) mod epoch;
 mod load;
 mod maintenance;
 pub mod producer_state;
+mod producers;
 mod read;
 mod validate;
 mod write;
@@ -162,30 +163,6 @@ pub struct AppendInfo {
     pub duplicate: bool,
 }
 
-/// A transaction marker's kind, coordinator epoch and timestamp, from a control batch's first
-/// record (key: version i16, type i16 with 0 ABORT and 1 COMMIT; value: version i16, coordinator
-/// epoch i32: Kafka's `EndTransactionMarker`); `None` for any other control record or one that
-/// does not decode.
-fn control_marker(
-    batch: &[u8],
-    h: &BatchHeader,
-    scratch: &mut Vec<u8>,
-) -> Option<(producer_state::MarkerType, i32, i64)> {
-    let r = crate::format::record::batch_records(batch, scratch).ok()?.next()?.ok()?;
-    let key = r.key?;
-    let value = r.value?;
-    if key.len() < 4 || value.len() < 6 {
-        return None;
-    }
-    let kind = match i16::from_be_bytes([key[2], key[3]]) {
-        0 => producer_state::MarkerType::Abort,
-        1 => producer_state::MarkerType::Commit,
-        _ => return None,
-    };
-    let coordinator_epoch = i32::from_be_bytes([value[2], value[3], value[4], value[5]]);
-    Some((kind, coordinator_epoch, h.base_timestamp.saturating_add(r.timestamp_delta)))
-}
-
 /// A read-only description of one segment, for tools and tests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SegmentInfo {
@@ -260,6 +237,8 @@ pub struct Log {
     /// The idempotent and transactional producers' state: built by the appends since the log was
     /// opened (snapshots and the rebuild at open are issue 18's next steps).
     producers: producer_state::ProducerState,
+    /// The offsets of the `.snapshot` files in the directory.
+    producer_snapshots: std::collections::BTreeSet<i64>,
     pending_deletes: Vec<maintenance::PendingDelete>,
     /// When the oldest append not yet covered by an fsync was made.
     first_unflushed_ms: Option<i64>,
@@ -434,129 +413,8 @@ impl Log {
         self.guard(r)?;
         let mut info = self.append_batches(records, &headers, needed, now)?;
         info.log_append_time_ms = if log_append { now } else { -1 };
-        for p in producers {
-            self.producers.update(p);
-        }
-        self.producers.update_map_end_offset(self.log_end_offset);
+        self.producers_appended(producers);
         Ok(info)
-    }
-
-    /// Kafka's producer checks of a leader append (`analyzeAndValidateProducerState`), before
-    /// anything changes: `Err(info)` when a batch is a retry of one of its producer's last five
-    /// (the first copy's offsets, nothing to append), else each producer's checked append, for
-    /// [`producer_state::ProducerState::update`] once the batches are in. A refusal is
-    /// [`Error::Producer`] naming Kafka's error. `log_append_time` is the time LogAppendTime
-    /// batches get.
-    fn check_producers(
-        &self,
-        batches: &[validate::CheckedBatch],
-        log_append_time: Option<i64>,
-    ) -> Result<std::result::Result<Vec<producer_state::ProducerAppend>, AppendInfo>> {
-        let mut appends: Vec<producer_state::ProducerAppend> = Vec::new();
-        let mut next = self.log_end_offset;
-        for cb in batches {
-            let h = cb.header;
-            let first = next;
-            next += h.last_offset_delta as i64 + 1;
-            if !h.has_producer_id() {
-                continue;
-            }
-            let last_seq = h.last_sequence();
-            let entry = self.producers.last_entry(h.producer_id);
-            if let Some(d) = entry.and_then(|e| e.find_duplicate(h.producer_epoch, h.base_sequence, last_seq)) {
-                return Ok(Err(AppendInfo {
-                    first_offset: d.first_offset(),
-                    last_offset: d.last_offset,
-                    max_timestamp: d.timestamp,
-                    shallow_offset_of_max_timestamp: d.last_offset,
-                    log_append_time_ms: if log_append_time.is_some() { d.timestamp } else { -1 },
-                    batches: 0,
-                    records: 0,
-                    bytes: 0,
-                    segment_base_offset: -1,
-                    position: 0,
-                    duplicate: true,
-                }));
-            }
-            let i = match appends.iter().position(|a| a.producer_id() == h.producer_id) {
-                Some(i) => i,
-                None => {
-                    appends.push(self.producers.prepare(h.producer_id, producer_state::AppendOrigin::Client));
-                    appends.len() - 1
-                }
-            };
-            let max_ts = log_append_time.unwrap_or(cb.max_timestamp);
-            let last = first + h.last_offset_delta as i64;
-            appends[i]
-                .append_data_batch(
-                    h.producer_epoch,
-                    h.base_sequence,
-                    last_seq,
-                    max_ts,
-                    first,
-                    last,
-                    h.is_transactional(),
-                )
-                .map_err(|source| Error::Producer { at: cb.at, source })?;
-        }
-        Ok(Ok(appends))
-    }
-
-    /// The producers' state of a follower append, taken as the leader wrote it: data batches and
-    /// transaction markers update it without checks (Kafka's `AppendOrigin.REPLICATION`).
-    fn follow_producers(&mut self, records: &[u8], headers: &[BatchHeader]) {
-        let mut appends: Vec<producer_state::ProducerAppend> = Vec::new();
-        let mut completed = Vec::new();
-        let mut scratch = Vec::new();
-        let mut at = 0usize;
-        for h in headers {
-            let bytes = &records[at..at + h.size_in_bytes() as usize];
-            at += h.size_in_bytes() as usize;
-            if !h.has_producer_id() {
-                continue;
-            }
-            let i = match appends.iter().position(|a| a.producer_id() == h.producer_id) {
-                Some(i) => i,
-                None => {
-                    appends.push(self.producers.prepare(h.producer_id, producer_state::AppendOrigin::Replication));
-                    appends.len() - 1
-                }
-            };
-            if h.is_control() {
-                // A marker whose record cannot be read changes no producer state (Kafka would
-                // refuse it at the leader).
-                if let Some((kind, coordinator_epoch, ts)) = control_marker(bytes, h, &mut scratch) {
-                    if let Ok(Some(txn)) =
-                        appends[i].append_marker(kind, coordinator_epoch, h.producer_epoch, h.base_offset, ts)
-                    {
-                        completed.push(txn);
-                    }
-                }
-            } else {
-                let _ = appends[i].append_data_batch(
-                    h.producer_epoch,
-                    h.base_sequence,
-                    h.last_sequence(),
-                    h.max_timestamp,
-                    h.base_offset,
-                    h.last_offset(),
-                    h.is_transactional(),
-                );
-            }
-        }
-        for a in appends {
-            self.producers.update(a);
-        }
-        for txn in completed {
-            self.producers.complete_txn(&txn);
-        }
-        self.producers.update_map_end_offset(self.log_end_offset);
-    }
-
-    /// The producer state of this log: its producers, open transactions and first unstable
-    /// offset.
-    pub fn producer_state(&self) -> &producer_state::ProducerState {
-        &self.producers
     }
 
     /// Follower append (Kafka's `appendAsFollower`): batches keep their offsets, which must
@@ -849,6 +707,11 @@ impl Log {
         self.guard(r)?;
         // Everything below the new segment was fsynced by seal().
         self.recovery_point = self.recovery_point.max(new_base);
+        // Kafka snapshots the producers at each roll, named by the new segment's base (which a
+        // follower's jump may put past the log end): a recovery of that segment starts there.
+        self.producers.update_map_end_offset(new_base);
+        let r = self.take_producer_snapshot();
+        self.guard(r)?;
         Ok(())
     }
 
@@ -879,6 +742,8 @@ impl Log {
             // Deferred writes of the epoch checkpoint end here (the caller has none in flight).
             self.epochs.flush()?;
         }
+        // The producers at the log end, so that the next open reads no batch for them.
+        self.take_producer_snapshot()?;
         let active = self.active.take().expect("active segment");
         active.close()?;
         self.storage.sync_dir(&self.dir)

@@ -1,0 +1,294 @@
+//! A log's producer state (`producer_state.rs` holds the state and Kafka's rules): the checks of
+//! a leader append, the updates of a follower append, the `.snapshot` files taken at each roll
+//! and clean close, and the state rebuilt at open and after a truncation from the newest readable
+//! snapshot and the batches after it.
+
+use std::collections::BTreeSet;
+
+use super::producer_state::{self, AppendOrigin, CompletedTxn, MarkerType, ProducerAppend, ProducerState};
+use super::{validate, AppendInfo, Log};
+use crate::error::{Error, Result};
+use crate::format::batch::BatchHeader;
+use crate::format::filename::{self, FileKind, SegmentFileName};
+use crate::io::OpenMode;
+
+/// A transaction marker's kind, coordinator epoch and timestamp, from a control batch's first
+/// record (key: version i16, type i16 with 0 ABORT and 1 COMMIT; value: version i16, coordinator
+/// epoch i32: Kafka's `EndTransactionMarker`); `None` for any other control record or one that
+/// does not decode.
+fn control_marker(batch: &[u8], h: &BatchHeader, scratch: &mut Vec<u8>) -> Option<(MarkerType, i32, i64)> {
+    let r = crate::format::record::batch_records(batch, scratch).ok()?.next()?.ok()?;
+    let (key, value) = (r.key?, r.value?);
+    if key.len() < 4 || value.len() < 6 {
+        return None;
+    }
+    let kind = match i16::from_be_bytes([key[2], key[3]]) {
+        0 => MarkerType::Abort,
+        1 => MarkerType::Commit,
+        _ => return None,
+    };
+    let coordinator_epoch = i32::from_be_bytes([value[2], value[3], value[4], value[5]]);
+    Some((kind, coordinator_epoch, h.base_timestamp.saturating_add(r.timestamp_delta)))
+}
+
+/// The appends of one request (or one replay) by producer, in the order first seen.
+#[derive(Default)]
+struct Appends {
+    appends: Vec<ProducerAppend>,
+    completed: Vec<CompletedTxn>,
+    scratch: Vec<u8>,
+}
+
+impl Appends {
+    fn of(&mut self, state: &ProducerState, producer_id: i64, origin: AppendOrigin) -> &mut ProducerAppend {
+        let i = match self.appends.iter().position(|a| a.producer_id() == producer_id) {
+            Some(i) => i,
+            None => {
+                self.appends.push(state.prepare(producer_id, origin));
+                self.appends.len() - 1
+            }
+        };
+        &mut self.appends[i]
+    }
+
+    /// A batch as the leader wrote it (a follower's, or one replayed from the log): taken
+    /// without checks. `batch` is the batch's bytes, read for a marker's record.
+    fn replicate(&mut self, state: &ProducerState, h: &BatchHeader, batch: &[u8]) {
+        if !h.has_producer_id() {
+            return;
+        }
+        if h.is_control() {
+            // A marker whose record does not decode changes nothing (its leader refuses one).
+            let mut scratch = std::mem::take(&mut self.scratch);
+            let marker = control_marker(batch, h, &mut scratch);
+            self.scratch = scratch;
+            if let Some((kind, coordinator_epoch, ts)) = marker {
+                let a = self.of(state, h.producer_id, AppendOrigin::Replication);
+                if let Ok(Some(txn)) = a.append_marker(kind, coordinator_epoch, h.producer_epoch, h.base_offset, ts) {
+                    self.completed.push(txn);
+                }
+            }
+        } else {
+            let a = self.of(state, h.producer_id, AppendOrigin::Replication);
+            let _ = a.append_data_batch(
+                h.producer_epoch,
+                h.base_sequence,
+                h.last_sequence(),
+                h.max_timestamp,
+                h.base_offset,
+                h.last_offset(),
+                h.is_transactional(),
+            );
+        }
+    }
+
+    /// Into the state, which then covers the log up to `end`.
+    fn apply(self, state: &mut ProducerState, end: i64) {
+        for a in self.appends {
+            state.update(a);
+        }
+        for txn in &self.completed {
+            state.complete_txn(txn);
+        }
+        state.update_map_end_offset(end);
+    }
+}
+
+/// The offsets of the `.snapshot` files among `names` (a directory listing).
+pub(super) fn snapshot_offsets(names: &[String]) -> BTreeSet<i64> {
+    names
+        .iter()
+        .filter_map(|n| SegmentFileName::parse(n).ok().flatten())
+        .filter(|f| f.kind == FileKind::Snapshot)
+        .map(|f| f.base_offset)
+        .collect()
+}
+
+impl Log {
+    /// Kafka's producer checks of a leader append (`analyzeAndValidateProducerState`), before
+    /// anything changes: `Err(info)` when a batch is a retry of one of its producer's last five
+    /// (the first copy's offsets, nothing to append), else each producer's checked append, for
+    /// [`Log::producers_appended`] once the batches are in. A refusal is [`Error::Producer`]
+    /// naming Kafka's error. `log_append_time` is the time LogAppendTime batches get.
+    pub(super) fn check_producers(
+        &self,
+        batches: &[validate::CheckedBatch],
+        log_append_time: Option<i64>,
+    ) -> Result<std::result::Result<Vec<ProducerAppend>, AppendInfo>> {
+        let mut appends = Appends::default();
+        let mut next = self.log_end_offset;
+        for cb in batches {
+            let h = cb.header;
+            let first = next;
+            next += h.last_offset_delta as i64 + 1;
+            if !h.has_producer_id() {
+                continue;
+            }
+            let last_seq = h.last_sequence();
+            let entry = self.producers.last_entry(h.producer_id);
+            if let Some(d) = entry.and_then(|e| e.find_duplicate(h.producer_epoch, h.base_sequence, last_seq)) {
+                return Ok(Err(AppendInfo {
+                    first_offset: d.first_offset(),
+                    last_offset: d.last_offset,
+                    max_timestamp: d.timestamp,
+                    shallow_offset_of_max_timestamp: d.last_offset,
+                    log_append_time_ms: if log_append_time.is_some() { d.timestamp } else { -1 },
+                    batches: 0,
+                    records: 0,
+                    bytes: 0,
+                    segment_base_offset: -1,
+                    position: 0,
+                    duplicate: true,
+                }));
+            }
+            let max_ts = log_append_time.unwrap_or(cb.max_timestamp);
+            let last = first + h.last_offset_delta as i64;
+            appends
+                .of(&self.producers, h.producer_id, AppendOrigin::Client)
+                .append_data_batch(
+                    h.producer_epoch,
+                    h.base_sequence,
+                    last_seq,
+                    max_ts,
+                    first,
+                    last,
+                    h.is_transactional(),
+                )
+                .map_err(|source| Error::Producer { at: cb.at, source })?;
+        }
+        Ok(Ok(appends.appends))
+    }
+
+    /// Takes a leader append's checked producers into the state, once its batches are in.
+    pub(super) fn producers_appended(&mut self, appends: Vec<ProducerAppend>) {
+        let end = self.log_end_offset;
+        Appends { appends, ..Appends::default() }.apply(&mut self.producers, end);
+    }
+
+    /// The producers' state of a follower append, taken as the leader wrote it: data batches and
+    /// transaction markers update it without checks (Kafka's `AppendOrigin.REPLICATION`).
+    pub(super) fn follow_producers(&mut self, records: &[u8], headers: &[BatchHeader]) {
+        let mut appends = Appends::default();
+        let mut at = 0usize;
+        for h in headers {
+            let size = h.size_in_bytes() as usize;
+            appends.replicate(&self.producers, h, &records[at..at + size]);
+            at += size;
+        }
+        appends.apply(&mut self.producers, self.log_end_offset);
+    }
+
+    /// The producer state of this log: its producers, open transactions and first unstable
+    /// offset.
+    pub fn producer_state(&self) -> &producer_state::ProducerState {
+        &self.producers
+    }
+
+    /// Writes `%020d.snapshot` at the offset the state covers, unless the newest snapshot is
+    /// there already (Kafka's `takeSnapshot`, at each roll and clean close): written whole and
+    /// fsynced. A crash mid-write leaves a file whose CRC fails; the next open deletes it and
+    /// uses an older one or the log.
+    pub(super) fn take_producer_snapshot(&mut self) -> Result<()> {
+        let at = self.producers.map_end_offset();
+        if self.producer_snapshots.last().is_some_and(|&last| last >= at) {
+            return Ok(());
+        }
+        let path = self.dir.join(filename::snapshot_file_name(at));
+        let bytes = self.producers.snapshot();
+        let mode = if self.storage.exists(&path) { OpenMode::ReadWrite } else { OpenMode::CreateNew };
+        let f = self.storage.open(&path, mode)?;
+        f.set_len(0)?;
+        f.write_all_at(&bytes, 0)?;
+        f.sync_data()?;
+        self.producer_snapshots.insert(at);
+        Ok(())
+    }
+
+    /// Deletes the snapshots at offsets in `range` (Kafka: the ones past a truncation's new end,
+    /// those below the log start).
+    pub(super) fn delete_producer_snapshots(&mut self, range: impl std::ops::RangeBounds<i64>) -> Result<()> {
+        let doomed: Vec<i64> = self.producer_snapshots.range(range).copied().collect();
+        for at in doomed {
+            let path = self.dir.join(filename::snapshot_file_name(at));
+            if self.storage.exists(&path) {
+                self.storage.remove_file(&path)?;
+            }
+            self.producer_snapshots.remove(&at);
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the state at the log end (Kafka's `rebuildProducerState`): snapshots past the end
+    /// deleted, then the newest one that reads (one that does not is deleted, never trusted)
+    /// and the batches after it replayed; with none, the whole log replayed, except after a
+    /// clean shutdown (`clean`), where a log that never had a snapshot starts with no producers
+    /// and no read of its batches (Kafka's path for logs written before producer state).
+    pub(super) fn rebuild_producer_state(&mut self, clean: bool) -> Result<()> {
+        let (start, end) = (self.log_start_offset, self.log_end_offset);
+        self.delete_producer_snapshots((std::ops::Bound::Excluded(end), std::ops::Bound::Unbounded))?;
+        let now = self.clock.now_ms();
+        let expiration = self.config.producer_id_expiration_ms;
+        let mut state = None;
+        while let Some(&at) = self.producer_snapshots.last() {
+            let path = self.dir.join(filename::snapshot_file_name(at));
+            let read = self.storage.open(&path, OpenMode::Read).and_then(|f| {
+                let len = f.len()?;
+                let mut b = vec![0u8; len.min(64 << 20) as usize];
+                f.read_exact_at(&mut b, 0)?;
+                Ok(b)
+            });
+            match read.map(|b| producer_state::read_snapshot(&b)) {
+                Ok(Ok(entries)) if at >= start => {
+                    state = Some(ProducerState::load(entries, at, now, expiration));
+                    break;
+                }
+                // Unreadable, damaged or below the log start: not used, and deleted.
+                _ => self.delete_producer_snapshots(at..=at)?,
+            }
+        }
+        let state = match state {
+            Some(s) => s,
+            None if clean => ProducerState::new(end),
+            None => ProducerState::new(start),
+        };
+        self.producers = state;
+        self.replay_producers(self.producers.map_end_offset(), end)
+    }
+
+    /// Replays the batches in `[from, to)` into the state, as a follower's.
+    fn replay_producers(&mut self, from: i64, to: i64) -> Result<()> {
+        if from >= to {
+            self.producers.update_map_end_offset(to);
+            return Ok(());
+        }
+        let mut appends = Appends::default();
+        let mut batch = Vec::new();
+        for seg in self.segments() {
+            if seg.base_offset() >= to {
+                break;
+            }
+            let start = match seg.translate_offset(from, 0)? {
+                Some(p) => p.position,
+                None => continue,
+            };
+            let mut scan = seg.scanner(start);
+            while let Some(b) = scan.next_batch()? {
+                let h = b.header;
+                if h.base_offset >= to {
+                    break;
+                }
+                if h.last_offset() < from || !h.has_producer_id() {
+                    continue;
+                }
+                if h.is_control() {
+                    scan.read_batch(&b, &mut batch)?;
+                } else {
+                    batch.clear();
+                }
+                appends.replicate(&self.producers, &h, &batch);
+            }
+        }
+        appends.apply(&mut self.producers, to);
+        Ok(())
+    }
+}
