@@ -43,8 +43,8 @@ pub struct LogConfig {
     /// `preallocate`: reserve `segment.bytes` on disk when a segment is created. Default false.
     pub preallocate: bool,
     /// `producer.id.expiration.ms` (a broker setting in Kafka): a producer whose last batch is
-    /// this much older than the clock is forgotten, unless its transaction is open. Default
-    /// 86,400,000 (one day).
+    /// this much older than the clock is forgotten (at each retention pass, and not loaded at
+    /// open), unless its transaction is open. Default 86,400,000 (one day).
     pub producer_id_expiration_ms: i64,
 }
 

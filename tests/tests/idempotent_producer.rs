@@ -282,3 +282,39 @@ fn expired_producers_are_not_loaded() {
     assert!(!log.append_as_leader(&mut idempotent(0, 7, 1), 0).unwrap().duplicate);
     drop(tmp);
 }
+
+/// After a clean shutdown whose snapshot is damaged, the state comes from the log (Kafka's
+/// upgrade path is only for a log with no snapshot at all), and the damaged file is gone.
+#[test]
+fn a_clean_open_with_a_damaged_snapshot_replays_the_log() {
+    let config = small_config();
+    let mut t = new_log(config.clone());
+    t.log.append_as_leader(&mut idempotent(0, 0, 2), 0).unwrap();
+    let dir = t.dir();
+    let TestLog { tmp, clock, log } = t;
+    log.close().unwrap();
+    let name = seglog::format::filename::snapshot_file_name(2);
+    let mut bytes = std::fs::read(dir.join(&name)).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(dir.join(&name), bytes).unwrap();
+    let mut log = open_dir(&dir, config, &clock, Recovery::Clean);
+    assert!(snapshots_in(&dir).is_empty(), "the damaged snapshot was deleted");
+    assert!(log.append_as_leader(&mut idempotent(0, 0, 2), 0).unwrap().duplicate);
+    drop(tmp);
+}
+
+/// A retention pass forgets producers idle past `producer_id_expiration_ms`, as Kafka's
+/// periodic check does.
+#[test]
+fn a_retention_pass_expires_idle_producers() {
+    let config = LogConfig { producer_id_expiration_ms: 60_000, ..small_config() };
+    let mut t = new_log(config);
+    t.log.append_as_leader(&mut idempotent(0, 0, 1), 0).unwrap();
+    t.clock.advance(30_000);
+    t.log.apply_retention().unwrap();
+    assert!(t.log.producer_state().last_entry(PID).is_some());
+    t.clock.advance(31_000);
+    t.log.apply_retention().unwrap();
+    assert!(t.log.producer_state().last_entry(PID).is_none());
+}

@@ -56,8 +56,7 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
     let locks = crate::io::lock::lock_partition(&*options.storage, dir, options.log_dir_lock.take(), true)?;
     let (loaded, report) = load(dir, &options)?;
     let clean = matches!(options.recovery, Recovery::Clean);
-    let snapshot_names = options.storage.list_dir(dir)?;
-    let Loaded { sealed, active, log_start_offset, log_end_offset, recovery_point, epochs, now } = loaded;
+    let Loaded { sealed, active, log_start_offset, log_end_offset, recovery_point, epochs, snapshots, now } = loaded;
     let LogOptions { config, storage, clock, tail_cache_bytes, zero_fill_bytes, writes, resources, .. } = options;
     let sealed = sealed.into_iter().map(|(b, s)| (b, s.into_sealed())).collect();
     let seed = now as u64 ^ (dir.as_os_str().len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -87,7 +86,7 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
         writes,
         epochs,
         producers: super::producer_state::ProducerState::new(log_end_offset),
-        producer_snapshots: super::producers::snapshot_offsets(&snapshot_names),
+        producer_snapshots: snapshots,
         pending_deletes: Vec::new(),
         first_unflushed_ms: None,
         resources,
@@ -107,6 +106,8 @@ struct Loaded {
     log_end_offset: i64,
     recovery_point: i64,
     epochs: LeaderEpochCache,
+    /// The offsets of the producer snapshots found.
+    snapshots: BTreeSet<i64>,
     /// The clock when the active segment was made active.
     now: i64,
 }
@@ -129,7 +130,7 @@ fn load(dir: &Path, options: &LogOptions) -> Result<(Loaded, LoadReport)> {
         ..
     } = *options;
     let mut report = LoadReport::default();
-    let bases = find_segments(&**storage, dir, &mut report)?;
+    let (bases, snapshots) = find_segments(&**storage, dir, &mut report)?;
     let settings = segment_settings(config, tail_cache_bytes, zero_fill_bytes);
     let mut segments = open_segments(storage, dir, &bases, settings, resources, &mut report)?;
 
@@ -180,14 +181,16 @@ fn load(dir: &Path, options: &LogOptions) -> Result<(Loaded, LoadReport)> {
     let mut epochs = load_epochs(storage.clone(), dir, all, recovered_epochs, rescanned_from, &mut report)?;
     epochs.truncate_from_end(log_end_offset)?;
     epochs.truncate_from_start(log_start_offset)?;
-    let loaded = Loaded { sealed: segments, active, log_start_offset, log_end_offset, recovery_point, epochs, now };
+    let loaded =
+        Loaded { sealed: segments, active, log_start_offset, log_end_offset, recovery_point, epochs, snapshots, now };
     Ok((loaded, report))
 }
 
 /// Pass 1, leftovers and the inventory: resolves a log cleaner's leftovers, removes `.deleted`
 /// and `.cleaned` files and index files without a `.log` (fsyncing the directory if anything
-/// went), and returns the base offsets of the `.log` files.
-fn find_segments(storage: &dyn Storage, dir: &Path, report: &mut LoadReport) -> Result<BTreeSet<i64>> {
+/// went), and returns the base offsets of the `.log` files and the offsets of the producer
+/// `.snapshot` files.
+fn find_segments(storage: &dyn Storage, dir: &Path, report: &mut LoadReport) -> Result<(BTreeSet<i64>, BTreeSet<i64>)> {
     let mut names = storage.list_dir(dir)?;
     names.sort();
     if names.iter().any(|n| {
@@ -200,6 +203,7 @@ fn find_segments(storage: &dyn Storage, dir: &Path, report: &mut LoadReport) -> 
     }
 
     let mut logs: BTreeSet<i64> = BTreeSet::new();
+    let mut snapshots: BTreeSet<i64> = BTreeSet::new();
     let mut indexes: Vec<(SegmentFileName, String)> = Vec::new();
     for name in &names {
         let parsed = match SegmentFileName::parse(name) {
@@ -226,7 +230,9 @@ fn find_segments(storage: &dyn Storage, dir: &Path, report: &mut LoadReport) -> 
                     logs.insert(parsed.base_offset);
                 }
                 FileKind::Index | FileKind::TimeIndex | FileKind::TxnIndex => indexes.push((parsed, name.clone())),
-                FileKind::Snapshot => {}
+                FileKind::Snapshot => {
+                    snapshots.insert(parsed.base_offset);
+                }
             },
         }
     }
@@ -239,7 +245,7 @@ fn find_segments(storage: &dyn Storage, dir: &Path, report: &mut LoadReport) -> 
     if !report.files_removed.is_empty() {
         storage.sync_dir(dir)?;
     }
-    Ok(logs)
+    Ok((logs, snapshots))
 }
 
 /// What each segment of a log with `config` is made with (`Log::settings` for a log already

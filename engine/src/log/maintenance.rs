@@ -107,6 +107,10 @@ impl Log {
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<()> {
         self.settle_writes();
         self.check_not_failed()?;
+        // The producer snapshots go first, so that the directory fsync below makes their removal
+        // durable: none may come back over the new log's offsets.
+        let r = self.delete_producer_snapshots(..);
+        self.guard(r)?;
         let now = self.clock.now_ms();
         let r = self.active_mut().write_out();
         self.guard(r)?;
@@ -132,8 +136,6 @@ impl Log {
         self.high_watermark = offset;
         self.recovery_point = offset;
         self.producers.truncate_fully_and_start_at(offset);
-        let r = self.delete_producer_snapshots(..);
-        self.guard(r)?;
         let r = self.epochs.truncate_from_end(i64::MIN);
         self.guard(r)?;
         Ok(())
@@ -160,7 +162,8 @@ impl Log {
         Ok(self.log_start_offset)
     }
 
-    /// One retention pass (Kafka's `deleteOldSegments`): segments whose largest timestamp is
+    /// One retention pass (Kafka's `deleteOldSegments`), which also forgets producers idle for
+    /// `producer_id_expiration_ms`: segments whose largest timestamp is
     /// older than `retention.ms` (file modification time when a segment has no timestamps), then
     /// the oldest segments while the log is over `retention.bytes`, then segments wholly below
     /// the log start offset. Never past the high watermark; if every segment would go, the log
@@ -168,6 +171,7 @@ impl Log {
     pub fn apply_retention(&mut self) -> Result<RetentionReport> {
         self.check_not_failed()?;
         let now = self.clock.now_ms();
+        self.expire_producers(now);
         let mut report = RetentionReport::default();
         let retention_ms = self.config.retention_ms;
         if retention_ms >= 0 {

@@ -158,8 +158,9 @@ pub struct AppendInfo {
     pub segment_base_offset: i64,
     pub position: u32,
     /// Nothing was appended: a batch of the request is a retry of one of its producer's last
-    /// five, already in the log; the offsets (and `max_timestamp`) are the first copy's, the
-    /// counts are 0 and the segment fields -1 (Kafka answers a duplicate the same way).
+    /// five, already in the log; the offsets, `max_timestamp` and `log_append_time_ms` are the
+    /// first copy's (its timestamp, as Kafka answers a duplicate), the counts 0,
+    /// `segment_base_offset` -1 and `position` 0.
     pub duplicate: bool,
 }
 
@@ -234,8 +235,7 @@ pub struct Log {
     zero_fill_bytes: u32,
     writes: Writes,
     epochs: epoch::LeaderEpochCache,
-    /// The idempotent and transactional producers' state: built by the appends since the log was
-    /// opened (snapshots and the rebuild at open are issue 18's next steps).
+    /// The idempotent and transactional producers' state (`producers.rs`).
     producers: producer_state::ProducerState,
     /// The offsets of the `.snapshot` files in the directory.
     producer_snapshots: std::collections::BTreeSet<i64>,
@@ -742,10 +742,11 @@ impl Log {
             // Deferred writes of the epoch checkpoint end here (the caller has none in flight).
             self.epochs.flush()?;
         }
-        // The producers at the log end, so that the next open reads no batch for them.
-        self.take_producer_snapshot()?;
         let active = self.active.take().expect("active segment");
         active.close()?;
+        // The producers at the log end, once the data is durable (a snapshot above what a power
+        // cut leaves is deleted at the next open), so that the next open reads no batch for them.
+        self.take_producer_snapshot()?;
         self.storage.sync_dir(&self.dir)
     }
 }

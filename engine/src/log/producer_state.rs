@@ -158,6 +158,17 @@ impl ProducerStateEntry {
         self.batches.iter().copied().find(|b| b.first_seq() == first_seq && b.last_seq == last_seq)
     }
 
+    fn clone_without_batches(&self) -> ProducerStateEntry {
+        ProducerStateEntry {
+            producer_id: self.producer_id,
+            epoch: self.epoch,
+            batches: VecDeque::new(),
+            coordinator_epoch: self.coordinator_epoch,
+            last_timestamp: self.last_timestamp,
+            current_txn_first_offset: self.current_txn_first_offset,
+        }
+    }
+
     /// A new epoch forgets the batches of the old one.
     fn set_epoch(&mut self, epoch: i16) {
         if self.epoch != epoch {
@@ -166,12 +177,16 @@ impl ProducerStateEntry {
         }
     }
 
-    fn add_batch(&mut self, epoch: i16, b: BatchMetadata) {
-        self.set_epoch(epoch);
+    fn push_batch(&mut self, b: BatchMetadata) {
         if self.batches.len() == NUM_BATCHES_TO_RETAIN {
             self.batches.pop_front();
         }
         self.batches.push_back(b);
+    }
+
+    fn add_batch(&mut self, epoch: i16, b: BatchMetadata) {
+        self.set_epoch(epoch);
+        self.push_batch(b);
         self.last_timestamp = b.timestamp;
     }
 
@@ -179,10 +194,7 @@ impl ProducerStateEntry {
     fn update(&mut self, next: ProducerStateEntry) {
         self.set_epoch(next.epoch);
         for b in next.batches {
-            if self.batches.len() == NUM_BATCHES_TO_RETAIN {
-                self.batches.pop_front();
-            }
-            self.batches.push_back(b);
+            self.push_batch(b);
         }
         self.coordinator_epoch = next.coordinator_epoch;
         self.current_txn_first_offset = next.current_txn_first_offset;
@@ -213,8 +225,9 @@ pub enum MarkerType {
 #[derive(Clone, Debug)]
 pub struct ProducerAppend {
     origin: AppendOrigin,
-    /// The entry before this append.
-    current: ProducerStateEntry,
+    /// The producer's epoch and last sequence before this append.
+    current_epoch: i16,
+    current_last_seq: i32,
     /// The entry with this append's batches: what `update` takes (its batches are only the new
     /// ones, as Kafka's).
     updated: ProducerStateEntry,
@@ -257,15 +270,15 @@ impl ProducerAppend {
         }
         let last = if !self.updated.is_empty() {
             self.updated.last_seq()
-        } else if epoch == self.current.epoch {
-            self.current.last_seq()
+        } else if epoch == self.current_epoch {
+            self.current_last_seq
         } else {
             NO_SEQUENCE
         };
         // With no epoch known (every batch of the producer removed by retention or
         // DeleteRecords) any sequence is taken.
         let in_sequence = first_seq as i64 == last as i64 + 1 || (first_seq == 0 && last == i32::MAX);
-        if self.current.epoch != NO_PRODUCER_EPOCH && !in_sequence {
+        if self.current_epoch != NO_PRODUCER_EPOCH && !in_sequence {
             return Err(out_of_order(last));
         }
         Ok(())
@@ -377,11 +390,12 @@ impl ProducerState {
     /// Starts checking an append of `producer_id`'s batches.
     pub fn prepare(&self, producer_id: i64, origin: AppendOrigin) -> ProducerAppend {
         assert_ne!(producer_id, NO_PRODUCER_ID, "a batch without a producer id has no producer state");
-        let current =
-            self.producers.get(&producer_id).cloned().unwrap_or_else(|| ProducerStateEntry::empty(producer_id));
-        let mut updated = current.clone();
-        updated.batches.clear();
-        ProducerAppend { origin, current, updated, started: Vec::new() }
+        // The entry without its batches: `update` adds only this append's.
+        let (updated, current_epoch, current_last_seq) = match self.producers.get(&producer_id) {
+            Some(e) => (e.clone_without_batches(), e.epoch, e.last_seq()),
+            None => (ProducerStateEntry::empty(producer_id), NO_PRODUCER_EPOCH, NO_SEQUENCE),
+        };
+        ProducerAppend { origin, current_epoch, current_last_seq, updated, started: Vec::new() }
     }
 
     /// Takes a checked append into the state (Kafka's `ProducerStateManager.update`).
@@ -406,11 +420,15 @@ impl ProducerState {
     }
 
     /// Marks a transaction completed: it stays unstable until the high watermark passes its
-    /// marker ([`ProducerState::on_high_watermark`]).
-    pub fn complete_txn(&mut self, txn: &CompletedTxn) {
-        let pid = self.ongoing.remove(&txn.first_offset);
-        assert_eq!(pid, Some(txn.producer_id), "completing a transaction that was not started: {txn:?}");
+    /// marker ([`ProducerState::on_high_watermark`]). False (and nothing changed) for one that
+    /// was not open (Kafka refuses it; a replica's or a replayed marker can meet one).
+    pub fn complete_txn(&mut self, txn: &CompletedTxn) -> bool {
+        if self.ongoing.get(&txn.first_offset) != Some(&txn.producer_id) {
+            return false;
+        }
+        self.ongoing.remove(&txn.first_offset);
         self.unreplicated.insert(txn.first_offset, (txn.producer_id, txn.last_offset));
+        true
     }
 
     /// Completed transactions whose marker is below `high_watermark` are stable now.
@@ -661,7 +679,8 @@ mod tests {
         assert_eq!(done, CompletedTxn { producer_id: PID, first_offset: 10, last_offset: 14, aborted: true });
         s.update(m);
         assert_eq!(s.last_stable_offset(&done), 13, "the other producer's transaction is still open");
-        s.complete_txn(&done);
+        assert!(s.complete_txn(&done));
+        assert!(!s.complete_txn(&done), "a transaction completes once; a second marker changes nothing");
         assert_eq!(s.first_unstable_offset(), Some(10), "unstable until the marker is below the high watermark");
         s.on_high_watermark(15);
         assert_eq!(s.first_unstable_offset(), Some(13));

@@ -3,13 +3,17 @@
 //! and clean close, and the state rebuilt at open and after a truncation from the newest readable
 //! snapshot and the batches after it.
 
-use std::collections::BTreeSet;
+use std::collections::HashMap;
 
 use super::producer_state::{self, AppendOrigin, CompletedTxn, MarkerType, ProducerAppend, ProducerState};
 use super::{validate, AppendInfo, Log};
+
+/// The largest producer snapshot read (22 million producers); a larger file is refused.
+const MAX_SNAPSHOT_BYTES: u64 = 1 << 30;
+use crate::config::TimestampType;
 use crate::error::{Error, Result};
 use crate::format::batch::BatchHeader;
-use crate::format::filename::{self, FileKind, SegmentFileName};
+use crate::format::filename;
 use crate::io::OpenMode;
 
 /// A transaction marker's kind, coordinator epoch and timestamp, from a control batch's first
@@ -28,26 +32,30 @@ fn control_marker(batch: &[u8], h: &BatchHeader, scratch: &mut Vec<u8>) -> Optio
         _ => return None,
     };
     let coordinator_epoch = i32::from_be_bytes([value[2], value[3], value[4], value[5]]);
-    Some((kind, coordinator_epoch, h.base_timestamp.saturating_add(r.timestamp_delta)))
+    // Kafka's `record.timestamp()`: the batch's max timestamp under LogAppendTime.
+    let ts = match h.timestamp_type() {
+        TimestampType::LogAppendTime => h.max_timestamp,
+        TimestampType::CreateTime => h.base_timestamp.saturating_add(r.timestamp_delta),
+    };
+    Some((kind, coordinator_epoch, ts))
 }
 
 /// The appends of one request (or one replay) by producer, in the order first seen.
 #[derive(Default)]
 struct Appends {
     appends: Vec<ProducerAppend>,
+    /// Producer id -> index in `appends` (a replay meets many producers).
+    index: HashMap<i64, usize>,
     completed: Vec<CompletedTxn>,
     scratch: Vec<u8>,
 }
 
 impl Appends {
     fn of(&mut self, state: &ProducerState, producer_id: i64, origin: AppendOrigin) -> &mut ProducerAppend {
-        let i = match self.appends.iter().position(|a| a.producer_id() == producer_id) {
-            Some(i) => i,
-            None => {
-                self.appends.push(state.prepare(producer_id, origin));
-                self.appends.len() - 1
-            }
-        };
+        let i = *self.index.entry(producer_id).or_insert_with(|| {
+            self.appends.push(state.prepare(producer_id, origin));
+            self.appends.len() - 1
+        });
         &mut self.appends[i]
     }
 
@@ -59,9 +67,7 @@ impl Appends {
         }
         if h.is_control() {
             // A marker whose record does not decode changes nothing (its leader refuses one).
-            let mut scratch = std::mem::take(&mut self.scratch);
-            let marker = control_marker(batch, h, &mut scratch);
-            self.scratch = scratch;
+            let marker = control_marker(batch, h, &mut self.scratch);
             if let Some((kind, coordinator_epoch, ts)) = marker {
                 let a = self.of(state, h.producer_id, AppendOrigin::Replication);
                 if let Ok(Some(txn)) = a.append_marker(kind, coordinator_epoch, h.producer_epoch, h.base_offset, ts) {
@@ -88,20 +94,12 @@ impl Appends {
             state.update(a);
         }
         for txn in &self.completed {
-            state.complete_txn(txn);
+            // A marker for a transaction the state never saw start (its start below a snapshot
+            // that did not hold it) completes nothing.
+            let _ = state.complete_txn(txn);
         }
         state.update_map_end_offset(end);
     }
-}
-
-/// The offsets of the `.snapshot` files among `names` (a directory listing).
-pub(super) fn snapshot_offsets(names: &[String]) -> BTreeSet<i64> {
-    names
-        .iter()
-        .filter_map(|n| SegmentFileName::parse(n).ok().flatten())
-        .filter(|f| f.kind == FileKind::Snapshot)
-        .map(|f| f.base_offset)
-        .collect()
 }
 
 impl Log {
@@ -132,7 +130,8 @@ impl Log {
                     last_offset: d.last_offset,
                     max_timestamp: d.timestamp,
                     shallow_offset_of_max_timestamp: d.last_offset,
-                    log_append_time_ms: if log_append_time.is_some() { d.timestamp } else { -1 },
+                    // Kafka's answer to a duplicate carries its timestamp as the append time.
+                    log_append_time_ms: d.timestamp,
                     batches: 0,
                     records: 0,
                     bytes: 0,
@@ -205,17 +204,24 @@ impl Log {
     }
 
     /// Deletes the snapshots at offsets in `range` (Kafka: the ones past a truncation's new end,
-    /// those below the log start).
-    pub(super) fn delete_producer_snapshots(&mut self, range: impl std::ops::RangeBounds<i64>) -> Result<()> {
+    /// those below the log start); how many. The caller fsyncs the directory.
+    pub(super) fn delete_producer_snapshots(&mut self, range: impl std::ops::RangeBounds<i64>) -> Result<usize> {
         let doomed: Vec<i64> = self.producer_snapshots.range(range).copied().collect();
-        for at in doomed {
+        for &at in &doomed {
             let path = self.dir.join(filename::snapshot_file_name(at));
             if self.storage.exists(&path) {
                 self.storage.remove_file(&path)?;
             }
             self.producer_snapshots.remove(&at);
         }
-        Ok(())
+        Ok(doomed.len())
+    }
+
+    /// Forgets producers idle for `producer_id_expiration_ms`, never one with a transaction open
+    /// (Kafka checks every `producer.id.expiration.check.interval.ms`; the log does it at each
+    /// retention pass).
+    pub(super) fn expire_producers(&mut self, now_ms: i64) {
+        self.producers.remove_expired(now_ms, self.config.producer_id_expiration_ms);
     }
 
     /// Rebuilds the state at the log end (Kafka's `rebuildProducerState`): snapshots past the end
@@ -225,34 +231,56 @@ impl Log {
     /// and no read of its batches (Kafka's path for logs written before producer state).
     pub(super) fn rebuild_producer_state(&mut self, clean: bool) -> Result<()> {
         let (start, end) = (self.log_start_offset, self.log_end_offset);
-        self.delete_producer_snapshots((std::ops::Bound::Excluded(end), std::ops::Bound::Unbounded))?;
+        // Kafka's upgrade path is for a log with no snapshot file at all, decided before any
+        // damaged one is deleted.
+        let had_snapshots = !self.producer_snapshots.is_empty();
+        let mut deleted =
+            self.delete_producer_snapshots((std::ops::Bound::Excluded(end), std::ops::Bound::Unbounded))?;
         let now = self.clock.now_ms();
         let expiration = self.config.producer_id_expiration_ms;
         let mut state = None;
         while let Some(&at) = self.producer_snapshots.last() {
+            // Kafka keeps none at or below the log start.
+            if at <= start && at < end {
+                deleted += self.delete_producer_snapshots(..=at)?;
+                break;
+            }
             let path = self.dir.join(filename::snapshot_file_name(at));
-            let read = self.storage.open(&path, OpenMode::Read).and_then(|f| {
-                let len = f.len()?;
-                let mut b = vec![0u8; len.min(64 << 20) as usize];
-                f.read_exact_at(&mut b, 0)?;
-                Ok(b)
-            });
-            match read.map(|b| producer_state::read_snapshot(&b)) {
-                Ok(Ok(entries)) if at >= start => {
+            let f = self.storage.open(&path, OpenMode::Read)?;
+            let len = f.len()?;
+            if len > MAX_SNAPSHOT_BYTES {
+                return Err(Error::CorruptIndex {
+                    path,
+                    detail: format!("producer snapshot of {len} bytes, more than the {MAX_SNAPSHOT_BYTES} read"),
+                });
+            }
+            let mut b = vec![0u8; len as usize];
+            f.read_exact_at(&mut b, 0)?;
+            match producer_state::read_snapshot(&b) {
+                Ok(entries) => {
                     state = Some(ProducerState::load(entries, at, now, expiration));
                     break;
                 }
-                // Unreadable, damaged or below the log start: not used, and deleted.
-                _ => self.delete_producer_snapshots(at..=at)?,
+                // Damaged (a crash tore it): deleted, never trusted; an older one or the log.
+                Err(_) => deleted += self.delete_producer_snapshots(at..=at)?,
             }
         }
-        let state = match state {
+        if deleted > 0 {
+            // Deletions made durable, so that an old snapshot cannot come back after a crash and
+            // be taken for the state of different data.
+            let r = self.storage.sync_dir(&self.dir);
+            self.guard(r)?;
+        }
+        self.producers = match state {
             Some(s) => s,
-            None if clean => ProducerState::new(end),
+            None if clean && !had_snapshots => ProducerState::new(end),
             None => ProducerState::new(start),
         };
-        self.producers = state;
-        self.replay_producers(self.producers.map_end_offset(), end)
+        self.replay_producers(self.producers.map_end_offset(), end)?;
+        // The high watermark is the log end at open: replayed transactions whose marker is below
+        // it are stable.
+        self.producers.on_high_watermark(self.high_watermark);
+        Ok(())
     }
 
     /// Replays the batches in `[from, to)` into the state, as a follower's.
@@ -263,7 +291,8 @@ impl Log {
         }
         let mut appends = Appends::default();
         let mut batch = Vec::new();
-        for seg in self.segments() {
+        let floor = self.floor_segment(from).map_or(i64::MIN, |s| s.base_offset());
+        for seg in self.segments().skip_while(|s| s.base_offset() < floor) {
             if seg.base_offset() >= to {
                 break;
             }
