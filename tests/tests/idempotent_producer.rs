@@ -318,3 +318,101 @@ fn a_retention_pass_expires_idle_producers() {
     t.log.apply_retention().unwrap();
     assert!(t.log.producer_state().last_entry(PID).is_none());
 }
+
+/// A power cut at every I/O of a small workload (two idempotent producers and a transactional
+/// one, small segments so that rolls write snapshots, each append flushed before it is
+/// acknowledged): after recovery, every acknowledged batch sent again is answered as a
+/// duplicate with its first offsets or refused as out of order, and never written a second
+/// time.
+#[test]
+fn after_a_power_cut_no_acknowledged_batch_is_written_twice() {
+    use seglog::io::sim::{SimRng, SimStorage};
+    use std::sync::Arc;
+    let config = LogConfig { segment_bytes: 400, ..small_config() };
+    let dir = std::path::PathBuf::from("/sim/topic-0");
+    let open = |sim: &SimStorage, clock: &Arc<seglog::config::ManualClock>, recovery| {
+        let options = seglog::log::LogOptions {
+            config: config.clone(),
+            storage: Arc::new(sim.clone()),
+            clock: clock.clone(),
+            recovery,
+            writes: seglog::log::Writes::Through,
+            ..seglog_tests::log_options()
+        };
+        seglog::log::Log::open(&dir, options)
+    };
+    const OTHER: i64 = 77;
+    const TXN: i64 = 88;
+    // (producer, first sequence, records, transactional): PID with two-record batches, OTHER
+    // with one-record ones, TXN inside one open transaction.
+    let plan: Vec<(i64, i32, usize, bool)> = (0..15)
+        .map(|i: i32| match i % 3 {
+            0 => (PID, i / 3 * 2, 2, false),
+            1 => (OTHER, i / 3, 1, false),
+            _ => (TXN, i / 3, 1, true),
+        })
+        .collect();
+    let batch_of = |&(pid, seq, n, txn): &(i64, i32, usize, bool)| {
+        let ts: Vec<i64> = (0..n as i64).map(|i| T0 + i).collect();
+        build(BatchBuilder::new().producer(pid, 0, seq).transactional(txn), &ts, 30)
+    };
+    // The I/Os of the whole workload, to cut at each.
+    let total = {
+        let sim = SimStorage::new();
+        sim.put_dir("/sim");
+        sim.set_now_ms(T0);
+        let clock = Arc::new(seglog::config::ManualClock::new(T0));
+        let mut log = open(&sim, &clock, Recovery::default()).unwrap();
+        for p in &plan {
+            log.append_as_leader(&mut batch_of(p), 0).unwrap();
+            log.flush().unwrap();
+        }
+        sim.io_count()
+    };
+    let mut checked = 0;
+    for k in 1..=total {
+        let sim = SimStorage::new();
+        sim.put_dir("/sim");
+        sim.set_now_ms(T0);
+        sim.halt_after(Some(k));
+        let clock = Arc::new(seglog::config::ManualClock::new(T0));
+        let mut acked = Vec::new();
+        if let Ok(mut log) = open(&sim, &clock, Recovery::default()) {
+            for p in &plan {
+                let Ok(info) = log.append_as_leader(&mut batch_of(p), 0) else { break };
+                if log.flush().is_err() {
+                    break;
+                }
+                acked.push((*p, info));
+            }
+        }
+        let crashed = sim.crash(&mut SimRng::new(k));
+        let Ok(mut log) = open(&crashed, &clock, Recovery::FromRecoveryPoint(0)) else {
+            panic!("cut at I/O {k}: the log does not reopen");
+        };
+        let end = log.log_end_offset();
+        assert!(end >= acked.last().map_or(0, |(_, i)| i.last_offset + 1), "cut at I/O {k}: acknowledged data lost");
+        for (p, info) in &acked {
+            match log.append_as_leader(&mut batch_of(p), 0) {
+                Ok(again) => {
+                    assert!(
+                        again.duplicate,
+                        "cut at I/O {k}: {p:?} acknowledged at {} written again",
+                        info.first_offset
+                    );
+                    assert_eq!(
+                        (again.first_offset, again.last_offset),
+                        (info.first_offset, info.last_offset),
+                        "cut at I/O {k}"
+                    );
+                }
+                Err(Error::Producer { source: ProducerError::OutOfOrderSequence { .. }, .. }) => {}
+                Err(e) => panic!("cut at I/O {k}: retry of {p:?}: {e}"),
+            }
+            assert_eq!(log.log_end_offset(), end, "cut at I/O {k}: a retry was appended");
+            checked += 1;
+        }
+    }
+    println!("{checked} retries over {total} cuts");
+    assert!(checked > total, "{checked} retries over {total} cuts");
+}
