@@ -97,22 +97,25 @@ pub struct ProducerEntry {
     pub current_txn_first_offset: i64,
 }
 
-const SNAPSHOT_HEADER: usize = 10;
-const SNAPSHOT_ENTRY: usize = 46;
+use seglog::log::producer_state::{
+    SnapshotEntry, SNAPSHOT_ENTRY_BYTES as SNAPSHOT_ENTRY, SNAPSHOT_HEADER_BYTES as SNAPSHOT_HEADER,
+};
 
 /// Entries read at once from a snapshot or a transaction index.
 const ENTRIES_PER_READ: usize = 1024;
 
 fn decode_producer(e: &[u8]) -> ProducerEntry {
+    // The layout is the engine's (`SnapshotEntry`); the tool prints the fields as stored.
+    let e = SnapshotEntry::decode(e);
     ProducerEntry {
-        producer_id: be_i64(e, 0),
-        producer_epoch: be_i16(e, 8),
-        last_sequence: be_i32(e, 10),
-        last_offset: be_i64(e, 14),
-        offset_delta: be_i32(e, 22),
-        timestamp: be_i64(e, 26),
-        coordinator_epoch: be_i32(e, 34),
-        current_txn_first_offset: be_i64(e, 38),
+        producer_id: e.producer_id,
+        producer_epoch: e.producer_epoch,
+        last_sequence: e.last_sequence,
+        last_offset: e.last_offset,
+        offset_delta: e.offset_delta,
+        timestamp: e.timestamp,
+        coordinator_epoch: e.coordinator_epoch,
+        current_txn_first_offset: e.current_txn_first_offset,
     }
 }
 

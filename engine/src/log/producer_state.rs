@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::format::batch::{NO_PRODUCER_ID, NO_SEQUENCE};
+use crate::format::{be_i16, be_i32, be_i64};
 
 /// Batches remembered per producer for duplicate detection (Kafka's `NUM_BATCHES_TO_RETAIN`,
 /// the most a producer has in flight with idempotence).
@@ -20,11 +21,89 @@ pub const NUM_BATCHES_TO_RETAIN: usize = 5;
 pub const NO_PRODUCER_EPOCH: i16 = -1;
 /// The `.snapshot` file version Kafka writes and reads.
 pub const SNAPSHOT_VERSION: i16 = 1;
-/// Where the entries start in a snapshot: after the version (2 bytes) and the CRC (4).
+/// Where the CRC-covered bytes start in a snapshot: after the version (2 bytes) and the CRC (4).
 const SNAPSHOT_ENTRIES_AT: usize = 6;
-/// One snapshot entry: producer id i64, epoch i16, last sequence i32, last offset i64, offset
-/// delta i32, timestamp i64, coordinator epoch i32, current transaction's first offset i64.
-const SNAPSHOT_ENTRY_BYTES: usize = 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8;
+/// A snapshot's header: version i16, CRC u32, entry count i32.
+pub const SNAPSHOT_HEADER_BYTES: usize = 10;
+/// One snapshot entry ([`SnapshotEntry`]).
+pub const SNAPSHOT_ENTRY_BYTES: usize = 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8;
+
+/// One entry of a `.snapshot` file as stored (Kafka's `ProducerSnapshot.json`, 46 bytes,
+/// big-endian, in this order): -1 in `last_offset` for no batch, in `current_txn_first_offset`
+/// for no open transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotEntry {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub last_sequence: i32,
+    pub last_offset: i64,
+    pub offset_delta: i32,
+    pub timestamp: i64,
+    pub coordinator_epoch: i32,
+    pub current_txn_first_offset: i64,
+}
+
+impl SnapshotEntry {
+    /// The entry in the first [`SNAPSHOT_ENTRY_BYTES`] of `e` (which must hold them).
+    pub fn decode(e: &[u8]) -> SnapshotEntry {
+        SnapshotEntry {
+            producer_id: be_i64(e, 0),
+            producer_epoch: be_i16(e, 8),
+            last_sequence: be_i32(e, 10),
+            last_offset: be_i64(e, 14),
+            offset_delta: be_i32(e, 22),
+            timestamp: be_i64(e, 26),
+            coordinator_epoch: be_i32(e, 34),
+            current_txn_first_offset: be_i64(e, 38),
+        }
+    }
+
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.producer_id.to_be_bytes());
+        out.extend_from_slice(&self.producer_epoch.to_be_bytes());
+        out.extend_from_slice(&self.last_sequence.to_be_bytes());
+        out.extend_from_slice(&self.last_offset.to_be_bytes());
+        out.extend_from_slice(&self.offset_delta.to_be_bytes());
+        out.extend_from_slice(&self.timestamp.to_be_bytes());
+        out.extend_from_slice(&self.coordinator_epoch.to_be_bytes());
+        out.extend_from_slice(&self.current_txn_first_offset.to_be_bytes());
+    }
+
+    /// The producer's state this entry holds: its last batch, if any.
+    pub fn to_producer(&self) -> ProducerStateEntry {
+        let mut batches = VecDeque::new();
+        if self.last_offset >= 0 {
+            batches.push_back(BatchMetadata {
+                last_seq: self.last_sequence,
+                last_offset: self.last_offset,
+                offset_delta: self.offset_delta,
+                timestamp: self.timestamp,
+            });
+        }
+        ProducerStateEntry {
+            producer_id: self.producer_id,
+            epoch: self.producer_epoch,
+            batches,
+            coordinator_epoch: self.coordinator_epoch,
+            last_timestamp: self.timestamp,
+            current_txn_first_offset: (self.current_txn_first_offset >= 0).then_some(self.current_txn_first_offset),
+        }
+    }
+
+    /// A producer's entry as Kafka writes it: its last batch only.
+    pub fn of(e: &ProducerStateEntry) -> SnapshotEntry {
+        SnapshotEntry {
+            producer_id: e.producer_id,
+            producer_epoch: e.epoch,
+            last_sequence: e.last_seq(),
+            last_offset: e.last_data_offset(),
+            offset_delta: e.last_offset_delta(),
+            timestamp: e.last_timestamp,
+            coordinator_epoch: e.coordinator_epoch,
+            current_txn_first_offset: e.current_txn_first_offset.unwrap_or(-1),
+        }
+    }
+}
 
 /// `sequence - decrement`, wrapping below 0 to `i32::MAX` as Kafka's sequences do
 /// (`DefaultRecordBatch.decrementSequence`).
@@ -476,20 +555,12 @@ impl ProducerState {
     pub fn snapshot(&self) -> Vec<u8> {
         let mut ids: Vec<&i64> = self.producers.keys().collect();
         ids.sort_unstable();
-        let mut b = Vec::with_capacity(SNAPSHOT_ENTRIES_AT + 4 + ids.len() * SNAPSHOT_ENTRY_BYTES);
+        let mut b = Vec::with_capacity(SNAPSHOT_HEADER_BYTES + ids.len() * SNAPSHOT_ENTRY_BYTES);
         b.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
         b.extend_from_slice(&[0; 4]);
         b.extend_from_slice(&(ids.len() as i32).to_be_bytes());
         for id in ids {
-            let e = &self.producers[id];
-            b.extend_from_slice(&id.to_be_bytes());
-            b.extend_from_slice(&e.epoch.to_be_bytes());
-            b.extend_from_slice(&e.last_seq().to_be_bytes());
-            b.extend_from_slice(&e.last_data_offset().to_be_bytes());
-            b.extend_from_slice(&e.last_offset_delta().to_be_bytes());
-            b.extend_from_slice(&e.last_timestamp.to_be_bytes());
-            b.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
-            b.extend_from_slice(&e.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
+            SnapshotEntry::of(&self.producers[id]).encode(&mut b);
         }
         let crc = crc32c::crc32c(&b[SNAPSHOT_ENTRIES_AT..]);
         b[2..SNAPSHOT_ENTRIES_AT].copy_from_slice(&crc.to_be_bytes());
@@ -515,7 +586,7 @@ pub struct SnapshotError {
 /// batch; one with a current transaction offset of -1 has no transaction open.
 pub fn read_snapshot(b: &[u8]) -> Result<Vec<ProducerStateEntry>, SnapshotError> {
     let bad = |pos: usize, detail: String| SnapshotError { pos, detail };
-    if b.len() < SNAPSHOT_ENTRIES_AT + 4 {
+    if b.len() < SNAPSHOT_HEADER_BYTES {
         return Err(bad(b.len(), format!("{} bytes, shorter than the 10-byte header", b.len())));
     }
     let version = i16::from_be_bytes([b[0], b[1]]);
@@ -528,35 +599,11 @@ pub fn read_snapshot(b: &[u8]) -> Result<Vec<ProducerStateEntry>, SnapshotError>
         return Err(bad(2, format!("CRC {stored:#010x} stored, {computed:#010x} computed")));
     }
     let count = i32::from_be_bytes([b[6], b[7], b[8], b[9]]);
-    let body = &b[SNAPSHOT_ENTRIES_AT + 4..];
+    let body = &b[SNAPSHOT_HEADER_BYTES..];
     if count < 0 || body.len() != count as usize * SNAPSHOT_ENTRY_BYTES {
         return Err(bad(6, format!("{count} entries announced, {} bytes of entries", body.len())));
     }
-    let mut out = Vec::with_capacity(count as usize);
-    for e in body.chunks_exact(SNAPSHOT_ENTRY_BYTES) {
-        let i64_at = |p: usize| i64::from_be_bytes(e[p..p + 8].try_into().expect("8 bytes"));
-        let i32_at = |p: usize| i32::from_be_bytes(e[p..p + 4].try_into().expect("4 bytes"));
-        let producer_id = i64_at(0);
-        let epoch = i16::from_be_bytes([e[8], e[9]]);
-        let last_seq = i32_at(10);
-        let last_offset = i64_at(14);
-        let offset_delta = i32_at(22);
-        let timestamp = i64_at(26);
-        let coordinator_epoch = i32_at(34);
-        let txn_first = i64_at(38);
-        let mut batches = VecDeque::new();
-        if last_offset >= 0 {
-            batches.push_back(BatchMetadata { last_seq, last_offset, offset_delta, timestamp });
-        }
-        out.push(ProducerStateEntry {
-            producer_id,
-            epoch,
-            batches,
-            coordinator_epoch,
-            last_timestamp: timestamp,
-            current_txn_first_offset: (txn_first >= 0).then_some(txn_first),
-        });
-    }
+    let out = body.chunks_exact(SNAPSHOT_ENTRY_BYTES).map(|e| SnapshotEntry::decode(e).to_producer()).collect();
     Ok(out)
 }
 
