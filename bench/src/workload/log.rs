@@ -41,6 +41,9 @@ use crate::rusage::Usage;
 
 /// The appends: one row per system and mode.
 pub const APPEND: &str = "log-append";
+/// The same appends from an idempotent producer (producer id, epoch and a sequence per batch):
+/// what the producer-state checks cost (issue 18: within 5 % of `log-append`).
+pub const APPEND_IDEMPOTENT: &str = "log-append-idempotent";
 /// The point lookups right after the appends.
 pub const WARM: &str = "log-point-warm";
 /// The point lookups with nothing of the data cached.
@@ -68,6 +71,8 @@ pub struct Batches {
     template: Vec<u8>,
     records_per_batch: i64,
     count: u64,
+    /// Stamped with this producer id (epoch 0, the sequence of its first record) when set.
+    producer: Option<i64>,
 }
 
 impl Batches {
@@ -78,11 +83,23 @@ impl Batches {
             template: make_batch(setup.batch_bytes, setup.records_per_batch, 0),
             records_per_batch: records_per_batch as i64,
             count: (records / records_per_batch).max(1),
+            producer: None,
         }
+    }
+    /// The same batches from idempotent producer `id`.
+    pub fn idempotent(&self, id: i64) -> Batches {
+        Batches { producer: Some(id), ..self.clone() }
     }
     /// Batch `i` as the producer sends it (base offset 0), its timestamps `first_ts + i`.
     pub fn nth(&self, first_ts: i64, i: u64) -> Vec<u8> {
         let mut b = self.template.clone();
+        if let Some(id) = self.producer {
+            // producerId, producerEpoch, baseSequence (inside the CRC, which `stamp` computes).
+            let seq = ((i as i64 * self.records_per_batch) % (i32::MAX as i64 + 1)) as i32;
+            b[43..51].copy_from_slice(&id.to_be_bytes());
+            b[51..53].copy_from_slice(&0i16.to_be_bytes());
+            b[53..57].copy_from_slice(&seq.to_be_bytes());
+        }
         stamp(&mut b, first_ts + i as i64);
         b
     }
@@ -333,6 +350,32 @@ fn run_on_this_thread(dir: &Path, setup: &Setup, p: &LogParams) -> LogResult<Vec
     };
     out.push(lookup_report(COLD, cold, thread_counters().since(&c0), note));
     log.close()?;
+
+    // The same appends from an idempotent producer, on a log of its own.
+    let idem = batches.idempotent(1);
+    let mut log = Log::open(dir.join("log-idempotent-0"), options(Recovery::default()))?;
+    let mut hist = Hist::new();
+    let c0 = thread_counters();
+    let t0 = Instant::now();
+    for i in 0..idem.count() {
+        let mut b = idem.nth(first_ts, i);
+        let s = Instant::now();
+        let info = log.append_as_leader(&mut b, 0)?;
+        hist.record(s.elapsed());
+        if info.duplicate || info.first_offset != i as i64 * idem.records_per_batch {
+            return Err(format!("idempotent batch {i} appended at offset {} ({info:?})", info.first_offset).into());
+        }
+    }
+    log.finish_writes()?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let delta = thread_counters().since(&c0);
+    let mut r = report(APPEND_IDEMPOTENT);
+    r.ops = idem.count();
+    r.bytes = idem.bytes();
+    r.records = idem.records() as u64;
+    r.note = "as log-append, the batches of one idempotent producer (a sequence per batch, checked)".into();
+    out.push(r.finish(hist, seconds, &delta));
+    log.close()?;
     Ok(out)
 }
 
@@ -434,7 +477,8 @@ mod tests {
     }
 
     /// Every system (seglog in each I/O mode) appends, looks up and checks on a small log, and
-    /// reports the three rows with the figures filled in.
+    /// reports the three rows with the figures filled in (seglog a fourth: the idempotent
+    /// appends).
     #[test]
     fn every_system_reports_appends_and_checked_lookups() {
         let d = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
@@ -449,13 +493,18 @@ mod tests {
         rows.extend(commitlog_reference(&d.path().join("commitlog"), &setup, &p).unwrap());
         let names: Vec<(String, String)> = rows.iter().map(|r| (r.system.clone(), r.workload.clone())).collect();
         for system in ["seglog", "kafka-ref", "commitlog"] {
-            for w in [APPEND, WARM, COLD] {
+            for w in [APPEND, WARM, COLD, APPEND_IDEMPOTENT] {
                 let n = names.iter().filter(|x| x.0 == system && x.1 == w).count();
-                assert_eq!(n, if system == "seglog" { 3 } else { 1 }, "{system} {w}: {names:?}");
+                let want = match (system, w) {
+                    ("seglog", _) => 3,
+                    (_, APPEND_IDEMPOTENT) => 0,
+                    _ => 1,
+                };
+                assert_eq!(n, want, "{system} {w}: {names:?}");
             }
         }
         for r in &rows {
-            let ops = if r.workload == APPEND { 100 } else { 50 };
+            let ops = if r.workload == APPEND || r.workload == APPEND_IDEMPOTENT { 100 } else { 50 };
             assert_eq!(r.ops, ops, "{} {}", r.system, r.workload);
             assert!(r.bytes >= ops * 4096 && r.latency.p50_us > 0.0, "{r:?}");
         }

@@ -9,7 +9,7 @@
 //! (and every batch recovery replays), takes snapshots through [`ProducerState::snapshot`] and
 //! loads them with [`read_snapshot`].
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 
 use crate::format::batch::{NO_PRODUCER_ID, NO_SEQUENCE};
 use crate::format::{be_i16, be_i32, be_i64};
@@ -71,7 +71,7 @@ impl SnapshotEntry {
 
     /// The producer's state this entry holds: its last batch, if any.
     pub fn to_producer(&self) -> ProducerStateEntry {
-        let mut batches = VecDeque::new();
+        let mut batches = BatchRing::default();
         if self.last_offset >= 0 {
             batches.push_back(BatchMetadata {
                 last_seq: self.last_sequence,
@@ -168,7 +168,7 @@ impl ProducerError {
 }
 
 /// What is remembered of one batch (Kafka's `BatchMetadata`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BatchMetadata {
     pub last_seq: i32,
     pub last_offset: i64,
@@ -186,13 +186,76 @@ impl BatchMetadata {
     }
 }
 
+/// A producer's last batches, oldest first, at most [`NUM_BATCHES_TO_RETAIN`], held in place:
+/// every idempotent append checks and updates one, without allocating.
+#[derive(Clone, Copy, Default)]
+pub struct BatchRing {
+    slots: [BatchMetadata; NUM_BATCHES_TO_RETAIN],
+    start: usize,
+    len: usize,
+}
+
+impl BatchRing {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The `i`-th oldest.
+    pub fn get(&self, i: usize) -> Option<&BatchMetadata> {
+        (i < self.len).then(|| &self.slots[(self.start + i) % NUM_BATCHES_TO_RETAIN])
+    }
+    pub fn front(&self) -> Option<&BatchMetadata> {
+        self.get(0)
+    }
+    pub fn back(&self) -> Option<&BatchMetadata> {
+        self.len.checked_sub(1).and_then(|i| self.get(i))
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &BatchMetadata> + '_ {
+        (0..self.len).map(|i| &self.slots[(self.start + i) % NUM_BATCHES_TO_RETAIN])
+    }
+    /// Adds the newest, forgetting the oldest when full.
+    pub fn push_back(&mut self, b: BatchMetadata) {
+        if self.len == NUM_BATCHES_TO_RETAIN {
+            self.start = (self.start + 1) % NUM_BATCHES_TO_RETAIN;
+            self.len -= 1;
+        }
+        self.slots[(self.start + self.len) % NUM_BATCHES_TO_RETAIN] = b;
+        self.len += 1;
+    }
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+impl std::ops::Index<usize> for BatchRing {
+    type Output = BatchMetadata;
+    fn index(&self, i: usize) -> &BatchMetadata {
+        self.get(i).expect("batch index within the ring")
+    }
+}
+
+impl PartialEq for BatchRing {
+    fn eq(&self, other: &BatchRing) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+impl Eq for BatchRing {}
+
+impl std::fmt::Debug for BatchRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// One producer's state (Kafka's `ProducerStateEntry`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducerStateEntry {
     pub producer_id: i64,
     pub epoch: i16,
     /// The last batches, oldest first, at most [`NUM_BATCHES_TO_RETAIN`]; all of `epoch`.
-    pub batches: VecDeque<BatchMetadata>,
+    pub batches: BatchRing,
     /// The coordinator epoch of the last transaction marker (-1: none yet).
     pub coordinator_epoch: i32,
     pub last_timestamp: i64,
@@ -206,7 +269,7 @@ impl ProducerStateEntry {
         ProducerStateEntry {
             producer_id,
             epoch: NO_PRODUCER_EPOCH,
-            batches: VecDeque::new(),
+            batches: BatchRing::default(),
             coordinator_epoch: -1,
             last_timestamp: crate::format::batch::NO_TIMESTAMP,
             current_txn_first_offset: None,
@@ -241,7 +304,7 @@ impl ProducerStateEntry {
         ProducerStateEntry {
             producer_id: self.producer_id,
             epoch: self.epoch,
-            batches: VecDeque::new(),
+            batches: BatchRing::default(),
             coordinator_epoch: self.coordinator_epoch,
             last_timestamp: self.last_timestamp,
             current_txn_first_offset: self.current_txn_first_offset,
@@ -256,24 +319,17 @@ impl ProducerStateEntry {
         }
     }
 
-    fn push_batch(&mut self, b: BatchMetadata) {
-        if self.batches.len() == NUM_BATCHES_TO_RETAIN {
-            self.batches.pop_front();
-        }
-        self.batches.push_back(b);
-    }
-
     fn add_batch(&mut self, epoch: i16, b: BatchMetadata) {
         self.set_epoch(epoch);
-        self.push_batch(b);
+        self.batches.push_back(b);
         self.last_timestamp = b.timestamp;
     }
 
     /// Takes what an append made of this producer (Kafka's `ProducerStateEntry.update`).
     fn update(&mut self, next: ProducerStateEntry) {
         self.set_epoch(next.epoch);
-        for b in next.batches {
-            self.push_batch(b);
+        for b in next.batches.iter() {
+            self.batches.push_back(*b);
         }
         self.coordinator_epoch = next.coordinator_epoch;
         self.current_txn_first_offset = next.current_txn_first_offset;
@@ -784,6 +840,28 @@ mod tests {
         }
         // An empty state is a 10-byte file.
         assert_eq!(read_snapshot(&ProducerState::new(0).snapshot()).unwrap(), vec![]);
+    }
+
+    /// The ring keeps the newest five in order, and compares and indexes by content.
+    #[test]
+    fn the_batch_ring_keeps_the_newest_five_in_order() {
+        let b = |i: i64| BatchMetadata { last_seq: i as i32, last_offset: i, offset_delta: 0, timestamp: i };
+        let mut r = BatchRing::default();
+        assert!(r.is_empty() && r.front().is_none() && r.back().is_none());
+        for i in 0..12 {
+            r.push_back(b(i));
+            let want: Vec<i64> = ((i - 4).max(0)..=i).collect();
+            assert_eq!(r.iter().map(|x| x.last_offset).collect::<Vec<_>>(), want, "after {i}");
+            assert_eq!((r.front().unwrap().last_offset, r.back().unwrap().last_offset), (want[0], i));
+            assert_eq!(r[r.len() - 1], b(i));
+        }
+        let mut other = BatchRing::default();
+        for i in 7..12 {
+            other.push_back(b(i));
+        }
+        assert_eq!(r, other, "equal by content, whatever the slots");
+        r.clear();
+        assert!(r.is_empty() && r.get(0).is_none());
     }
 
     #[test]

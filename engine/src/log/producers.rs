@@ -44,7 +44,8 @@ fn control_marker(batch: &[u8], h: &BatchHeader, scratch: &mut Vec<u8>) -> Optio
 #[derive(Default)]
 struct Appends {
     appends: Vec<ProducerAppend>,
-    /// Producer id -> index in `appends` (a replay meets many producers).
+    /// Producer id -> index in `appends`, once there are many (a replay meets many producers; an
+    /// append request has one or a few, found by a scan without allocating).
     index: HashMap<i64, usize>,
     completed: Vec<CompletedTxn>,
     scratch: Vec<u8>,
@@ -52,10 +53,26 @@ struct Appends {
 
 impl Appends {
     fn of(&mut self, state: &ProducerState, producer_id: i64, origin: AppendOrigin) -> &mut ProducerAppend {
-        let i = *self.index.entry(producer_id).or_insert_with(|| {
-            self.appends.push(state.prepare(producer_id, origin));
-            self.appends.len() - 1
-        });
+        const SCAN: usize = 8;
+        let found = if self.appends.len() <= SCAN {
+            self.appends.iter().position(|a| a.producer_id() == producer_id)
+        } else {
+            self.index.get(&producer_id).copied()
+        };
+        let i = match found {
+            Some(i) => i,
+            None => {
+                self.appends.push(state.prepare(producer_id, origin));
+                if self.appends.len() > SCAN {
+                    if self.index.is_empty() {
+                        self.index.extend(self.appends.iter().enumerate().map(|(i, a)| (a.producer_id(), i)));
+                    } else {
+                        self.index.insert(producer_id, self.appends.len() - 1);
+                    }
+                }
+                self.appends.len() - 1
+            }
+        };
         &mut self.appends[i]
     }
 
