@@ -291,24 +291,7 @@ fn run_on_this_thread(dir: &Path, setup: &Setup, p: &LogParams) -> LogResult<Vec
     // Appends.
     let mut log = Log::open(&path, options(Recovery::default()))?;
     let first_ts = first_timestamp_ms();
-    let mut hist = Hist::new();
-    let c0 = thread_counters();
-    let t0 = Instant::now();
-    let mut timeline = Timeline::new(t0);
-    for i in 0..batches.count() {
-        let mut b = batches.nth(first_ts, i);
-        let s = Instant::now();
-        let info = log.append_as_leader(&mut b, 0)?;
-        let now = Instant::now();
-        hist.record(now - s);
-        timeline.add(now, b.len() as u64);
-        if info.first_offset != i as i64 * batches.records_per_batch {
-            return Err(format!("batch {i} appended at offset {}", info.first_offset).into());
-        }
-    }
-    log.finish_writes()?;
-    let seconds = t0.elapsed().as_secs_f64();
-    let delta = thread_counters().since(&c0);
+    let (hist, seconds, delta, timeline) = timed_appends(&mut log, &batches, first_ts)?;
     let mut r = report(APPEND);
     r.ops = batches.count();
     r.bytes = batches.bytes();
@@ -354,21 +337,7 @@ fn run_on_this_thread(dir: &Path, setup: &Setup, p: &LogParams) -> LogResult<Vec
     // The same appends from an idempotent producer, on a log of its own.
     let idem = batches.idempotent(1);
     let mut log = Log::open(dir.join("log-idempotent-0"), options(Recovery::default()))?;
-    let mut hist = Hist::new();
-    let c0 = thread_counters();
-    let t0 = Instant::now();
-    for i in 0..idem.count() {
-        let mut b = idem.nth(first_ts, i);
-        let s = Instant::now();
-        let info = log.append_as_leader(&mut b, 0)?;
-        hist.record(s.elapsed());
-        if info.duplicate || info.first_offset != i as i64 * idem.records_per_batch {
-            return Err(format!("idempotent batch {i} appended at offset {} ({info:?})", info.first_offset).into());
-        }
-    }
-    log.finish_writes()?;
-    let seconds = t0.elapsed().as_secs_f64();
-    let delta = thread_counters().since(&c0);
+    let (hist, seconds, delta, _) = timed_appends(&mut log, &idem, first_ts)?;
     let mut r = report(APPEND_IDEMPOTENT);
     r.ops = idem.count();
     r.bytes = idem.bytes();
@@ -377,6 +346,29 @@ fn run_on_this_thread(dir: &Path, setup: &Setup, p: &LogParams) -> LogResult<Vec
     out.push(r.finish(hist, seconds, &delta));
     log.close()?;
     Ok(out)
+}
+
+/// Appends every batch of `batches` (each must go in at its own offsets, not be taken for a
+/// retry), then waits for every byte to be in the file: the latency of each call, the seconds,
+/// the counters' delta and the bytes over time.
+fn timed_appends(log: &mut Log, batches: &Batches, first_ts: i64) -> LogResult<(Hist, f64, Counters, Timeline)> {
+    let mut hist = Hist::new();
+    let c0 = thread_counters();
+    let t0 = Instant::now();
+    let mut timeline = Timeline::new(t0);
+    for i in 0..batches.count() {
+        let mut b = batches.nth(first_ts, i);
+        let s = Instant::now();
+        let info = log.append_as_leader(&mut b, 0)?;
+        let now = Instant::now();
+        hist.record(now - s);
+        timeline.add(now, b.len() as u64);
+        if info.duplicate || info.first_offset != i as i64 * batches.records_per_batch {
+            return Err(format!("batch {i} appended at offset {} ({info:?})", info.first_offset).into());
+        }
+    }
+    log.finish_writes()?;
+    Ok((hist, t0.elapsed().as_secs_f64(), thread_counters().since(&c0), timeline))
 }
 
 /// The Kafka reference design on the same batches: one partition, its produce (`write(2)` per
