@@ -32,7 +32,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::bounded;
 
 use checkpoints::{write_checkpoints, Startup};
-use request::{Inner, ShardLink};
+use request::{AppendFrom, FetchUpper, Inner, ShardLink};
 
 use crate::completion::{pair, Completion};
 use crate::config::LogConfig;
@@ -40,7 +40,7 @@ use crate::error::{Error, Result};
 use crate::format::filename;
 use crate::io::eventfd::EventFd;
 use crate::io::{IoMode, Storage};
-use crate::log::{AppendInfo, FetchData, ListOffset};
+use crate::log::{AppendInfo, FetchData, FetchIsolation, ListOffset};
 use crate::segment::TimestampAndOffset;
 
 /// A partition's name.
@@ -331,13 +331,29 @@ impl Engine {
     /// Leader append: offsets assigned by the partition. `records` holds whole v2 batches.
     pub fn append(&self, tp: &TopicPartition, records: Vec<u8>, leader_epoch: i32) -> Completion<AppendInfo> {
         let tp = tp.clone();
-        self.call(self.shard_of(&tp), |done| Request::Append { tp, records, leader_epoch: Some(leader_epoch), done })
+        let from = AppendFrom::Leader(leader_epoch, crate::log::AppendOrigin::Client);
+        self.call(self.shard_of(&tp), |done| Request::Append { tp, records, from, done })
+    }
+
+    /// Appends a transaction marker as the transaction coordinator does (see
+    /// [`crate::log::Log::append_txn_marker`]): acknowledged as any append is, under the
+    /// engine's durability.
+    pub fn append_txn_marker(
+        &self,
+        tp: &TopicPartition,
+        marker: &crate::log::TxnMarker,
+        leader_epoch: i32,
+    ) -> Completion<AppendInfo> {
+        let tp = tp.clone();
+        let records = marker.to_batch(crate::config::Clock::now_ms(&crate::config::SystemClock));
+        let from = AppendFrom::Leader(leader_epoch, crate::log::AppendOrigin::Coordinator);
+        self.call(self.shard_of(&tp), |done| Request::Append { tp, records, from, done })
     }
 
     /// Follower append: batches keep their offsets, which must continue the log.
     pub fn append_as_follower(&self, tp: &TopicPartition, records: Vec<u8>) -> Completion<AppendInfo> {
         let tp = tp.clone();
-        self.call(self.shard_of(&tp), |done| Request::Append { tp, records, leader_epoch: None, done })
+        self.call(self.shard_of(&tp), |done| Request::Append { tp, records, from: AppendFrom::Follower, done })
     }
 
     /// Reads whole batches from `offset` (see [`crate::log::Log::read`]).
@@ -349,13 +365,42 @@ impl Engine {
         upper_bound: Option<i64>,
     ) -> Completion<FetchData> {
         let tp = tp.clone();
-        self.call(self.shard_of(&tp), |done| Request::Fetch { tp, offset, max_bytes, upper_bound, min_one: true, done })
+        let upper = FetchUpper::Offset(upper_bound);
+        self.call(self.shard_of(&tp), |done| Request::Fetch { tp, offset, max_bytes, upper, min_one: true, done })
+    }
+
+    /// Reads whole batches from `offset` as a consumer or follower under `isolation` sees them,
+    /// with the aborted transactions under [`FetchIsolation::TxnCommitted`] (see
+    /// [`crate::log::Log::fetch`]).
+    pub fn fetch_isolated(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+        max_bytes: u32,
+        isolation: FetchIsolation,
+    ) -> Completion<FetchData> {
+        let tp = tp.clone();
+        let upper = FetchUpper::Isolation(isolation);
+        self.call(self.shard_of(&tp), |done| Request::Fetch { tp, offset, max_bytes, upper, min_one: true, done })
     }
 
     /// Offset lookup by timestamp or special value (see [`crate::log::Log::offset_for_time`]).
     pub fn list_offset(&self, tp: &TopicPartition, target: ListOffset) -> Completion<Option<TimestampAndOffset>> {
         let tp = tp.clone();
-        self.call(self.shard_of(&tp), |done| Request::ListOffset { tp, target, done })
+        self.call(self.shard_of(&tp), |done| Request::ListOffset { tp, target, isolation: None, done })
+    }
+
+    /// Offset lookup as a consumer under `isolation` sees it (see
+    /// [`crate::log::Log::offset_for_time_isolated`]): latest is the high watermark or the last
+    /// stable offset.
+    pub fn list_offset_isolated(
+        &self,
+        tp: &TopicPartition,
+        target: ListOffset,
+        isolation: FetchIsolation,
+    ) -> Completion<Option<TimestampAndOffset>> {
+        let tp = tp.clone();
+        self.call(self.shard_of(&tp), |done| Request::ListOffset { tp, target, isolation: Some(isolation), done })
     }
 
     /// Runs `f` on the partition's [`crate::log::Log`] inside its shard: truncation, DeleteRecords,

@@ -49,20 +49,21 @@ pub(crate) enum Request {
     Append {
         tp: TopicPartition,
         records: Vec<u8>,
-        leader_epoch: Option<i32>,
+        from: AppendFrom,
         done: crate::completion::Completer<AppendInfo>,
     },
     Fetch {
         tp: TopicPartition,
         offset: i64,
         max_bytes: u32,
-        upper_bound: Option<i64>,
+        upper: FetchUpper,
         min_one: bool,
         done: crate::completion::Completer<FetchData>,
     },
     ListOffset {
         tp: TopicPartition,
         target: ListOffset,
+        isolation: Option<crate::log::FetchIsolation>,
         done: crate::completion::Completer<Option<TimestampAndOffset>>,
     },
     Flush {
@@ -78,6 +79,24 @@ pub(crate) enum Request {
     Shutdown {
         done: crate::completion::Completer<Vec<(TopicPartition, i64, i64)>>,
     },
+}
+
+/// Who an append comes from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum AppendFrom {
+    /// A leader append in this leader epoch, from a client or the transaction coordinator.
+    Leader(i32, crate::log::AppendOrigin),
+    /// A follower append.
+    Follower,
+}
+
+/// Where a fetch stops.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum FetchUpper {
+    /// Before this offset (`None`: the log end).
+    Offset(Option<i64>),
+    /// Where this isolation lets a fetch see.
+    Isolation(crate::log::FetchIsolation),
 }
 
 /// The producer side of a shard: its queue and its doorbell.

@@ -10,7 +10,7 @@ use crossbeam_channel::{Receiver, TryRecvError};
 
 use super::epoch_writer::EpochWriter;
 use super::flush::{Flusher, SharedFlush, Unflushed};
-use super::request::OpenRequest;
+use super::request::{AppendFrom, FetchUpper, OpenRequest};
 use super::{Doorbell, Durability, EngineConfig, Request, SyncMethod, TopicPartition};
 use crate::completion::Completer;
 use crate::config::LogConfig;
@@ -467,16 +467,15 @@ impl Shard {
                     done.complete(Ok(open.chain(closed).collect()));
                 }
                 Request::WithLog { tp, f } => self.with_log(tp, f, &mut dirty),
-                Request::Append { tp, records, leader_epoch, done } => {
-                    self.append(tp, records, leader_epoch, done, &mut dirty)
+                Request::Append { tp, records, from, done } => self.append(tp, records, from, done, &mut dirty),
+                Request::Fetch { tp, offset, max_bytes, upper, min_one, done } => {
+                    done.complete(self.fetch(&tp, offset, max_bytes, upper, min_one))
                 }
-                Request::Fetch { tp, offset, max_bytes, upper_bound, min_one, done } => {
-                    done.complete(self.fetch(&tp, offset, max_bytes, upper_bound, min_one))
-                }
-                Request::ListOffset { tp, target, done } => {
-                    done.complete(match self.logs.get(&tp) {
-                        Some(log) => log.offset_for_time(target),
-                        None => Err(unknown(&tp)),
+                Request::ListOffset { tp, target, isolation, done } => {
+                    done.complete(match (self.logs.get(&tp), isolation) {
+                        (Some(log), None) => log.offset_for_time(target),
+                        (Some(log), Some(i)) => log.offset_for_time_isolated(target, i),
+                        (None, _) => Err(unknown(&tp)),
                     });
                 }
                 Request::Flush { done } => {
@@ -536,7 +535,7 @@ impl Shard {
         &mut self,
         tp: TopicPartition,
         mut records: Vec<u8>,
-        leader_epoch: Option<i32>,
+        from: AppendFrom,
         done: crate::completion::Completer<AppendInfo>,
         dirty: &mut BTreeSet<TopicPartition>,
     ) {
@@ -544,9 +543,9 @@ impl Shard {
             done.complete(Err(unknown(&tp)));
             return;
         };
-        let r = match leader_epoch {
-            Some(epoch) => log.append_as_leader(&mut records, epoch),
-            None => log.append_as_follower(&records),
+        let r = match from {
+            AppendFrom::Leader(epoch, origin) => log.append_as_leader_from(&mut records, epoch, origin),
+            AppendFrom::Follower => log.append_as_follower(&records),
         };
         match r {
             Ok(info) => {
@@ -571,14 +570,17 @@ impl Shard {
         tp: &TopicPartition,
         offset: i64,
         max_bytes: u32,
-        upper_bound: Option<i64>,
+        upper: FetchUpper,
         min_one: bool,
     ) -> Result<FetchData> {
         self.stats.fetches += 1;
         let log = self.logs.get(tp).ok_or_else(|| unknown(tp))?;
         let before = crate::io::thread_stats().ops;
         let ra_before = crate::io::readahead::thread_stats().used;
-        let r = log.read(offset, max_bytes, upper_bound, min_one);
+        let r = match upper {
+            FetchUpper::Offset(bound) => log.read(offset, max_bytes, bound, min_one),
+            FetchUpper::Isolation(isolation) => log.fetch(offset, max_bytes, isolation, min_one),
+        };
         if crate::io::thread_stats().ops == before && crate::io::readahead::thread_stats().used == ra_before {
             self.stats.tail_cache_hits += 1;
         }

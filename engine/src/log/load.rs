@@ -46,6 +46,8 @@ pub struct LoadReport {
     pub files_removed: Vec<String>,
     /// Why the leader-epoch checkpoint was rebuilt from the batches, if it was.
     pub epoch_cache_rebuilt: Option<String>,
+    /// The damaged `.txnindex` files rebuilt from the log, each with its problem.
+    pub txn_indexes_rebuilt: Vec<String>,
 }
 
 /// Opens the partition directory `dir` (docs/architecture.md, "Opening a directory"): takes its
@@ -54,9 +56,20 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
     options.config.validate()?;
     // One owner, before anything in the directory is read or changed (or it is created).
     let locks = crate::io::lock::lock_partition(&*options.storage, dir, options.log_dir_lock.take(), true)?;
-    let (loaded, report) = load(dir, &options)?;
+    let (loaded, mut report) = load(dir, &options)?;
     let clean = matches!(options.recovery, Recovery::Clean);
-    let Loaded { sealed, active, log_start_offset, log_end_offset, recovery_point, epochs, snapshots, now } = loaded;
+    let Loaded {
+        sealed,
+        active,
+        log_start_offset,
+        log_end_offset,
+        recovery_point,
+        epochs,
+        snapshots,
+        txn_indexes,
+        recovered_from,
+        now,
+    } = loaded;
     let LogOptions { config, storage, clock, tail_cache_bytes, zero_fill_bytes, writes, resources, .. } = options;
     let sealed = sealed.into_iter().map(|(b, s)| (b, s.into_sealed())).collect();
     let seed = now as u64 ^ (dir.as_os_str().len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -87,6 +100,7 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
         epochs,
         producers: super::producer_state::ProducerState::new(log_end_offset),
         producer_snapshots: snapshots,
+        txn: Default::default(),
         pending_deletes: Vec::new(),
         first_unflushed_ms: None,
         resources,
@@ -94,7 +108,12 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
     };
     let jitter = log.next_jitter();
     log.active.as_mut().expect("active").set_roll_jitter_ms(jitter);
-    log.rebuild_producer_state(clean)?;
+    // The `.txnindex` files of the recovered segments, and damaged ones, are written again from
+    // the log as the producer state is rebuilt.
+    let damaged = log.load_txn_indexes(&txn_indexes)?;
+    let index_from = damaged.iter().map(|(b, _)| *b).chain(recovered_from).min();
+    report.txn_indexes_rebuilt = damaged.into_iter().map(|(_, p)| p).collect();
+    log.rebuild_producer_state(clean, index_from)?;
     Ok((log, report))
 }
 
@@ -108,6 +127,11 @@ struct Loaded {
     epochs: LeaderEpochCache,
     /// The offsets of the producer snapshots found.
     snapshots: BTreeSet<i64>,
+    /// The base offsets of the segments with a `.txnindex` file.
+    txn_indexes: BTreeSet<i64>,
+    /// After a crash, the base offset of the first segment recovered: its `.txnindex` and the
+    /// later ones are rebuilt.
+    recovered_from: Option<i64>,
     /// The clock when the active segment was made active.
     now: i64,
 }
@@ -130,17 +154,19 @@ fn load(dir: &Path, options: &LogOptions) -> Result<(Loaded, LoadReport)> {
         ..
     } = *options;
     let mut report = LoadReport::default();
-    let (bases, snapshots) = find_segments(&**storage, dir, &mut report)?;
+    let Inventory { logs: bases, snapshots, txn_indexes } = find_segments(&**storage, dir, &mut report)?;
     let settings = segment_settings(config, tail_cache_bytes, zero_fill_bytes);
     let mut segments = open_segments(storage, dir, &bases, settings, resources, &mut report)?;
 
     // Pass 3: recovery.
+    let mut recovered_from = None;
     let recovered_epochs = match recovery {
         Recovery::Clean => {
             check_or_recover(segments.values_mut(), &bases, &mut report)?;
             Vec::new()
         }
         Recovery::FromRecoveryPoint(rp) => {
+            recovered_from = segments.range(..=rp).next_back().or(segments.iter().next()).map(|(b, _)| *b);
             let progress = progress.as_ref().map(|p| &*p.0);
             let recovered = recover_from(rp, &mut segments, &bases, recovery_threads, progress, &mut report)?;
             // The log ends in the first segment that lost bytes: every later segment goes.
@@ -181,16 +207,35 @@ fn load(dir: &Path, options: &LogOptions) -> Result<(Loaded, LoadReport)> {
     let mut epochs = load_epochs(storage.clone(), dir, all, recovered_epochs, rescanned_from, &mut report)?;
     epochs.truncate_from_end(log_end_offset)?;
     epochs.truncate_from_start(log_start_offset)?;
-    let loaded =
-        Loaded { sealed: segments, active, log_start_offset, log_end_offset, recovery_point, epochs, snapshots, now };
+    let loaded = Loaded {
+        sealed: segments,
+        active,
+        log_start_offset,
+        log_end_offset,
+        recovery_point,
+        epochs,
+        snapshots,
+        txn_indexes,
+        recovered_from,
+        now,
+    };
     Ok((loaded, report))
+}
+
+/// The files [`find_segments`] found.
+struct Inventory {
+    /// The base offsets of the `.log` files.
+    logs: BTreeSet<i64>,
+    /// The offsets of the producer `.snapshot` files.
+    snapshots: BTreeSet<i64>,
+    /// The base offsets of the `.txnindex` files (each with its `.log`).
+    txn_indexes: BTreeSet<i64>,
 }
 
 /// Pass 1, leftovers and the inventory: resolves a log cleaner's leftovers, removes `.deleted`
 /// and `.cleaned` files and index files without a `.log` (fsyncing the directory if anything
-/// went), and returns the base offsets of the `.log` files and the offsets of the producer
-/// `.snapshot` files.
-fn find_segments(storage: &dyn Storage, dir: &Path, report: &mut LoadReport) -> Result<(BTreeSet<i64>, BTreeSet<i64>)> {
+/// went), and lists the rest.
+fn find_segments(storage: &dyn Storage, dir: &Path, report: &mut LoadReport) -> Result<Inventory> {
     let mut names = storage.list_dir(dir)?;
     names.sort();
     if names.iter().any(|n| {
@@ -236,16 +281,19 @@ fn find_segments(storage: &dyn Storage, dir: &Path, report: &mut LoadReport) -> 
             },
         }
     }
+    let mut txn_indexes = BTreeSet::new();
     for (parsed, name) in indexes {
         if !logs.contains(&parsed.base_offset) {
             storage.remove_file(&dir.join(&name))?;
             report.files_removed.push(name);
+        } else if parsed.kind == FileKind::TxnIndex {
+            txn_indexes.insert(parsed.base_offset);
         }
     }
     if !report.files_removed.is_empty() {
         storage.sync_dir(dir)?;
     }
-    Ok((logs, snapshots))
+    Ok(Inventory { logs, snapshots, txn_indexes })
 }
 
 /// What each segment of a log with `config` is made with (`Log::settings` for a log already

@@ -95,7 +95,9 @@ impl Log {
         self.guard(r)?;
         // The producers as of the new end: from the newest snapshot at or below it (later ones
         // deleted) and the batches after it, so nothing cut is taken for a duplicate.
-        let r = self.rebuild_producer_state(false);
+        let r = self.truncate_txn_indexes(new_end);
+        self.guard(r)?;
+        let r = self.rebuild_producer_state(false, None);
         self.guard(r)?;
         let r = self.storage.sync_dir(&self.dir);
         self.guard(r)?;
@@ -136,6 +138,7 @@ impl Log {
         self.high_watermark = offset;
         self.recovery_point = offset;
         self.producers.truncate_fully_and_start_at(offset);
+        self.txn.clear();
         let r = self.epochs.truncate_from_end(i64::MIN);
         self.guard(r)?;
         Ok(())
@@ -249,6 +252,7 @@ impl Log {
         }
         // Producer snapshots below the first segment left can never be replayed from: they go
         // with the segments (the producers stay, as in Kafka, until they expire).
+        self.forget_txn_indexes_below(first);
         let r = self.delete_producer_snapshots(..first);
         self.guard(r)?;
         Ok(deletable)

@@ -10,13 +10,17 @@ mod maintenance;
 pub mod producer_state;
 mod producers;
 mod read;
+pub mod txn_index;
 mod validate;
 mod write;
 
 pub use crate::segment::{FetchBytes, ResourceConfig, SegmentResources, TimestampAndOffset};
 pub use load::{LoadReport, Recovery, RecoveryProgress};
 pub use maintenance::RetentionReport;
-pub use read::{FetchData, FileRange, ListOffset};
+pub use producer_state::{AppendOrigin, MarkerType};
+pub use producers::ProducerReplay;
+pub use read::{FetchData, FetchIsolation, FileRange, ListOffset};
+pub use txn_index::{check_txn_index, AbortedTransaction, AbortedTxn, TxnIndexRules, TXN_ENTRY_BYTES};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -164,6 +168,37 @@ pub struct AppendInfo {
     pub duplicate: bool,
 }
 
+/// A transaction marker for [`Log::append_txn_marker`] (what Kafka's coordinator writes with
+/// `WriteTxnMarkers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnMarker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub coordinator_epoch: i32,
+    pub kind: MarkerType,
+}
+
+impl TxnMarker {
+    /// The control batch of this marker as the coordinator sends it (base offset 0, CreateTime
+    /// `timestamp`, transactional, no sequence): Kafka's `MemoryRecords.withEndTransactionMarker`.
+    pub fn to_batch(&self, timestamp: i64) -> Vec<u8> {
+        let kind: i16 = match self.kind {
+            MarkerType::Abort => 0,
+            MarkerType::Commit => 1,
+        };
+        let mut key = [0u8; 4];
+        key[2..4].copy_from_slice(&kind.to_be_bytes());
+        let mut value = [0u8; 6];
+        value[2..6].copy_from_slice(&self.coordinator_epoch.to_be_bytes());
+        let mut b = crate::format::builder::BatchBuilder::new()
+            .producer(self.producer_id, self.producer_epoch, batch::NO_SEQUENCE)
+            .transactional(true)
+            .control(true);
+        b.push(timestamp, Some(&key[..]), Some(&value[..]), &[]);
+        b.build().expect("a one-record control batch always builds")
+    }
+}
+
 /// A read-only description of one segment, for tools and tests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SegmentInfo {
@@ -239,6 +274,8 @@ pub struct Log {
     producers: producer_state::ProducerState,
     /// The offsets of the `.snapshot` files in the directory.
     producer_snapshots: std::collections::BTreeSet<i64>,
+    /// The segments' `.txnindex` files (`txn_index.rs`).
+    txn: txn_index::TxnIndexes,
     pending_deletes: Vec<maintenance::PendingDelete>,
     /// When the oldest append not yet covered by an fsync was made.
     first_unflushed_ms: Option<i64>,
@@ -370,15 +407,29 @@ impl Log {
         self.config.random_segment_jitter_ms(r)
     }
 
-    /// Leader append (Kafka's `appendAsLeader`): validates every batch, assigns offsets from the
-    /// log end by stamping baseOffset and partitionLeaderEpoch in place (both outside the CRC),
-    /// stamps LogAppendTime when configured (which recomputes the CRC), rolls if needed, and
-    /// appends. `records` holds one or more whole v2 batches as a producer sent them (base offset
-    /// 0). On any refusal the log is unchanged.
+    /// Leader append (Kafka's `appendAsLeader`) of a client's batches: validates every batch,
+    /// checks its producer's state, assigns offsets from the log end by stamping baseOffset and
+    /// partitionLeaderEpoch in place (both outside the CRC), stamps LogAppendTime when configured
+    /// (which recomputes the CRC), rolls if needed, and appends. `records` holds one or more whole
+    /// v2 batches as a producer sent them (base offset 0). On any refusal the log is unchanged.
     pub fn append_as_leader(&mut self, records: &mut [u8], leader_epoch: i32) -> Result<AppendInfo> {
+        self.append_as_leader_from(records, leader_epoch, AppendOrigin::Client)
+    }
+
+    /// [`Log::append_as_leader`] from `origin`: [`AppendOrigin::Client`] for a producer's batches,
+    /// [`AppendOrigin::Coordinator`] for the transaction coordinator's markers (control batches
+    /// are then allowed, and checked by producer and coordinator epoch instead of sequence; see
+    /// [`Log::append_txn_marker`]). A follower's batches go through [`Log::append_as_follower`].
+    pub fn append_as_leader_from(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        origin: AppendOrigin,
+    ) -> Result<AppendInfo> {
+        assert_ne!(origin, AppendOrigin::Replication, "a replica's batches go through append_as_follower");
         self.check_not_failed()?;
         let now = self.clock.now_ms();
-        let checked = validate::validate_leader(records, &self.config, now)?;
+        let checked = validate::validate_leader(records, &self.config, now, origin == AppendOrigin::Client)?;
         if records.len() as u64 > self.config.segment_bytes as u64 {
             return Err(Error::RecordTooLarge {
                 at: 0,
@@ -388,10 +439,11 @@ impl Log {
             });
         }
         let log_append = self.config.message_timestamp_type == TimestampType::LogAppendTime;
-        let producers = match self.check_producers(&checked, if log_append { Some(now) } else { None })? {
-            Ok(appends) => appends,
-            Err(duplicate) => return Ok(duplicate),
-        };
+        let producers =
+            match self.check_producers(records, &checked, origin, if log_append { Some(now) } else { None })? {
+                Ok(appends) => appends,
+                Err(duplicate) => return Ok(duplicate),
+            };
         let mut next = self.log_end_offset;
         let mut headers = Vec::with_capacity(checked.len());
         for cb in &checked {
@@ -413,8 +465,20 @@ impl Log {
         self.guard(r)?;
         let mut info = self.append_batches(records, &headers, needed, now)?;
         info.log_append_time_ms = if log_append { now } else { -1 };
-        self.producers_appended(producers);
+        self.producers_appended(producers)?;
         Ok(info)
+    }
+
+    /// Appends a transaction marker (Kafka's `EndTransactionMarker` control batch: one record,
+    /// key version 0 and the marker type, value version 0 and the coordinator epoch) as the
+    /// transaction coordinator does at the end of a transaction: a leader append from
+    /// [`AppendOrigin::Coordinator`], refused with [`Error::Producer`] when the producer epoch
+    /// or the coordinator epoch is older than the partition has seen. An ABORT adds the
+    /// transaction to the `.txnindex` of the segment it lands in; either marker ends the
+    /// producer's transaction, which stays unstable until the high watermark passes the marker.
+    pub fn append_txn_marker(&mut self, marker: &TxnMarker, leader_epoch: i32) -> Result<AppendInfo> {
+        let mut records = marker.to_batch(self.clock.now_ms());
+        self.append_as_leader_from(&mut records, leader_epoch, AppendOrigin::Coordinator)
     }
 
     /// Follower append (Kafka's `appendAsFollower`): batches keep their offsets, which must
@@ -440,7 +504,7 @@ impl Log {
         let now = self.clock.now_ms();
         let mut info = self.append_batches(records, &headers, needed, now)?;
         info.log_append_time_ms = -1;
-        self.follow_producers(records, &headers);
+        self.follow_producers(records, &headers)?;
         Ok(info)
     }
 
@@ -641,6 +705,10 @@ impl Log {
         self.settle_writes();
         self.check_not_failed()?;
         let new_base = expected_next_offset.unwrap_or(0).max(self.log_end_offset);
+        // The sealed segment's `.txnindex` is durable with it: a recovery starts past it.
+        let base = self.active_segment().base_offset();
+        let r = self.sync_txn_index(base);
+        self.guard(r)?;
         let now = self.clock.now_ms();
         let jitter = self.next_jitter();
         let settings = self.settings();
@@ -720,6 +788,9 @@ impl Log {
     pub fn flush(&mut self) -> Result<()> {
         self.settle_writes();
         self.check_not_failed()?;
+        let base = self.active_segment().base_offset();
+        let r = self.sync_txn_index(base);
+        self.guard(r)?;
         let r = self.active_mut().flush();
         if let Err(e) = self.guard(r) {
             self.roll_back_unwritten();
@@ -742,6 +813,7 @@ impl Log {
             // Deferred writes of the epoch checkpoint end here (the caller has none in flight).
             self.epochs.flush()?;
         }
+        self.sync_txn_index(self.active_segment().base_offset())?;
         let active = self.active.take().expect("active segment");
         active.close()?;
         // The producers at the log end, once the data is durable (a snapshot above what a power

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use super::producer_state::{self, AppendOrigin, CompletedTxn, MarkerType, ProducerAppend, ProducerState};
+use super::txn_index::AbortedTxn;
 use super::{validate, AppendInfo, Log};
 
 /// The largest producer snapshot read (22 million producers); a larger file is refused.
@@ -42,7 +43,7 @@ fn control_marker(batch: &[u8], h: &BatchHeader, scratch: &mut Vec<u8>) -> Optio
 
 /// The appends of one request (or one replay) by producer, in the order first seen.
 #[derive(Default)]
-struct Appends {
+pub(super) struct Appends {
     appends: Vec<ProducerAppend>,
     /// Producer id -> index in `appends`, once there are many (a replay meets many producers; an
     /// append request has one or a few, found by a scan without allocating).
@@ -76,60 +77,134 @@ impl Appends {
         &mut self.appends[i]
     }
 
-    /// A batch as the leader wrote it (a follower's, or one replayed from the log): taken
-    /// without checks. `batch` is the batch's bytes, read for a marker's record.
-    fn replicate(&mut self, state: &ProducerState, h: &BatchHeader, batch: &[u8]) {
-        if !h.has_producer_id() {
-            return;
-        }
-        if h.is_control() {
-            // A marker whose record does not decode changes nothing (its leader refuses one).
-            let marker = control_marker(batch, h, &mut self.scratch);
-            if let Some((kind, coordinator_epoch, ts)) = marker {
-                let a = self.of(state, h.producer_id, AppendOrigin::Replication);
-                if let Ok(Some(txn)) = a.append_marker(kind, coordinator_epoch, h.producer_epoch, h.base_offset, ts) {
-                    self.completed.push(txn);
-                }
-            }
-        } else {
-            let a = self.of(state, h.producer_id, AppendOrigin::Replication);
-            let _ = a.append_data_batch(
-                h.producer_epoch,
-                h.base_sequence,
-                h.last_sequence(),
-                h.max_timestamp,
-                h.base_offset,
-                h.last_offset(),
-                h.is_transactional(),
-            );
-        }
-    }
-
-    /// Into the state, which then covers the log up to `end`.
-    fn apply(self, state: &mut ProducerState, end: i64) {
+    /// Into the state, which then covers the log up to `end`; the transactions it aborted, each
+    /// with the last stable offset its `.txnindex` entry records (Kafka's append path: every
+    /// producer updated first, then each completed transaction in marker order).
+    fn apply(self, state: &mut ProducerState, end: i64) -> Vec<AbortedTxn> {
         for a in self.appends {
             state.update(a);
         }
+        let mut aborted = Vec::new();
         for txn in &self.completed {
+            let last_stable_offset = state.last_stable_offset(txn);
             // A marker for a transaction the state never saw start (its start below a snapshot
             // that did not hold it) completes nothing.
-            let _ = state.complete_txn(txn);
+            if state.complete_txn(txn) && txn.aborted {
+                aborted.push(aborted_txn(txn, last_stable_offset));
+            }
         }
         state.update_map_end_offset(end);
+        aborted
+    }
+}
+
+/// Producer state taken from a log's batches as they were written, one batch at a time, without
+/// checks (Kafka's `AppendOrigin.REPLICATION`, and its segment recovery): a follower's appends,
+/// the replay after a snapshot at open, and the tools that check a `.txnindex` against the log.
+/// Each ABORT marker that ends an open transaction gives the `.txnindex` entry Kafka writes for
+/// it.
+#[derive(Debug, Default)]
+pub struct ProducerReplay {
+    state: ProducerState,
+    scratch: Vec<u8>,
+    /// Completed transactions whose marker is below it are forgotten as the replay goes.
+    high_watermark: Option<i64>,
+    since_settled: u32,
+}
+
+/// Batches between two passes forgetting stable transactions ([`ProducerReplay::settling`]).
+const SETTLE_EVERY: u32 = 1024;
+
+impl ProducerReplay {
+    /// A replay starting from `state` (a loaded snapshot, or an empty state at the first offset).
+    pub fn new(state: ProducerState) -> ProducerReplay {
+        ProducerReplay { state, ..ProducerReplay::default() }
+    }
+
+    /// A replay that forgets, as it goes, the completed transactions whose marker is below
+    /// `high_watermark` ([`ProducerState::on_high_watermark`]), so that its memory follows the
+    /// producers and their open transactions, not every transaction the log holds.
+    pub fn settling(state: ProducerState, high_watermark: i64) -> ProducerReplay {
+        ProducerReplay { state, high_watermark: Some(high_watermark), ..ProducerReplay::default() }
+    }
+
+    /// Takes the batch `h` as written (`bytes`, the whole batch, is read only for a control
+    /// batch: a marker whose record does not decode changes nothing, as its leader refuses
+    /// one), and returns the aborted transaction its marker ended, if any.
+    pub fn batch(&mut self, h: &BatchHeader, bytes: &[u8]) -> Option<AbortedTxn> {
+        let mut aborted = None;
+        if h.has_producer_id() {
+            let mut a = self.state.prepare(h.producer_id, AppendOrigin::Replication);
+            let mut completed = None;
+            if h.is_control() {
+                if let Some((kind, coordinator_epoch, ts)) = control_marker(bytes, h, &mut self.scratch) {
+                    completed =
+                        a.append_marker(kind, coordinator_epoch, h.producer_epoch, h.base_offset, ts).ok().flatten();
+                }
+            } else {
+                let _ = a.append_data_batch(
+                    h.producer_epoch,
+                    h.base_sequence,
+                    h.last_sequence(),
+                    h.max_timestamp,
+                    h.base_offset,
+                    h.last_offset(),
+                    h.is_transactional(),
+                );
+            }
+            self.state.update(a);
+            if let Some(txn) = completed {
+                let last_stable_offset = self.state.last_stable_offset(&txn);
+                // A marker for a transaction the state never saw start (its start below a
+                // snapshot that did not hold it) completes nothing.
+                if self.state.complete_txn(&txn) && txn.aborted {
+                    aborted = Some(aborted_txn(&txn, last_stable_offset));
+                }
+            }
+        }
+        self.state.update_map_end_offset(h.next_offset());
+        if let Some(hw) = self.high_watermark {
+            self.since_settled += 1;
+            if self.since_settled >= SETTLE_EVERY {
+                self.since_settled = 0;
+                self.state.on_high_watermark(hw);
+            }
+        }
+        aborted
+    }
+
+    pub fn state(&self) -> &ProducerState {
+        &self.state
+    }
+
+    pub fn into_state(self) -> ProducerState {
+        self.state
+    }
+}
+
+fn aborted_txn(txn: &CompletedTxn, last_stable_offset: i64) -> AbortedTxn {
+    AbortedTxn {
+        producer_id: txn.producer_id,
+        first_offset: txn.first_offset,
+        last_offset: txn.last_offset,
+        last_stable_offset,
     }
 }
 
 impl Log {
     /// Kafka's producer checks of a leader append (`analyzeAndValidateProducerState`), before
     /// anything changes: `Err(info)` when a batch is a retry of one of its producer's last five
-    /// (the first copy's offsets, nothing to append), else each producer's checked append, for
+    /// (the first copy's offsets, nothing to append), else each producer's checked append and the
+    /// transactions its markers end (markers only from [`AppendOrigin::Coordinator`]), for
     /// [`Log::producers_appended`] once the batches are in. A refusal is [`Error::Producer`]
     /// naming Kafka's error. `log_append_time` is the time LogAppendTime batches get.
     pub(super) fn check_producers(
         &self,
+        records: &[u8],
         batches: &[validate::CheckedBatch],
+        origin: AppendOrigin,
         log_append_time: Option<i64>,
-    ) -> Result<std::result::Result<Vec<ProducerAppend>, AppendInfo>> {
+    ) -> Result<std::result::Result<Appends, AppendInfo>> {
         let mut appends = Appends::default();
         let mut next = self.log_end_offset;
         for cb in batches {
@@ -137,6 +212,22 @@ impl Log {
             let first = next;
             next += h.last_offset_delta as i64 + 1;
             if !h.has_producer_id() {
+                continue;
+            }
+            if h.is_control() {
+                let bytes = &records[cb.at..cb.at + h.size_in_bytes() as usize];
+                let Some((kind, coordinator_epoch, ts)) = control_marker(bytes, &h, &mut appends.scratch) else {
+                    return Err(Error::InvalidRecord {
+                        at: cb.at,
+                        detail: "a control batch from the coordinator that is not a transaction marker".into(),
+                    });
+                };
+                let ts = log_append_time.unwrap_or(ts);
+                let done = appends
+                    .of(&self.producers, h.producer_id, origin)
+                    .append_marker(kind, coordinator_epoch, h.producer_epoch, first, ts)
+                    .map_err(|source| Error::Producer { at: cb.at, source })?;
+                appends.completed.extend(done);
                 continue;
             }
             let last_seq = h.last_sequence();
@@ -160,7 +251,7 @@ impl Log {
             let max_ts = log_append_time.unwrap_or(cb.max_timestamp);
             let last = first + h.last_offset_delta as i64;
             appends
-                .of(&self.producers, h.producer_id, AppendOrigin::Client)
+                .of(&self.producers, h.producer_id, origin)
                 .append_data_batch(
                     h.producer_epoch,
                     h.base_sequence,
@@ -172,26 +263,42 @@ impl Log {
                 )
                 .map_err(|source| Error::Producer { at: cb.at, source })?;
         }
-        Ok(Ok(appends.appends))
+        Ok(Ok(appends))
     }
 
-    /// Takes a leader append's checked producers into the state, once its batches are in.
-    pub(super) fn producers_appended(&mut self, appends: Vec<ProducerAppend>) {
-        let end = self.log_end_offset;
-        Appends { appends, ..Appends::default() }.apply(&mut self.producers, end);
+    /// Takes a leader append's checked producers into the state, once its batches are in, and
+    /// the transactions it aborted into the active segment's `.txnindex`.
+    pub(super) fn producers_appended(&mut self, appends: Appends) -> Result<()> {
+        let aborted = appends.apply(&mut self.producers, self.log_end_offset);
+        self.index_aborted(aborted)
     }
 
     /// The producers' state of a follower append, taken as the leader wrote it: data batches and
-    /// transaction markers update it without checks (Kafka's `AppendOrigin.REPLICATION`).
-    pub(super) fn follow_producers(&mut self, records: &[u8], headers: &[BatchHeader]) {
-        let mut appends = Appends::default();
+    /// transaction markers update it without checks (Kafka's `AppendOrigin.REPLICATION`), one
+    /// batch at a time, so that each `.txnindex` entry is the one its leader wrote.
+    pub(super) fn follow_producers(&mut self, records: &[u8], headers: &[BatchHeader]) -> Result<()> {
+        let mut replay = ProducerReplay::new(std::mem::take(&mut self.producers));
+        let mut aborted = Vec::new();
         let mut at = 0usize;
         for h in headers {
             let size = h.size_in_bytes() as usize;
-            appends.replicate(&self.producers, h, &records[at..at + size]);
+            aborted.extend(replay.batch(h, &records[at..at + size]));
             at += size;
         }
-        appends.apply(&mut self.producers, self.log_end_offset);
+        self.producers = replay.into_state();
+        self.producers.update_map_end_offset(self.log_end_offset);
+        self.index_aborted(aborted)
+    }
+
+    /// Aborted transactions whose markers an append just put in the active segment, into its
+    /// `.txnindex`; a failed write fails the log (a recovery writes the entries again).
+    fn index_aborted(&mut self, aborted: Vec<AbortedTxn>) -> Result<()> {
+        let base = self.active_segment().base_offset();
+        for t in aborted {
+            let r = self.append_aborted_txn(base, t);
+            self.guard(r)?;
+        }
+        Ok(())
     }
 
     /// The producer state of this log: its producers, open transactions and first unstable
@@ -246,7 +353,13 @@ impl Log {
     /// and the batches after it replayed; with none, the whole log replayed, except after a
     /// clean shutdown (`clean`), where a log that never had a snapshot starts with no producers
     /// and no read of its batches (Kafka's path for logs written before producer state).
-    pub(super) fn rebuild_producer_state(&mut self, clean: bool) -> Result<()> {
+    ///
+    /// With `index_from`, the `.txnindex` files of the segments from that base offset on are
+    /// rebuilt as well (after a crash, or when one is damaged): emptied, and written again from
+    /// the ABORT markers of a replay that starts at a snapshot at or below that base (Kafka
+    /// rebuilds each recovered segment's the same way), and a snapshot is taken at the log end
+    /// after the replay, as Kafka's recovery does.
+    pub(super) fn rebuild_producer_state(&mut self, clean: bool, index_from: Option<i64>) -> Result<()> {
         let (start, end) = (self.log_start_offset, self.log_end_offset);
         // Kafka's upgrade path is for a log with no snapshot file at all, decided before any
         // damaged one is deleted.
@@ -255,8 +368,10 @@ impl Log {
             self.delete_producer_snapshots((std::ops::Bound::Excluded(end), std::ops::Bound::Unbounded))?;
         let now = self.clock.now_ms();
         let expiration = self.config.producer_id_expiration_ms;
+        let newest = index_from.map_or(end, |b| b.min(end));
+        let candidates: Vec<i64> = self.producer_snapshots.range(..=newest).rev().copied().collect();
         let mut state = None;
-        while let Some(&at) = self.producer_snapshots.last() {
+        for at in candidates {
             // Kafka keeps none at or below the log start.
             if at <= start && at < end {
                 deleted += self.delete_producer_snapshots(..=at)?;
@@ -282,7 +397,10 @@ impl Log {
                 Err(_) => deleted += self.delete_producer_snapshots(at..=at)?,
             }
         }
-        if deleted > 0 {
+        if let Some(base) = index_from {
+            self.reset_txn_indexes_from(base)?;
+        }
+        if deleted > 0 || index_from.is_some() {
             // Deletions made durable, so that an old snapshot cannot come back after a crash and
             // be taken for the state of different data.
             let r = self.storage.sync_dir(&self.dir);
@@ -290,23 +408,68 @@ impl Log {
         }
         self.producers = match state {
             Some(s) => s,
-            None if clean && !had_snapshots => ProducerState::new(end),
+            None if clean && !had_snapshots && index_from.is_none() => ProducerState::new(end),
             None => ProducerState::new(start),
         };
-        self.replay_producers(self.producers.map_end_offset(), end)?;
+        self.replay_producers(self.producers.map_end_offset(), end, index_from)?;
+        if let Some(base) = index_from {
+            // Rebuilt files durable before the log goes on: a sealed segment's is not rebuilt
+            // again after a crash.
+            let bases: Vec<i64> = self.txn.range(base..).map(|(b, _)| *b).collect();
+            for b in &bases {
+                self.sync_txn_index(*b)?;
+            }
+            if !bases.is_empty() {
+                self.storage.sync_dir(&self.dir)?;
+            }
+            // The state at the end, as Kafka's recovery snapshots it, unless the same bytes are
+            // there (a file there was not read: damaged, it is written over).
+            if self.producer_snapshots.contains(&end) {
+                let path = self.dir.join(filename::snapshot_file_name(end));
+                let f = self.storage.open(&path, OpenMode::Read)?;
+                let want = self.producers.snapshot();
+                let mut have = vec![0u8; want.len()];
+                let same = f.len()? == want.len() as u64 && f.read_exact_at(&mut have, 0).is_ok() && have == want;
+                if !same {
+                    self.producer_snapshots.remove(&end);
+                }
+            }
+            self.take_producer_snapshot()?;
+        }
         // The high watermark is the log end at open: replayed transactions whose marker is below
         // it are stable.
         self.producers.on_high_watermark(self.high_watermark);
         Ok(())
     }
 
-    /// Replays the batches in `[from, to)` into the state, as a follower's.
-    fn replay_producers(&mut self, from: i64, to: i64) -> Result<()> {
+    /// Replays the batches in `[from, to)` into the state, as a follower's ([`ProducerReplay`]),
+    /// writing the transactions aborted by markers at or past `index_from` into the `.txnindex`
+    /// of the segment holding the marker.
+    fn replay_producers(&mut self, from: i64, to: i64, index_from: Option<i64>) -> Result<()> {
+        let hw = self.high_watermark;
+        let mut replay = ProducerReplay::settling(std::mem::take(&mut self.producers), hw);
+        let mut aborted: Vec<(i64, AbortedTxn)> = Vec::new();
+        let r = self.replay_into(&mut replay, from, to, index_from, &mut aborted);
+        self.producers = replay.into_state();
+        self.producers.update_map_end_offset(to);
+        r?;
+        for (base, t) in aborted {
+            self.append_aborted_txn(base, t)?;
+        }
+        Ok(())
+    }
+
+    fn replay_into(
+        &self,
+        replay: &mut ProducerReplay,
+        from: i64,
+        to: i64,
+        index_from: Option<i64>,
+        aborted: &mut Vec<(i64, AbortedTxn)>,
+    ) -> Result<()> {
         if from >= to {
-            self.producers.update_map_end_offset(to);
             return Ok(());
         }
-        let mut appends = Appends::default();
         let mut batch = Vec::new();
         let floor = self.floor_segment(from).map_or(i64::MIN, |s| s.base_offset());
         for seg in self.segments().skip_while(|s| s.base_offset() < floor) {
@@ -331,10 +494,13 @@ impl Log {
                 } else {
                     batch.clear();
                 }
-                appends.replicate(&self.producers, &h, &batch);
+                if let Some(t) = replay.batch(&h, &batch) {
+                    if index_from.is_some_and(|i| t.last_offset >= i) {
+                        aborted.push((seg.base_offset(), t));
+                    }
+                }
             }
         }
-        appends.apply(&mut self.producers, to);
         Ok(())
     }
 }

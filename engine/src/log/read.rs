@@ -37,6 +37,18 @@ impl ListOffset {
     }
 }
 
+/// How far a fetch or an offset lookup may see (Kafka's `FetchIsolation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FetchIsolation {
+    /// Up to the log end (a follower's fetch).
+    LogEnd,
+    /// Up to the high watermark (a consumer reading uncommitted).
+    HighWatermark,
+    /// Up to the last stable offset, with the aborted transactions the range overlaps (a
+    /// consumer reading committed).
+    TxnCommitted,
+}
+
 /// Whole batches inside one segment file, for zero-copy sending.
 #[derive(Clone, Debug)]
 pub struct FileRange {
@@ -56,8 +68,14 @@ pub struct FetchData {
     pub segment_base_offset: i64,
     pub position: u32,
     pub high_watermark: i64,
+    /// [`Log::last_stable_offset`] at the read.
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
     pub log_end_offset: i64,
+    /// Under [`FetchIsolation::TxnCommitted`], the aborted transactions whose offsets overlap the
+    /// batches returned (Kafka's `abortedTransactions`): a consumer drops each producer's batches
+    /// from its first offset up to its ABORT marker. Empty otherwise.
+    pub aborted_transactions: Vec<super::AbortedTransaction>,
 }
 
 impl Log {
@@ -75,6 +93,7 @@ impl Log {
     ) -> Result<FetchData> {
         let mut out = FetchData {
             high_watermark: self.high_watermark,
+            last_stable_offset: self.last_stable_offset(),
             log_start_offset: self.log_start_offset,
             log_end_offset: self.log_end_offset,
             ..Default::default()
@@ -109,6 +128,43 @@ impl Log {
             }
         }
         Ok(out)
+    }
+
+    /// Kafka's fetch by isolation: [`Log::read`] bounded by the log end, the high watermark or the
+    /// last stable offset, and under [`FetchIsolation::TxnCommitted`] the aborted transactions
+    /// that overlap the batches returned.
+    pub fn fetch(
+        &self,
+        start_offset: i64,
+        max_bytes: u32,
+        isolation: FetchIsolation,
+        min_one: bool,
+    ) -> Result<FetchData> {
+        let mut out = self.read(start_offset, max_bytes, self.isolation_bound(isolation), min_one)?;
+        if isolation == FetchIsolation::TxnCommitted && !out.records.is_empty() {
+            let end = next_offset_after(&out.records);
+            out.aborted_transactions = self.aborted_transactions(start_offset, end)?;
+        }
+        Ok(out)
+    }
+
+    /// The offset a fetch under `isolation` stops before (`None`: the log end).
+    fn isolation_bound(&self, isolation: FetchIsolation) -> Option<i64> {
+        match isolation {
+            FetchIsolation::LogEnd => None,
+            FetchIsolation::HighWatermark => Some(self.high_watermark),
+            FetchIsolation::TxnCommitted => Some(self.last_stable_offset()),
+        }
+    }
+
+    /// Kafka's last stable offset: the first offset of a transaction still open or not yet
+    /// replicated (never below the log start), or the high watermark when that is lower. A
+    /// read-committed consumer reads up to it.
+    pub fn last_stable_offset(&self) -> i64 {
+        match self.producers.first_unstable_offset() {
+            Some(first) => first.max(self.log_start_offset).min(self.high_watermark),
+            None => self.high_watermark,
+        }
     }
 
     /// The file range of the whole batches [`Log::read`] would return, without reading them: for
@@ -203,6 +259,23 @@ impl Log {
         ReadEnd::BatchHolding(offset)
     }
 
+    /// [`Log::offset_for_time`] as a consumer under `isolation` sees it (Kafka's
+    /// `fetchOffsetForTimestamp` with an isolation level): latest is the high watermark or the
+    /// last stable offset instead of the log end, and a lookup that finds an offset at or past it
+    /// finds nothing. The earliest offsets are the same under every isolation.
+    pub fn offset_for_time_isolated(
+        &self,
+        target: ListOffset,
+        isolation: FetchIsolation,
+    ) -> Result<Option<TimestampAndOffset>> {
+        let Some(bound) = self.isolation_bound(isolation) else { return self.offset_for_time(target) };
+        match target {
+            ListOffset::Latest => Ok(Some(TimestampAndOffset { timestamp: -1, offset: bound, leader_epoch: None })),
+            ListOffset::Earliest | ListOffset::EarliestLocal => self.offset_for_time(target),
+            _ => Ok(self.offset_for_time(target)?.filter(|t| t.offset < bound)),
+        }
+    }
+
     /// Kafka's `fetchOffsetByTimestamp`. For a timestamp: the first segment whose largest
     /// timestamp is `>=` it, then its time index floor, then a record-level scan. `None` when no
     /// record is that recent.
@@ -240,4 +313,16 @@ impl Log {
             }
         }
     }
+}
+
+/// The offset after the last of the whole batches `records` holds (the output of a read).
+fn next_offset_after(records: &[u8]) -> i64 {
+    let mut pos = 0usize;
+    let mut next = -1;
+    while pos < records.len() {
+        let Ok(h) = crate::format::batch::BatchHeader::parse(&records[pos..]) else { break };
+        next = h.next_offset();
+        pos += h.size_in_bytes() as usize;
+    }
+    next
 }

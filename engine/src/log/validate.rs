@@ -50,11 +50,17 @@ fn split(records: &[u8], config: &LogConfig, strict_count: bool, check_size: boo
         .collect())
 }
 
-/// Leader checks: every follower check, plus Kafka's client rules (base offset 0 in each batch as
-/// sent, record count equal to the offset range, no control batches, a sequence when there is a
-/// producer id), every record decodable with sequential offset deltas, and, for CreateTime, every
-/// record timestamp within `message.timestamp.before/after.max.ms` of `now_ms`.
-pub(crate) fn validate_leader(records: &[u8], config: &LogConfig, now_ms: i64) -> Result<Vec<CheckedBatch>> {
+/// Leader checks: every follower check, base offset 0 in each batch as sent, every record
+/// decodable with sequential offset deltas, and, for CreateTime, every record timestamp within
+/// `message.timestamp.before/after.max.ms` of `now_ms`; for a client's batches (`client`; not the
+/// transaction coordinator's markers) also Kafka's client rules: no control batches, at least one
+/// record, a sequence when there is a producer id.
+pub(crate) fn validate_leader(
+    records: &[u8],
+    config: &LogConfig,
+    now_ms: i64,
+    client: bool,
+) -> Result<Vec<CheckedBatch>> {
     let mut batches = split(records, config, true, true)?;
     let mut scratch = Vec::new();
     for cb in &mut batches {
@@ -64,10 +70,10 @@ pub(crate) fn validate_leader(records: &[u8], config: &LogConfig, now_ms: i64) -
         if h.base_offset != 0 {
             return Err(invalid(format!("the baseOffset of a produced batch must be 0, it is {}", h.base_offset)));
         }
-        if h.is_control() {
+        if h.is_control() && client {
             return Err(invalid("clients may not write control batches".into()));
         }
-        if h.has_producer_id() && h.base_sequence < 0 {
+        if h.has_producer_id() && h.base_sequence < 0 && client {
             return Err(invalid(format!("producer id {} with invalid sequence {}", h.producer_id, h.base_sequence)));
         }
         if h.records_count == 0 {
