@@ -21,6 +21,7 @@ mod rebuild_index;
 mod recover;
 mod sidecar;
 mod stats;
+mod txncheck;
 mod units;
 mod verify;
 

@@ -1,7 +1,8 @@
 //! `seglog rebuild-index DIR`: rebuilds each segment's `.index` and `.timeindex` from its `.log`
 //! with Kafka's rule (the engine's own `Segment::recover`, run over a read-only overlay so the
-//! rebuild happens in memory), and says per segment whether the result differs from the files on
-//! disk and how. A dry run by default; `--write` replaces the files that differ (temporary file,
+//! rebuild happens in memory), and its `.txnindex` from the partition's ABORT markers (the
+//! engine's producer replay, `txncheck`), and says per segment whether the result differs from the
+//! files on disk and how. A dry run by default; `--write` replaces the files that differ (temporary file,
 //! fsync, rename, fsync of the directory).
 //!
 //! Time indexes written by older brokers name the exact record holding the max timestamp, where a
@@ -27,6 +28,9 @@ use crate::layout::{self, PartitionDir, SegmentFiles};
 use crate::logscan::{self, LogSummary, MAX_BATCH_IN_MEMORY};
 use crate::overlay::OverlayStorage;
 use crate::progress::Progress;
+use crate::sidecar;
+use crate::txncheck::TxnReplay;
+use seglog::log::AbortedTxn;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = crate::EXIT_CODES)]
@@ -36,7 +40,7 @@ pub struct Args {
     /// The index.interval.bytes to rebuild with (suffixes allowed: 4KiB).
     #[arg(long, value_name = "N", default_value = "4096", value_parser = parse_interval)]
     index_interval_bytes: u32,
-    /// Replace the .index and .timeindex files that differ (write a temporary file, fsync, rename
+    /// Replace the .index, .timeindex and .txnindex files that differ (write a temporary file, fsync, rename
     /// over the old one, fsync the directory). Without it nothing is written (dry run). Stop the
     /// broker first: seglog refuses when another process holds the log directory's .lock.
     #[arg(long)]
@@ -118,6 +122,42 @@ impl Comparison {
     }
 }
 
+/// How the `.txnindex` the log's ABORT markers give compares with the file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum TxnComparison {
+    /// The same entries (none: no file, or an empty one).
+    Same {
+        entries: usize,
+    },
+    Differs {
+        disk_entries: usize,
+        rebuilt_entries: usize,
+        detail: String,
+    },
+    /// Not compared, nor written (why).
+    NotChecked {
+        why: String,
+    },
+}
+
+impl TxnComparison {
+    fn counts(&self) -> bool {
+        matches!(self, TxnComparison::Differs { .. })
+    }
+    /// The text report's words, `None` for a segment without aborted transactions.
+    fn describe(&self) -> Option<String> {
+        match self {
+            TxnComparison::Same { entries: 0 } => None,
+            TxnComparison::Same { entries } => Some(format!(".txnindex same ({entries} entries)")),
+            TxnComparison::Differs { disk_entries, rebuilt_entries, detail } => {
+                Some(format!(".txnindex differs: {disk_entries} entries on disk, {rebuilt_entries} rebuilt: {detail}"))
+            }
+            TxnComparison::NotChecked { why } => Some(format!(".txnindex not checked: {why}")),
+        }
+    }
+}
+
 /// The result for one segment.
 #[derive(Clone, Debug, Serialize)]
 pub struct SegmentResult {
@@ -125,6 +165,7 @@ pub struct SegmentResult {
     pub base_offset: i64,
     pub offset_index: Comparison,
     pub time_index: Comparison,
+    pub txn_index: TxnComparison,
     /// Why the log could not be rebuilt from in full (torn tail, bad CRC), if so.
     pub log_damage: Option<String>,
     /// Why the indexes were not rebuilt at all (too large to hold), if so.
@@ -272,6 +313,7 @@ fn refused(log: PathBuf, base_offset: i64, why: String) -> SegmentResult {
         base_offset,
         offset_index: Comparison::NotRebuilt,
         time_index: Comparison::NotRebuilt,
+        txn_index: TxnComparison::NotChecked { why: "the segment is not rebuilt".into() },
         log_damage: None,
         refused: Some(why),
         differs: true,
@@ -299,10 +341,28 @@ fn rebuild_settings(args: &Args) -> SegmentSettings {
 /// recovery will hold, as it will count it (it stops at the first invalid batch, so it may count
 /// less): leader-epoch changes, and the largest batch (read whole). The second value is why the
 /// segment is not rebuilt when either is past its cap.
-fn walk_before_rebuild(log_path: &Path) -> Result<(LogSummary, Option<String>), String> {
+///
+/// The valid batches also go through the partition's producer replay `txn`, and the `.txnindex`
+/// entries their markers give into `aborted`, up to `max_aborted` (then `None`).
+fn walk_before_rebuild(
+    log_path: &Path,
+    txn: &mut TxnReplay,
+    aborted: &mut Option<Vec<AbortedTxn>>,
+    max_aborted: usize,
+) -> Result<(LogSummary, Option<String>), String> {
     let (mut epoch_changes, mut last_epoch) = (0u64, None::<i32>);
     let mut largest: Option<(u64, u64)> = None;
-    let summary = logscan::summarize_log(log_path, |b, _| {
+    let summary = logscan::summarize_log(log_path, |b, bytes| {
+        if b.crc_ok() {
+            if let Some(t) = txn.batch(&b.header, bytes) {
+                if aborted.as_ref().is_some_and(|v| v.len() >= max_aborted) {
+                    *aborted = None;
+                }
+                if let Some(v) = aborted.as_mut() {
+                    v.push(t);
+                }
+            }
+        }
         let epoch = b.header.partition_leader_epoch;
         if epoch >= 0 && last_epoch.is_none_or(|l| epoch > l) {
             epoch_changes += 1;
@@ -339,14 +399,78 @@ fn index_too_long(what: &str, bytes: &[u8], size: usize, max_index_bytes: usize)
     })
 }
 
-fn rebuild_segment(p: &PartitionDir, s: &SegmentFiles, args: &Args) -> Result<SegmentResult, String> {
+/// Compares the `.txnindex` at `path` (if any) with the entries the log's markers give
+/// (`rebuilt`, `None` past the cap of `max` entries), reading at most `max` entries of the file.
+fn compare_txn(
+    path: Option<&Path>,
+    rebuilt: Option<&[AbortedTxn]>,
+    inexact: Option<&str>,
+    base: i64,
+    max: usize,
+) -> Result<TxnComparison, String> {
+    if let Some(why) = inexact {
+        return Ok(TxnComparison::NotChecked { why: why.to_owned() });
+    }
+    let Some(rebuilt) = rebuilt else {
+        return Ok(TxnComparison::NotChecked {
+            why: format!("its markers abort more than {max} transactions, more than a rebuild holds in memory (--segment-index-bytes)"),
+        });
+    };
+    let mut disk: Vec<AbortedTxn> = Vec::new();
+    let mut problem = None;
+    if let Some(path) = path {
+        let t = sidecar::TxnIndex::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let r = t.each_in(seglog::log::TxnIndexRules::new(base, None), |e| {
+            if disk.len() >= max {
+                return Err(std::io::Error::other("too many entries"));
+            }
+            disk.push(AbortedTxn {
+                producer_id: e.producer_id,
+                first_offset: e.first_offset,
+                last_offset: e.last_offset,
+                last_stable_offset: e.last_stable_offset,
+            });
+            Ok(())
+        });
+        match r {
+            Ok(Ok(_)) => {}
+            Ok(Err(p)) => problem = Some(p),
+            Err(_) => problem = Some(format!("more than {max} entries")),
+        }
+    }
+    if problem.is_none() && disk == rebuilt {
+        return Ok(TxnComparison::Same { entries: disk.len() });
+    }
+    let detail = match problem {
+        Some(p) => p,
+        None if path.is_none() => "the file is missing".into(),
+        None => {
+            let i = disk.iter().zip(rebuilt).take_while(|(a, b)| a == b).count();
+            format!("first difference at entry {i}: disk {:?}, rebuilt {:?}", disk.get(i), rebuilt.get(i))
+        }
+    };
+    Ok(TxnComparison::Differs { disk_entries: disk.len(), rebuilt_entries: rebuilt.len(), detail })
+}
+
+fn txn_bytes(entries: &[AbortedTxn]) -> Vec<u8> {
+    entries.iter().flat_map(|t| t.encode()).collect()
+}
+
+fn rebuild_segment(
+    p: &PartitionDir,
+    s: &SegmentFiles,
+    args: &Args,
+    txn: &mut TxnReplay,
+) -> Result<SegmentResult, String> {
     let log_path = s.log.clone().expect("log segments");
     let max_index_bytes = args.segment_index_bytes as usize;
     // The engine opens the files itself: refuse a FIFO or a link before it gets the paths.
     s.check_regular()?;
     let mut disk_idx: Option<OffsetIndexStream> = open_opt(&s.index, s.base_offset)?;
     let mut disk_tidx: Option<TimeIndexStream> = open_opt(&s.time_index, s.base_offset)?;
-    let (mut summary, too_much) = walk_before_rebuild(&log_path)?;
+    let max_aborted = args.segment_index_bytes as usize / seglog::log::TXN_ENTRY_BYTES;
+    let mut aborted = Some(Vec::new());
+    let (mut summary, too_much) = walk_before_rebuild(&log_path, txn, &mut aborted, max_aborted)?;
     if let Some(why) = too_much {
         return Ok(refused(log_path, s.base_offset, why));
     }
@@ -384,8 +508,11 @@ fn rebuild_segment(p: &PartitionDir, s: &SegmentFiles, args: &Args) -> Result<Se
         .map_err(|e| format!("{}: {e}", s.index.as_deref().unwrap_or(&log_path).display()))?;
     let time_index = compare_time(disk_tidx.as_mut(), rebuilt_tidx, s.base_offset, &mut summary)
         .map_err(|e| format!("{}: {e}", s.time_index.as_deref().unwrap_or(&log_path).display()))?;
-    let differs =
-        log_damage.is_some() || offset_index.counts(args.strict_flavour) || time_index.counts(args.strict_flavour);
+    let txn_index = compare_txn(s.txn_index.as_deref(), aborted.as_deref(), txn.inexact(), s.base_offset, max_aborted)?;
+    let differs = log_damage.is_some()
+        || offset_index.counts(args.strict_flavour)
+        || time_index.counts(args.strict_flavour)
+        || txn_index.counts();
     let mut written = Vec::new();
     if args.write && log_damage.is_none() {
         let stem = seglog::format::filename::segment_stem(s.base_offset);
@@ -399,12 +526,18 @@ fn rebuild_segment(p: &PartitionDir, s: &SegmentFiles, args: &Args) -> Result<Se
                 written.push(path);
             }
         }
+        if let (true, Some(entries)) = (txn_index.counts(), aborted.as_deref()) {
+            let path = p.path.join(seglog::format::filename::txn_index_file_name(s.base_offset));
+            replace_file(&path, &txn_bytes(entries)).map_err(|e| format!("{}: {e}", path.display()))?;
+            written.push(path);
+        }
     }
     Ok(SegmentResult {
         log: log_path,
         base_offset: s.base_offset,
         offset_index,
         time_index,
+        txn_index,
         log_damage,
         refused: None,
         differs,
@@ -430,8 +563,9 @@ pub fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let mut results: Vec<(PathBuf, Vec<SegmentResult>)> = Vec::new();
     for p in &d.partitions {
         let mut v = Vec::new();
+        let mut txn = TxnReplay::start(p);
         for s in p.log_segments() {
-            v.push(rebuild_segment(p, s, &args)?);
+            v.push(rebuild_segment(p, s, &args, &mut txn)?);
             progress.inc(1);
         }
         results.push((p.path.clone(), v));
@@ -524,6 +658,7 @@ fn print_text(args: &Args, results: &[(PathBuf, Vec<SegmentResult>)], t: &Tally)
                 Some(why) => vec![format!("not rebuilt: {why}; not written")],
                 None => vec![r.offset_index.describe(".index"), r.time_index.describe(".timeindex")],
             };
+            parts.extend(r.txn_index.describe());
             if let Some(dmg) = &r.log_damage {
                 parts.push(format!("log damaged: {dmg}; not written, run verify"));
             }

@@ -12,7 +12,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use seglog::format::checkpoint::{CleanShutdown, LeaderEpochCheckpoint, OffsetCheckpoint, PartitionMetadata};
-use seglog::format::{be_i16, be_i32, be_i64, be_u32};
+use seglog::format::{be_i16, be_i32, be_u32};
 use serde::Serialize;
 
 use crate::layout::CheckpointKind;
@@ -205,7 +205,7 @@ impl Snapshot {
     }
 }
 
-/// One aborted transaction in a `.txnindex` file.
+/// One aborted transaction in a `.txnindex` file, as `dump` prints it.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct AbortedTxn {
     pub version: i16,
@@ -215,45 +215,19 @@ pub struct AbortedTxn {
     pub last_stable_offset: i64,
 }
 
-const TXN_ENTRY: usize = 34;
-
-fn decode_txn(e: &[u8]) -> AbortedTxn {
-    AbortedTxn {
-        version: be_i16(e, 0),
-        producer_id: be_i64(e, 2),
-        first_offset: be_i64(e, 10),
-        last_offset: be_i64(e, 18),
-        last_stable_offset: be_i64(e, 26),
+impl From<seglog::log::AbortedTxn> for AbortedTxn {
+    fn from(t: seglog::log::AbortedTxn) -> AbortedTxn {
+        AbortedTxn {
+            version: seglog::log::txn_index::TXN_ENTRY_VERSION,
+            producer_id: t.producer_id,
+            first_offset: t.first_offset,
+            last_offset: t.last_offset,
+            last_stable_offset: t.last_stable_offset,
+        }
     }
 }
 
-/// The rules of a `.txnindex`, entry by entry: a known version, last offsets increasing.
-#[derive(Default)]
-struct TxnRules {
-    prev_last: Option<i64>,
-}
-
-impl TxnRules {
-    fn check(&mut self, at: u64, e: &[u8]) -> Result<AbortedTxn, String> {
-        if e.len() < TXN_ENTRY {
-            return Err(format!("partial entry of {} bytes at byte {at}", e.len()));
-        }
-        let t = decode_txn(e);
-        if t.version != 0 {
-            return Err(format!("unknown entry version {} at byte {at}", t.version));
-        }
-        if let Some(p) = self.prev_last {
-            if t.last_offset <= p {
-                return Err(format!(
-                    "entry at byte {at}: last offset {} does not increase (previous {p})",
-                    t.last_offset
-                ));
-            }
-        }
-        self.prev_last = Some(t.last_offset);
-        Ok(t)
-    }
-}
+const TXN_ENTRY: usize = seglog::log::TXN_ENTRY_BYTES;
 
 /// An open `.txnindex`: 34-byte entries; a trailing partial entry or a last offset that does not
 /// increase is an error naming its byte position.
@@ -270,17 +244,27 @@ impl TxnIndex {
         Ok(TxnIndex { file, len })
     }
 
-    /// Hands `f` every entry in order while they are valid; the first problem ends the pass and
-    /// is returned. Run it once with a no-op `f` to check the file before printing anything.
-    pub fn each(&self, mut f: impl FnMut(AbortedTxn) -> std::io::Result<()>) -> std::io::Result<Result<u64, String>> {
-        let mut rules = TxnRules::default();
+    /// Hands `f` every entry in order while they are valid by the engine's rules (entries
+    /// whole, version 0, last offsets increasing); the first problem ends the pass and is
+    /// returned. Run it once with a no-op `f` to check the file before printing anything.
+    pub fn each(&self, f: impl FnMut(AbortedTxn) -> std::io::Result<()>) -> std::io::Result<Result<u64, String>> {
+        self.each_in(seglog::log::TxnIndexRules::new(i64::MIN, None), f)
+    }
+
+    /// [`TxnIndex::each`] under `rules`: those of the segment the file belongs to also check
+    /// that every marker offset lies in it.
+    pub fn each_in(
+        &self,
+        mut rules: seglog::log::TxnIndexRules,
+        mut f: impl FnMut(AbortedTxn) -> std::io::Result<()>,
+    ) -> std::io::Result<Result<u64, String>> {
         let mut n = 0u64;
         let mut problem = None;
-        for_each_piece(&self.file, 0, self.len, TXN_ENTRY * ENTRIES_PER_READ, |pos, b| {
-            for (i, e) in b.chunks(TXN_ENTRY).enumerate() {
-                match rules.check(pos + (i * TXN_ENTRY) as u64, e) {
+        for_each_piece(&self.file, 0, self.len, TXN_ENTRY * ENTRIES_PER_READ, |_, b| {
+            for e in b.chunks(TXN_ENTRY) {
+                match rules.check(e) {
                     Ok(t) => {
-                        f(t)?;
+                        f(t.into())?;
                         n += 1;
                     }
                     Err(p) => {

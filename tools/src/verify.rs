@@ -4,7 +4,8 @@
 //! Damage (exit code 1): a batch whose CRC-32C fails, an entry Kafka's reader refuses, a torn
 //! tail (partial last batch, or zeros after the last batch), offsets that do not increase across
 //! batches and segments, a batch below its segment's base offset, an index entry that does not
-//! match its log, an index that fails Kafka's sanity check, a sidecar file that does not parse.
+//! match its log, an index that fails Kafka's sanity check, a sidecar file that does not parse, a
+//! `.txnindex` whose entries are not the ones the log's ABORT markers give (`txncheck`).
 //! Not damage (reported as notes): a missing `.index` or `.timeindex` (Kafka rebuilds or creates
 //! it at load), an index not trimmed (zero padding), files Kafka keeps beside segments, unknown
 //! files.
@@ -30,6 +31,7 @@ use crate::layout::{self, PartitionDir};
 use crate::logscan::{self, BatchInfo, LogSummary, MAX_BATCH_IN_MEMORY};
 use crate::progress::Progress;
 use crate::sidecar;
+use crate::txncheck;
 use crate::units::human_bytes;
 
 #[derive(clap::Args, Debug)]
@@ -193,8 +195,12 @@ fn check_log(
     deep: bool,
     prev: &mut Option<Prev>,
     r: &mut PartitionReport,
+    mut valid_batch: impl FnMut(&BatchInfo, Option<&[u8]>),
 ) -> std::io::Result<LogSummary> {
     let summary = logscan::summarize_log(log_path, |b, bytes| {
+        if b.crc_ok() {
+            valid_batch(b, bytes);
+        }
         let h = &b.header;
         if deep && b.crc_ok() {
             check_records(log_path, b, bytes, r);
@@ -374,6 +380,7 @@ fn padding_notes(path: &Path, p: &indexcheck::Padding, entry_size: u64, last: bo
 
 fn check_indexes(
     seg: &layout::SegmentFiles,
+    next_base: Option<i64>,
     log: &mut LogSummary,
     last: bool,
     r: &mut PartitionReport,
@@ -398,7 +405,8 @@ fn check_indexes(
         match sidecar::TxnIndex::open(path) {
             Err(e) => not_regular_or(path, e, r)?,
             Ok(t) => {
-                if let Err(e) = t.each(|_| Ok(())).map_err(|e| format!("{}: {e}", path.display()))? {
+                let rules = seglog::log::TxnIndexRules::new(base, next_base);
+                if let Err(e) = t.each_in(rules, |_| Ok(())).map_err(|e| format!("{}: {e}", path.display()))? {
                     r.add(problem(path, None, "txnindex", e));
                 }
             }
@@ -530,6 +538,7 @@ pub fn verify_partition(
         ..Default::default()
     };
     let mut prev: Option<Prev> = None;
+    let mut txn = txncheck::TxnReplay::start(p);
     let segs: Vec<_> = p.log_segments().collect();
     if segs.is_empty() {
         r.notes.push(format!("{}: no segments (Kafka creates an empty one at load)", p.path.display()));
@@ -551,14 +560,50 @@ pub fn verify_partition(
                 ));
             }
         }
-        let mut summary = match check_log(log_path, seg.base_offset, deep, &mut prev, &mut r) {
+        // The segment's `.txnindex` against the entries its ABORT markers give.
+        let txn_path = seg
+            .txn_index
+            .clone()
+            .unwrap_or_else(|| p.path.join(seglog::format::filename::txn_index_file_name(seg.base_offset)));
+        // A file that does not open is reported by the structure check.
+        let mut stream = txncheck::TxnStream::open(seg.txn_index.as_deref(), txn.known_from()).ok();
+        let mut findings = Vec::new();
+        let mut txn_error = None;
+        let walked = check_log(log_path, seg.base_offset, deep, &mut prev, &mut r, |b, bytes| {
+            if let (Some(t), Some(stream)) = (txn.batch(&b.header, bytes), stream.as_mut()) {
+                match stream.expect(t) {
+                    Ok(f) => findings.extend(f),
+                    Err(e) => txn_error = Some(e),
+                }
+            }
+        });
+        let mut summary = match walked {
             Ok(s) => s,
             Err(e) => {
                 not_regular_or(log_path, e, &mut r)?;
                 continue;
             }
         };
-        check_indexes(seg, &mut summary, i + 1 == segs.len(), &mut r)?;
+        if let Some(stream) = stream {
+            let (rest, unchecked) =
+                stream.finish(txn.known_from()).map_err(|e| format!("{}: {e}", txn_path.display()))?;
+            findings.extend(rest);
+            if unchecked > 0 {
+                let why = txn.inexact().unwrap_or_default();
+                r.notes.push(format!("{}: {unchecked} entries not checked ({why})", txn_path.display()));
+            }
+        }
+        if let Some(e) = txn_error {
+            return Err(format!("{}: {e}", txn_path.display()));
+        }
+        for f in findings {
+            match f {
+                txncheck::Finding::Problem(pos, detail) => r.add(problem(&txn_path, pos, "txnindex", detail)),
+                txncheck::Finding::Note(n) => r.notes.push(format!("{}: {n}", txn_path.display())),
+            }
+        }
+        let next_base = segs.get(i + 1).map(|s| s.base_offset);
+        check_indexes(seg, next_base, &mut summary, i + 1 == segs.len(), &mut r)?;
         if let Some(b) = summary.last {
             prev_next = Some((b.last_offset.saturating_add(1), log_path.clone()));
         }
