@@ -721,6 +721,49 @@ fn log_targets(s: &[Summary], plan: &Plan) -> Vec<Target> {
             met: None,
         });
     }
+    // Producer state (issue 18), each mode against a row of the same run: idempotent appends
+    // against the plain pass run right before them, read-committed catch-up against
+    // read-uncommitted, and the cost of the producers' snapshot at a roll.
+    let seglog_modes: Vec<&Summary> = s.iter().filter(|x| x.system == "seglog" && x.workload == APPEND).collect();
+    for m in seglog_modes {
+        let mode = m.mode.as_str();
+        let pairs = [
+            (log::APPEND_IDEMPOTENT, log::APPEND_PLAIN, "idempotent appends vs plain", 0.95),
+            (
+                log::CATCHUP_COMMITTED,
+                log::CATCHUP_UNCOMMITTED,
+                "read-committed catch-up vs uncommitted (1 % aborted)",
+                0.9,
+            ),
+        ];
+        for (ours, theirs, what, min) in pairs {
+            if let (Some(a), Some(b)) = (seglog(ours, mode), seglog(theirs, mode)) {
+                let ratio = if b.mb_per_s > 0.0 { a.mb_per_s / b.mb_per_s } else { 0.0 };
+                out.push(Target {
+                    name: format!("Log {what}, {mode}"),
+                    target: format!(">= {min}x MB/s"),
+                    measured: format!(
+                        "{:.0} MB/s vs {:.0} MB/s = {ratio:.2}x; p50 {:.1} us vs {:.1} us",
+                        a.mb_per_s, b.mb_per_s, a.p50_us, b.p50_us
+                    ),
+                    disk: against.clone(),
+                    met: Some(ratio >= min),
+                });
+            }
+        }
+        if let (Some(a), Some(b)) = (seglog(log::ROLL_WITH_PRODUCERS, mode), seglog(log::ROLL, mode)) {
+            out.push(Target {
+                name: format!("Log roll with producers' snapshot, {mode}"),
+                target: "reported (the snapshot's cost at a roll)".into(),
+                measured: format!(
+                    "p50 {:.0} us (p99 {:.0}) vs {:.0} us (p99 {:.0}) without producers",
+                    a.p50_us, a.p99_us, b.p50_us, b.p99_us
+                ),
+                disk: against.clone(),
+                met: None,
+            });
+        }
+    }
     out
 }
 

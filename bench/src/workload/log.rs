@@ -44,6 +44,22 @@ pub const APPEND: &str = "log-append";
 /// The same appends from an idempotent producer (producer id, epoch and a sequence per batch):
 /// what the producer-state checks cost (issue 18: within 5 % of `log-append`).
 pub const APPEND_IDEMPOTENT: &str = "log-append-idempotent";
+/// The plain appends again on a fresh log, right before [`APPEND_IDEMPOTENT`]: the pair the
+/// idempotent target compares, run back to back.
+pub const APPEND_PLAIN: &str = "log-append-plain";
+/// A consumer catching up from the start of a transactional log (1 % of its transactions
+/// aborted), reading uncommitted (to the high watermark).
+pub const CATCHUP_UNCOMMITTED: &str = "log-catchup-uncommitted";
+/// The same catch-up reading committed (to the last stable offset, with the aborted
+/// transactions): issue 18's target, >= 90 % of the uncommitted one.
+pub const CATCHUP_COMMITTED: &str = "log-catchup-committed";
+/// Rolls of a log with no producers, and of one with up to [`ROLL_PRODUCERS`] idempotent
+/// producers (one per record of the run, at most that many): the difference is what writing
+/// their `.snapshot` at each roll costs.
+pub const ROLL: &str = "log-roll";
+pub const ROLL_WITH_PRODUCERS: &str = "log-roll-producers";
+/// The most producers of [`ROLL_WITH_PRODUCERS`].
+pub const ROLL_PRODUCERS: i64 = 100_000;
 /// The point lookups right after the appends.
 pub const WARM: &str = "log-point-warm";
 /// The point lookups with nothing of the data cached.
@@ -94,12 +110,16 @@ impl Batches {
     pub fn nth(&self, first_ts: i64, i: u64) -> Vec<u8> {
         let mut b = self.template.clone();
         if let Some(id) = self.producer {
-            // producerId, producerEpoch, baseSequence (inside the CRC, which `stamp` computes).
             let seq = ((i as i64 * self.records_per_batch) % (i32::MAX as i64 + 1)) as i32;
-            b[43..51].copy_from_slice(&id.to_be_bytes());
-            b[51..53].copy_from_slice(&0i16.to_be_bytes());
-            b[53..57].copy_from_slice(&seq.to_be_bytes());
+            set_producer(&mut b, id, seq, false);
         }
+        stamp(&mut b, first_ts + i as i64);
+        b
+    }
+    /// Batch `i` as producer `id` sends it inside a transaction, at sequence `seq`.
+    pub fn transactional(&self, first_ts: i64, i: u64, id: i64, seq: i32) -> Vec<u8> {
+        let mut b = self.template.clone();
+        set_producer(&mut b, id, seq, true);
         stamp(&mut b, first_ts + i as i64);
         b
     }
@@ -123,6 +143,17 @@ impl Batches {
     pub fn index_of(&self, offset: i64) -> u64 {
         (offset / self.records_per_batch) as u64
     }
+}
+
+/// Stamps producer id `id`, epoch 0 and first sequence `seq` in a batch's header (inside the CRC,
+/// which [`stamp`] computes), and the transactional attribute.
+fn set_producer(b: &mut [u8], id: i64, seq: i32, transactional: bool) {
+    if transactional {
+        b[22] |= 0x10;
+    }
+    b[43..51].copy_from_slice(&id.to_be_bytes());
+    b[51..53].copy_from_slice(&0i16.to_be_bytes());
+    b[53..57].copy_from_slice(&seq.to_be_bytes());
 }
 
 /// The record offsets every system looks up: `n` uniform in `[0, end)` from `seed`.
@@ -334,7 +365,17 @@ fn run_on_this_thread(dir: &Path, setup: &Setup, p: &LogParams) -> LogResult<Vec
     out.push(lookup_report(COLD, cold, thread_counters().since(&c0), note));
     log.close()?;
 
-    // The same appends from an idempotent producer, on a log of its own.
+    // The plain appends again, then the same from an idempotent producer, each on a log of its
+    // own, back to back: the pair the idempotent target compares.
+    let mut log = Log::open(dir.join("log-plain-1"), options(Recovery::default()))?;
+    let (hist, seconds, delta, _) = timed_appends(&mut log, &batches, first_ts)?;
+    let mut r = report(APPEND_PLAIN);
+    r.ops = batches.count();
+    r.bytes = batches.bytes();
+    r.records = batches.records() as u64;
+    r.note = "as log-append, on a fresh log right before log-append-idempotent".into();
+    out.push(r.finish(hist, seconds, &delta));
+    log.close()?;
     let idem = batches.idempotent(1);
     let mut log = Log::open(dir.join("log-idempotent-0"), options(Recovery::default()))?;
     let (hist, seconds, delta, _) = timed_appends(&mut log, &idem, first_ts)?;
@@ -345,7 +386,150 @@ fn run_on_this_thread(dir: &Path, setup: &Setup, p: &LogParams) -> LogResult<Vec
     r.note = "as log-append, the batches of one idempotent producer (a sequence per batch, checked)".into();
     out.push(r.finish(hist, seconds, &delta));
     log.close()?;
+
+    out.extend(catch_up(dir, &options, &batches, first_ts, &report)?);
+    for (workload, producers) in [(ROLL, 0), (ROLL_WITH_PRODUCERS, (p.records as i64).min(ROLL_PRODUCERS))] {
+        out.push(rolls(&dir.join(workload), &options, producers, first_ts, report(workload))?);
+    }
     Ok(out)
+}
+
+/// Passes of each read in [`catch_up`], alternating.
+const CATCH_UP_PASSES: usize = 3;
+
+/// A transactional log of the run's batches (8 producers, each batch one transaction, then its
+/// marker, every 100th an ABORT), reopened cleanly (no tail cache), then read from the start to
+/// its end in fetches of 1 MiB, alternately uncommitted and committed, [`CATCH_UP_PASSES`] times
+/// each: the [`CATCHUP_UNCOMMITTED`] and [`CATCHUP_COMMITTED`] rows, every pass checked (all of it
+/// read; the committed one handed every aborted transaction, the other none).
+fn catch_up(
+    dir: &Path,
+    options: &dyn Fn(Recovery) -> LogOptions,
+    batches: &Batches,
+    first_ts: i64,
+    report: &dyn Fn(&str) -> RunReport,
+) -> LogResult<Vec<RunReport>> {
+    use seglog::log::{FetchIsolation, MarkerType, TxnMarker};
+    const PRODUCERS: u64 = 8;
+    let path = dir.join("log-txn-0");
+    let mut log = Log::open(&path, options(Recovery::default()))?;
+    let mut seqs = [0i32; PRODUCERS as usize];
+    let mut aborted = std::collections::HashSet::new();
+    for i in 0..batches.count() {
+        let pid = (i % PRODUCERS) as usize;
+        let mut b = batches.transactional(first_ts, i, pid as i64, seqs[pid]);
+        seqs[pid] = seqs[pid].wrapping_add(batches.records_per_batch as i32);
+        let first = log.append_as_leader(&mut b, 0)?.first_offset;
+        let kind = if i % 100 == 99 {
+            aborted.insert(first);
+            MarkerType::Abort
+        } else {
+            MarkerType::Commit
+        };
+        log.append_txn_marker(
+            &TxnMarker { producer_id: pid as i64, producer_epoch: 0, coordinator_epoch: 0, kind },
+            0,
+        )?;
+    }
+    log.close()?;
+    let log = Log::open(&path, options(Recovery::Clean))?;
+    let end = log.log_end_offset();
+    if log.last_stable_offset() != end {
+        return Err(format!("last stable offset {} below the log end {end}", log.last_stable_offset()).into());
+    }
+    let mut rows = Vec::new();
+    // (latencies, bytes, seconds) of each isolation's passes; the I/O counters are not kept (the
+    // passes alternate).
+    let mut passes: Vec<(Hist, u64, f64)> = (0..2).map(|_| (Hist::new(), 0, 0.0)).collect();
+    for _ in 0..CATCH_UP_PASSES {
+        for (k, isolation) in [FetchIsolation::HighWatermark, FetchIsolation::TxnCommitted].into_iter().enumerate() {
+            let (mut next, mut handed) = (0i64, std::collections::HashSet::new());
+            let p = &mut passes[k];
+            while next < end {
+                let s = Instant::now();
+                let d = log.fetch(next, 1 << 20, isolation, true)?;
+                let took = s.elapsed();
+                p.0.record(took);
+                p.2 += took.as_secs_f64();
+                p.1 += d.records.len() as u64;
+                handed.extend(d.aborted_transactions.iter().map(|a| a.first_offset));
+                next = next_offset(&d.records).ok_or_else(|| format!("an empty fetch at {next} below {end}"))?;
+            }
+            let want = if isolation == FetchIsolation::TxnCommitted { aborted.len() } else { 0 };
+            if handed.len() != want || !handed.iter().all(|f| aborted.contains(f)) {
+                return Err(
+                    format!("{isolation:?}: {} aborted transactions handed, {want} expected", handed.len()).into()
+                );
+            }
+        }
+    }
+    for ((hist, bytes, seconds), (workload, what)) in passes.into_iter().zip([
+        (CATCHUP_UNCOMMITTED, "Log::fetch(HighWatermark)"),
+        (CATCHUP_COMMITTED, "Log::fetch(TxnCommitted): to the LSO, with the aborted transactions"),
+    ]) {
+        let mut r = report(workload);
+        r.ops = hist.count();
+        r.bytes = bytes;
+        r.records = (CATCH_UP_PASSES as u64) * batches.records() as u64;
+        r.note = format!(
+            "{what}, 1 MiB fetches from offset 0 to the end of a log of {} one-batch transactions of 8 producers, 1 in 100 aborted, after a clean reopen; {CATCH_UP_PASSES} passes alternating with the other isolation",
+            batches.count()
+        );
+        rows.push(r.finish(hist, seconds, &Counters::default()));
+    }
+    log.close()?;
+    Ok(rows)
+}
+
+/// The offset after the last whole batch of `records`, `None` when it holds none.
+fn next_offset(records: &[u8]) -> Option<i64> {
+    let (mut at, mut next) = (0usize, None);
+    while at < records.len() {
+        let h = BatchHeader::parse(&records[at..]).ok()?;
+        next = Some(h.next_offset());
+        at += h.size_in_bytes() as usize;
+    }
+    next
+}
+
+/// Rolls timed: 50 times a small batch appended, then `Log::roll` (which fsyncs the sealed
+/// segment, creates the new one and writes the producers' `.snapshot`), on a log holding
+/// `producers` idempotent producers (one small batch each, appended first).
+fn rolls(
+    dir: &Path,
+    options: &dyn Fn(Recovery) -> LogOptions,
+    producers: i64,
+    first_ts: i64,
+    mut r: RunReport,
+) -> LogResult<RunReport> {
+    const ROLLS: u64 = 50;
+    let mut log = Log::open(dir, options(Recovery::default()))?;
+    let small = Batches { template: make_batch(128, 1, 0), records_per_batch: 1, count: 1, producer: None };
+    for pid in 0..producers {
+        let mut b = small.idempotent(pid).nth(first_ts, 0);
+        log.append_as_leader(&mut b, 0)?;
+    }
+    let (mut hist, mut seconds) = (Hist::new(), 0.0);
+    let c0 = thread_counters();
+    for i in 0..ROLLS {
+        log.append_as_leader(&mut small.nth(first_ts, i), 0)?;
+        let s = Instant::now();
+        log.roll(None)?;
+        let took = s.elapsed();
+        hist.record(took);
+        seconds += took.as_secs_f64();
+    }
+    let delta = thread_counters().since(&c0);
+    if log.producer_state().len() as i64 != producers {
+        return Err(format!("{} producers kept, {producers} appended", log.producer_state().len()).into());
+    }
+    r.ops = ROLLS;
+    r.note = format!(
+        "Log::roll after one small append, {ROLLS} times, with {producers} idempotent producers in the state (the .snapshot written at each roll: {} bytes)",
+        10 + 46 * producers
+    );
+    log.close()?;
+    Ok(r.finish(hist, seconds, &delta))
 }
 
 /// Appends every batch of `batches` (each must go in at its own offsets, not be taken for a
@@ -484,21 +668,35 @@ mod tests {
         rows.extend(kafka_reference(&d.path().join("kafka"), &setup, &p).unwrap());
         rows.extend(commitlog_reference(&d.path().join("commitlog"), &setup, &p).unwrap());
         let names: Vec<(String, String)> = rows.iter().map(|r| (r.system.clone(), r.workload.clone())).collect();
+        let seglog_only =
+            [APPEND_PLAIN, APPEND_IDEMPOTENT, CATCHUP_UNCOMMITTED, CATCHUP_COMMITTED, ROLL, ROLL_WITH_PRODUCERS];
         for system in ["seglog", "kafka-ref", "commitlog"] {
-            for w in [APPEND, WARM, COLD, APPEND_IDEMPOTENT] {
+            for w in [APPEND, WARM, COLD].into_iter().chain(seglog_only) {
                 let n = names.iter().filter(|x| x.0 == system && x.1 == w).count();
-                let want = match (system, w) {
-                    ("seglog", _) => 3,
-                    (_, APPEND_IDEMPOTENT) => 0,
+                let want = match system {
+                    "seglog" => 3,
+                    _ if seglog_only.contains(&w) => 0,
                     _ => 1,
                 };
                 assert_eq!(n, want, "{system} {w}: {names:?}");
             }
         }
         for r in &rows {
-            let ops = if r.workload == APPEND || r.workload == APPEND_IDEMPOTENT { 100 } else { 50 };
+            let ops = match r.workload.as_str() {
+                APPEND | APPEND_PLAIN | APPEND_IDEMPOTENT => 100,
+                // A fetch reads one segment (64 KiB here) at most.
+                CATCHUP_UNCOMMITTED | CATCHUP_COMMITTED => {
+                    assert!(r.ops >= 7 * CATCH_UP_PASSES as u64 && r.bytes >= 3 * 400 * 1024, "{r:?}");
+                    continue;
+                }
+                _ => 50,
+            };
             assert_eq!(r.ops, ops, "{} {}", r.system, r.workload);
-            assert!(r.bytes >= ops * 4096 && r.latency.p50_us > 0.0, "{r:?}");
+            if r.workload.starts_with("log-roll") {
+                assert!(r.bytes == 0 && r.latency.p50_us > 0.0 && r.note.contains("idempotent producers"), "{r:?}");
+            } else {
+                assert!(r.bytes >= ops.min(50) * 4096 && r.latency.p50_us > 0.0, "{r:?}");
+            }
         }
     }
 }
