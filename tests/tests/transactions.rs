@@ -227,15 +227,44 @@ fn truncation_below_an_abort_marker_cuts_its_entry() {
     assert_eq!(t.log.producer_state().first_unstable_offset(), Some(0));
 }
 
+/// Three producers' transactions interleaved, some aborted while another is open, replicated in
+/// appends of several batches: the follower's `.txnindex` files are the leader's, byte for byte
+/// (Kafka's follower, which completes a fetch's transactions after updating all its producers,
+/// can record a later transaction's start as an entry's last stable offset).
 #[test]
 fn a_follower_indexes_the_leaders_aborts_byte_for_byte() {
     let config = LogConfig { segment_bytes: 1024, ..small_config() };
     let mut leader = new_log(config.clone());
     let mut follower = new_log(config);
-    transactions(&mut leader.log, 3, 30, |i| i % 2 == 0);
+    let mut seq = [0i32; 3];
+    for i in 0..60usize {
+        let pid = i % 3;
+        leader.log.append_as_leader(&mut txn_batch(pid as i64, seq[pid], 1), 0).unwrap();
+        seq[pid] += 1;
+        // Markers end another producer's transaction while the others stay open.
+        if i % 4 == 3 {
+            let end = ((pid + 2) % 3) as i64;
+            let m = if i % 8 == 3 { abort(end, 0) } else { commit(end, 0) };
+            leader.log.append_txn_marker(&m, 0).unwrap();
+        }
+    }
+    let entries: Vec<AbortedTxn> =
+        leader.log.segments().flat_map(|s| leader.log.txn_index_entries(s.base_offset()).unwrap()).collect();
+    assert!(entries.iter().any(|e| e.last_stable_offset <= e.last_offset), "an abort with another open: {entries:?}");
     let bytes = read_all(&leader.log);
-    for (at, h) in batches_in(&bytes) {
-        follower.log.append_as_follower(&bytes[at..at + h.size_in_bytes() as usize]).unwrap();
+    let batches = batches_in(&bytes);
+    // Replicated four batches at a time (a fetch's worth) when they are in one segment.
+    let seg = |o: i64| leader.log.floor_segment(o).unwrap().base_offset();
+    for chunk in batches.chunks(4) {
+        let (from, first) = chunk[0];
+        let (at, last) = chunk[chunk.len() - 1];
+        if seg(first.base_offset) == seg(last.base_offset) {
+            follower.log.append_as_follower(&bytes[from..at + last.size_in_bytes() as usize]).unwrap();
+        } else {
+            for &(at, h) in chunk {
+                follower.log.append_as_follower(&bytes[at..at + h.size_in_bytes() as usize]).unwrap();
+            }
+        }
     }
     let txn_files =
         |dir: &std::path::Path| snapshot(dir).into_iter().filter(|(n, _)| n.ends_with(".txnindex")).collect::<Vec<_>>();
@@ -250,8 +279,8 @@ fn a_follower_indexes_the_leaders_aborts_byte_for_byte() {
 fn after_a_crash_or_damage_the_txnindex_files_are_rebuilt() {
     let config = LogConfig { segment_bytes: 1024, ..small_config() };
     let mut t = new_log(config.clone());
-    transactions(&mut t.log, 5, 30, |i| i % 2 == 1);
-    t.log.append_as_leader(&mut txn_batch(5, 30, 1), 0).unwrap();
+    transactions(&mut t.log, 5, 40, |i| i % 9 == 1);
+    t.log.append_as_leader(&mut txn_batch(5, 40, 1), 0).unwrap();
     t.log.append_txn_marker(&abort(5, 0), 0).unwrap();
     t.log.flush().unwrap();
     let dir = t.dir();
@@ -263,16 +292,29 @@ fn after_a_crash_or_damage_the_txnindex_files_are_rebuilt() {
     let TestLog { tmp, clock, log } = t;
     drop(log);
     std::fs::remove_file(txn_path(&dir, active)).unwrap();
-    // A torn last entry in a sealed segment.
+    // A torn last entry in a sealed segment, and a file of zeros (a torn first write) in a sealed
+    // segment with no abort.
     let p = txn_path(&dir, sealed_with_entries);
     let len = std::fs::metadata(&p).unwrap().len();
     std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(len - 5).unwrap();
-    let (log, report) =
-        seglog::log::Log::open_with_report(&dir, options(config, &clock, Recovery::FromRecoveryPoint(active))).unwrap();
+    let no_abort = *bases.iter().find(|&&b| b != active && !txn_path(&dir, b).exists()).unwrap();
+    std::fs::write(txn_path(&dir, no_abort), [0u8; TXN_ENTRY_BYTES]).unwrap();
+    let txn_files =
+        || -> Vec<(String, Vec<u8>)> { snapshot(&dir).into_iter().filter(|(n, _)| n.ends_with(".txnindex")).collect() };
+    let recovering = Recovery::FromRecoveryPoint(active);
+    let (log, report) = seglog::log::Log::open_with_report(&dir, options(config.clone(), &clock, recovering)).unwrap();
+    assert_eq!(report.txn_indexes_rebuilt.len(), 2, "{report:?}");
+    assert!(report.txn_indexes_rebuilt.iter().any(|p| p.contains("partial entry")), "{report:?}");
+    assert_eq!(txn_files(), before);
+    log.close().unwrap();
+    // An entry of the active segment past the log end (as a crash between the file's write and
+    // the marker's leaves it) is damage too, rebuilt even at a clean open.
+    let mut bogus = std::fs::read(txn_path(&dir, active)).unwrap();
+    bogus.extend_from_slice(&kafka_entry(5, 0, 1 << 40, (1 << 40) + 1));
+    std::fs::write(txn_path(&dir, active), &bogus).unwrap();
+    let (log, report) = seglog::log::Log::open_with_report(&dir, options(config, &clock, Recovery::Clean)).unwrap();
     assert_eq!(report.txn_indexes_rebuilt.len(), 1, "{report:?}");
-    assert!(report.txn_indexes_rebuilt[0].contains("partial entry"), "{report:?}");
-    let after: Vec<(String, Vec<u8>)> = snapshot(&dir).into_iter().filter(|(n, _)| n.ends_with(".txnindex")).collect();
-    assert_eq!(after, before);
+    assert_eq!(txn_files(), before);
     drop(log);
     drop(tmp);
 }

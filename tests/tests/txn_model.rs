@@ -371,16 +371,24 @@ impl Case {
             indexed.extend(log.txn_index_entries(s.base_offset()).unwrap());
         }
         assert_eq!(indexed, f.aborted, "{what}");
-        // A read-committed consumer from the start is handed the aborted transactions below
-        // the LSO.
+        // A read-committed consumer from the start is handed, with each fetch, exactly the
+        // aborted transactions overlapping the batches it returns; all of them below the LSO.
         let mut handed = std::collections::HashSet::new();
         let mut next = 0;
         while next < lso {
             let d = log.fetch(next, 400, FetchIsolation::TxnCommitted, true).unwrap();
             let batches = batches_in(&d.records);
             let Some(last) = batches.last() else { panic!("{what}: an empty fetch at {next} below the LSO {lso}") };
-            next = last.1.next_offset();
+            let end = last.1.next_offset();
+            let overlapping: Vec<AbortedTransaction> = f
+                .aborted
+                .iter()
+                .filter(|t| t.last_offset >= next && t.first_offset < end)
+                .map(|t| AbortedTransaction { producer_id: t.producer_id, first_offset: t.first_offset })
+                .collect();
+            assert_eq!(d.aborted_transactions, overlapping, "{what}: fetch {next}..{end}");
             handed.extend(d.aborted_transactions);
+            next = end;
         }
         let want: std::collections::HashSet<AbortedTransaction> = f
             .aborted

@@ -126,9 +126,12 @@ impl Comparison {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
 pub enum TxnComparison {
-    /// The same entries (none: no file, or an empty one).
+    /// The same entries (none: no file, or an empty one); `other_lso` of them with another last
+    /// stable offset than a batch-by-batch replay gives (Kafka's followers compute it after a
+    /// whole fetch), which is not a difference.
     Same {
         entries: usize,
+        other_lso: usize,
     },
     Differs {
         disk_entries: usize,
@@ -148,8 +151,11 @@ impl TxnComparison {
     /// The text report's words, `None` for a segment without aborted transactions.
     fn describe(&self) -> Option<String> {
         match self {
-            TxnComparison::Same { entries: 0 } => None,
-            TxnComparison::Same { entries } => Some(format!(".txnindex same ({entries} entries)")),
+            TxnComparison::Same { entries: 0, .. } => None,
+            TxnComparison::Same { entries, other_lso: 0 } => Some(format!(".txnindex same ({entries} entries)")),
+            TxnComparison::Same { entries, other_lso } => Some(format!(
+                ".txnindex same ({entries} entries; {other_lso} with another last stable offset than a batch-by-batch replay, as Kafka's followers write them)"
+            )),
             TxnComparison::Differs { disk_entries, rebuilt_entries, detail } => {
                 Some(format!(".txnindex differs: {disk_entries} entries on disk, {rebuilt_entries} rebuilt: {detail}"))
             }
@@ -405,7 +411,7 @@ fn compare_txn(
     path: Option<&Path>,
     rebuilt: Option<&[AbortedTxn]>,
     inexact: Option<&str>,
-    base: i64,
+    (base, next_base): (i64, Option<i64>),
     max: usize,
 ) -> Result<TxnComparison, String> {
     if let Some(why) = inexact {
@@ -420,7 +426,7 @@ fn compare_txn(
     let mut problem = None;
     if let Some(path) = path {
         let t = sidecar::TxnIndex::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let r = t.each_in(seglog::log::TxnIndexRules::new(base, None), |e| {
+        let r = t.each_in(seglog::log::TxnIndexRules::new(base, next_base), |e| {
             if disk.len() >= max {
                 return Err(std::io::Error::other("too many entries"));
             }
@@ -438,14 +444,16 @@ fn compare_txn(
             Err(_) => problem = Some(format!("more than {max} entries")),
         }
     }
-    if problem.is_none() && disk == rebuilt {
-        return Ok(TxnComparison::Same { entries: disk.len() });
+    let key = |t: &AbortedTxn| (t.producer_id, t.first_offset, t.last_offset);
+    if problem.is_none() && disk.len() == rebuilt.len() && disk.iter().zip(rebuilt).all(|(a, b)| key(a) == key(b)) {
+        let other_lso = disk.iter().zip(rebuilt).filter(|(a, b)| a != b).count();
+        return Ok(TxnComparison::Same { entries: disk.len(), other_lso });
     }
     let detail = match problem {
         Some(p) => p,
         None if path.is_none() => "the file is missing".into(),
         None => {
-            let i = disk.iter().zip(rebuilt).take_while(|(a, b)| a == b).count();
+            let i = disk.iter().zip(rebuilt).take_while(|(a, b)| key(a) == key(b)).count();
             format!("first difference at entry {i}: disk {:?}, rebuilt {:?}", disk.get(i), rebuilt.get(i))
         }
     };
@@ -469,6 +477,7 @@ fn rebuild_segment(
     let mut disk_idx: Option<OffsetIndexStream> = open_opt(&s.index, s.base_offset)?;
     let mut disk_tidx: Option<TimeIndexStream> = open_opt(&s.time_index, s.base_offset)?;
     let max_aborted = args.segment_index_bytes as usize / seglog::log::TXN_ENTRY_BYTES;
+    let next_base = p.log_segments().map(|x| x.base_offset).find(|&b| b > s.base_offset);
     let mut aborted = Some(Vec::new());
     let (mut summary, too_much) = walk_before_rebuild(&log_path, txn, &mut aborted, max_aborted)?;
     if let Some(why) = too_much {
@@ -508,7 +517,13 @@ fn rebuild_segment(
         .map_err(|e| format!("{}: {e}", s.index.as_deref().unwrap_or(&log_path).display()))?;
     let time_index = compare_time(disk_tidx.as_mut(), rebuilt_tidx, s.base_offset, &mut summary)
         .map_err(|e| format!("{}: {e}", s.time_index.as_deref().unwrap_or(&log_path).display()))?;
-    let txn_index = compare_txn(s.txn_index.as_deref(), aborted.as_deref(), txn.inexact(), s.base_offset, max_aborted)?;
+    let txn_index = compare_txn(
+        s.txn_index.as_deref(),
+        aborted.as_deref(),
+        txn.inexact(),
+        (s.base_offset, next_base),
+        max_aborted,
+    )?;
     let differs = log_damage.is_some()
         || offset_index.counts(args.strict_flavour)
         || time_index.counts(args.strict_flavour)

@@ -17,12 +17,14 @@ use seglog::log::{AbortedTxn, ProducerReplay, TXN_ENTRY_BYTES};
 
 use crate::layout::PartitionDir;
 
-/// The largest producer snapshot read to start a replay.
-const MAX_SNAPSHOT_BYTES: u64 = 1 << 30;
 /// The most producers a replay holds (a few hundred bytes each): a log naming more (each batch
 /// can name a producer of its own) is not replayed further, and its `.txnindex` entries from
 /// there on are not checked.
 pub const MAX_PRODUCERS: usize = 1 << 18;
+/// The largest producer snapshot read to start a replay: [`MAX_PRODUCERS`] entries (a larger
+/// one is not read, and the replay does not know the transactions before it).
+const MAX_SNAPSHOT_BYTES: u64 = (seglog::log::producer_state::SNAPSHOT_HEADER_BYTES
+    + MAX_PRODUCERS * seglog::log::producer_state::SNAPSHOT_ENTRY_BYTES) as u64;
 
 /// A partition's producer state replayed batch by batch.
 pub struct TxnReplay {
@@ -48,8 +50,12 @@ impl TxnReplay {
         let name = seglog::format::filename::snapshot_file_name(first);
         let loaded = p.snapshots.iter().find(|s| s.file_name().is_some_and(|n| *n == *name)).and_then(|path| {
             let f = crate::files::open_regular(path).ok()?;
+            // No more producers than a replay holds.
+            if f.metadata().ok()?.len() > MAX_SNAPSHOT_BYTES {
+                return None;
+            }
             let mut b = Vec::new();
-            f.take(MAX_SNAPSHOT_BYTES + 1).read_to_end(&mut b).ok()?;
+            f.take(MAX_SNAPSHOT_BYTES).read_to_end(&mut b).ok()?;
             let entries = read_snapshot(&b).ok()?;
             // Every producer of the snapshot kept: expiry is the broker's decision.
             Some(ProducerState::load(entries, first, 0, i64::MAX))
@@ -121,17 +127,23 @@ pub struct TxnStream {
     known_from: Option<i64>,
     /// Entries of the file not checked (transactions the replay does not know).
     pub unchecked: u64,
+    /// Findings returned so far, the most returned (a hostile file could differ at every entry),
+    /// and those past it, counted.
+    found: usize,
+    keep: usize,
+    dropped: u64,
 }
 
 impl TxnStream {
     /// The `.txnindex` at `path` (`None`: the segment has none). A file whose structure is
     /// damaged (checked on its own) is compared up to the damage.
-    pub fn open(path: Option<&Path>, known_from: Option<i64>) -> std::io::Result<TxnStream> {
+    /// At most `keep` findings are returned over the whole file, then one counting the rest.
+    pub fn open(path: Option<&Path>, known_from: Option<i64>, keep: usize) -> std::io::Result<TxnStream> {
         let file = match path {
             Some(p) => Some(std::io::BufReader::new(crate::files::open_regular(p)?)),
             None => None,
         };
-        let mut s = TxnStream { file, next: None, at: 0, known_from, unchecked: 0 };
+        let mut s = TxnStream { file, next: None, at: 0, known_from, unchecked: 0, found: 0, keep, dropped: 0 };
         s.advance()?;
         Ok(s)
     }
@@ -158,15 +170,27 @@ impl TxnStream {
         self.known_from.is_some_and(|k| t.first_offset < k)
     }
 
+    fn push(&mut self, out: &mut Vec<Finding>, f: Finding) {
+        if self.found < self.keep {
+            self.found += 1;
+            out.push(f);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
     fn extra(&mut self, pos: u64, t: AbortedTxn, out: &mut Vec<Finding>) {
         if !self.unknown(&t) {
-            out.push(Finding::Problem(
-                Some(pos),
-                format!(
-                    "entry for producer {} at offsets {}..={}: no ABORT marker of the log ends that transaction",
-                    t.producer_id, t.first_offset, t.last_offset
+            self.push(
+                out,
+                Finding::Problem(
+                    Some(pos),
+                    format!(
+                        "entry for producer {} at offsets {}..={}: no ABORT marker of the log ends that transaction",
+                        t.producer_id, t.first_offset, t.last_offset
+                    ),
                 ),
-            ));
+            );
         } else {
             self.unchecked += 1;
         }
@@ -189,7 +213,7 @@ impl TxnStream {
             }
             Some((pos, t)) if t.last_offset == want.last_offset => {
                 if (t.producer_id, t.first_offset) != (want.producer_id, want.first_offset) {
-                    out.push(Finding::Problem(
+                    self.push(&mut out, Finding::Problem(
                         Some(pos),
                         format!(
                             "entry for producer {} from offset {} where the ABORT marker at {} ends producer {}'s transaction from {}",
@@ -205,25 +229,32 @@ impl TxnStream {
                 }
                 self.advance()?;
             }
-            _ => out.push(Finding::Problem(
-                self.file.as_ref().map(|_| self.at),
-                format!(
+            _ => {
+                let pos = self.file.as_ref().map(|_| self.at);
+                let detail = format!(
                     "no entry for producer {}'s transaction from offset {}, aborted by the marker at {}",
                     want.producer_id, want.first_offset, want.last_offset
-                ),
-            )),
+                );
+                self.push(&mut out, Finding::Problem(pos, detail));
+            }
         }
         Ok(out)
     }
 
     /// The file's entries after the last marker of its segment; `known_from` is the replay's
     /// now (it may have given up on the way: [`TxnReplay::known_from`]).
+    /// The file's entries after the last marker of its segment; `known_from` is the replay's
+    /// now (it may have given up on the way: [`TxnReplay::known_from`]). Past the findings kept,
+    /// one counts the rest. The second value is the entries not checked.
     pub fn finish(mut self, known_from: Option<i64>) -> std::io::Result<(Vec<Finding>, u64)> {
         self.known_from = known_from;
         let mut out = Vec::new();
         while let Some((pos, t)) = self.next {
             self.extra(pos, t, &mut out);
             self.advance()?;
+        }
+        if self.dropped > 0 {
+            out.push(Finding::Problem(None, format!("{} more differences from the log's markers", self.dropped)));
         }
         Ok((out, self.unchecked))
     }

@@ -565,8 +565,10 @@ pub fn verify_partition(
             .txn_index
             .clone()
             .unwrap_or_else(|| p.path.join(seglog::format::filename::txn_index_file_name(seg.base_offset)));
-        // A file that does not open is reported by the structure check.
-        let mut stream = txncheck::TxnStream::open(seg.txn_index.as_deref(), txn.known_from()).ok();
+        // A file that does not open is reported by the structure check. At most `max_problems`
+        // findings are kept per file, the rest counted.
+        let keep = max_problems as usize;
+        let mut stream = txncheck::TxnStream::open(seg.txn_index.as_deref(), txn.known_from(), keep).ok();
         let mut findings = Vec::new();
         let mut txn_error = None;
         let walked = check_log(log_path, seg.base_offset, deep, &mut prev, &mut r, |b, bytes| {
@@ -602,6 +604,7 @@ pub fn verify_partition(
                 txncheck::Finding::Note(n) => r.notes.push(format!("{}: {n}", txn_path.display())),
             }
         }
+
         let next_base = segs.get(i + 1).map(|s| s.base_offset);
         check_indexes(seg, next_base, &mut summary, i + 1 == segs.len(), &mut r)?;
         if let Some(b) = summary.last {

@@ -163,16 +163,19 @@ impl Engine {
             resources,
             _dir_lock: dir_lock,
         };
+        // The clean-shutdown marker goes before any partition is opened (Kafka's LogManager,
+        // KAFKA-10471): opening changes files (a recovery, a rebuilt index), and a crash on the
+        // way must make the next start recover rather than trust them.
+        let marker = engine.config.data_dir.join(crate::format::checkpoint::CLEAN_SHUTDOWN_FILE);
+        if engine.storage.exists(&marker) {
+            engine.storage.remove_file(&marker)?;
+            engine.storage.sync_dir(&engine.config.data_dir)?;
+        }
         if let Err(e) = engine.open_existing_partitions() {
             // Partitions that failed to open were not recovered: stop without checkpoints or a
             // clean-shutdown marker, which would tell the next start to trust them.
             engine.abandon();
             return Err(e);
-        }
-        let marker = engine.config.data_dir.join(crate::format::checkpoint::CLEAN_SHUTDOWN_FILE);
-        if engine.storage.exists(&marker) {
-            engine.storage.remove_file(&marker)?;
-            engine.storage.sync_dir(&engine.config.data_dir)?;
         }
         engine.checkpoint()?;
         engine.start_housekeeper();
@@ -331,7 +334,7 @@ impl Engine {
     /// Leader append: offsets assigned by the partition. `records` holds whole v2 batches.
     pub fn append(&self, tp: &TopicPartition, records: Vec<u8>, leader_epoch: i32) -> Completion<AppendInfo> {
         let tp = tp.clone();
-        let from = AppendFrom::Leader(leader_epoch, crate::log::AppendOrigin::Client);
+        let from = AppendFrom::Leader(leader_epoch);
         self.call(self.shard_of(&tp), |done| Request::Append { tp, records, from, done })
     }
 
@@ -345,9 +348,8 @@ impl Engine {
         leader_epoch: i32,
     ) -> Completion<AppendInfo> {
         let tp = tp.clone();
-        let records = marker.to_batch(crate::config::Clock::now_ms(&crate::config::SystemClock));
-        let from = AppendFrom::Leader(leader_epoch, crate::log::AppendOrigin::Coordinator);
-        self.call(self.shard_of(&tp), |done| Request::Append { tp, records, from, done })
+        let from = AppendFrom::Coordinator(*marker, leader_epoch);
+        self.call(self.shard_of(&tp), |done| Request::Append { tp, records: Vec::new(), from, done })
     }
 
     /// Follower append: batches keep their offsets, which must continue the log.

@@ -84,8 +84,11 @@ pub(crate) enum Request {
 /// Who an append comes from.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum AppendFrom {
-    /// A leader append in this leader epoch, from a client or the transaction coordinator.
-    Leader(i32, crate::log::AppendOrigin),
+    /// A client's batches, a leader append in this leader epoch.
+    Leader(i32),
+    /// The transaction coordinator's marker (the request's records are empty), a leader append
+    /// in this leader epoch.
+    Coordinator(crate::log::TxnMarker, i32),
     /// A follower append.
     Follower,
 }

@@ -544,7 +544,8 @@ impl Shard {
             return;
         };
         let r = match from {
-            AppendFrom::Leader(epoch, origin) => log.append_as_leader_from(&mut records, epoch, origin),
+            AppendFrom::Leader(epoch) => log.append_as_leader(&mut records, epoch),
+            AppendFrom::Coordinator(marker, epoch) => log.append_txn_marker(&marker, epoch),
             AppendFrom::Follower => log.append_as_follower(&records),
         };
         match r {

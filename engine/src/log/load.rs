@@ -67,7 +67,7 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
         epochs,
         snapshots,
         txn_indexes,
-        recovered_from,
+        recovered,
         now,
     } = loaded;
     let LogOptions { config, storage, clock, tail_cache_bytes, zero_fill_bytes, writes, resources, .. } = options;
@@ -101,6 +101,7 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
         producers: super::producer_state::ProducerState::new(log_end_offset),
         producer_snapshots: snapshots,
         txn: Default::default(),
+        txn_cache: Default::default(),
         pending_deletes: Vec::new(),
         first_unflushed_ms: None,
         resources,
@@ -108,12 +109,13 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
     };
     let jitter = log.next_jitter();
     log.active.as_mut().expect("active").set_roll_jitter_ms(jitter);
-    // The `.txnindex` files of the recovered segments, and damaged ones, are written again from
-    // the log as the producer state is rebuilt.
+    // The `.txnindex` files of the recovered segments (still in the log), and damaged ones, are
+    // written again from the log as the producer state is rebuilt.
     let damaged = log.load_txn_indexes(&txn_indexes)?;
-    let index_from = damaged.iter().map(|(b, _)| *b).chain(recovered_from).min();
+    let mut rebuild: BTreeSet<i64> = recovered.into_iter().filter(|b| log.has_segment(*b)).collect();
+    rebuild.extend(damaged.iter().map(|(b, _)| *b));
     report.txn_indexes_rebuilt = damaged.into_iter().map(|(_, p)| p).collect();
-    log.rebuild_producer_state(clean, index_from)?;
+    log.rebuild_producer_state(clean, &rebuild)?;
     Ok((log, report))
 }
 
@@ -129,9 +131,9 @@ struct Loaded {
     snapshots: BTreeSet<i64>,
     /// The base offsets of the segments with a `.txnindex` file.
     txn_indexes: BTreeSet<i64>,
-    /// After a crash, the base offset of the first segment recovered: its `.txnindex` and the
-    /// later ones are rebuilt.
-    recovered_from: Option<i64>,
+    /// The base offsets of the segments recovered (after a crash, or whose indexes failed their
+    /// check): their `.txnindex` files are rebuilt.
+    recovered: BTreeSet<i64>,
     /// The clock when the active segment was made active.
     now: i64,
 }
@@ -159,16 +161,16 @@ fn load(dir: &Path, options: &LogOptions) -> Result<(Loaded, LoadReport)> {
     let mut segments = open_segments(storage, dir, &bases, settings, resources, &mut report)?;
 
     // Pass 3: recovery.
-    let mut recovered_from = None;
+    let mut recovered_segments = BTreeSet::new();
     let recovered_epochs = match recovery {
         Recovery::Clean => {
-            check_or_recover(segments.values_mut(), &bases, &mut report)?;
+            check_or_recover(segments.values_mut(), &bases, &mut report, &mut recovered_segments)?;
             Vec::new()
         }
         Recovery::FromRecoveryPoint(rp) => {
-            recovered_from = segments.range(..=rp).next_back().or(segments.iter().next()).map(|(b, _)| *b);
             let progress = progress.as_ref().map(|p| &*p.0);
             let recovered = recover_from(rp, &mut segments, &bases, recovery_threads, progress, &mut report)?;
+            recovered_segments = recovered.recovered;
             // The log ends in the first segment that lost bytes: every later segment goes.
             if !recovered.doomed.is_empty() {
                 delete_segments(&**storage, &recovered.doomed, &mut report)?;
@@ -216,7 +218,7 @@ fn load(dir: &Path, options: &LogOptions) -> Result<(Loaded, LoadReport)> {
         epochs,
         snapshots,
         txn_indexes,
-        recovered_from,
+        recovered: recovered_segments,
         now,
     };
     Ok((loaded, report))
@@ -345,6 +347,7 @@ fn check_or_recover<'a>(
     segs: impl Iterator<Item = &'a mut Segment>,
     bases: &BTreeSet<i64>,
     report: &mut LoadReport,
+    recovered: &mut BTreeSet<i64>,
 ) -> Result<()> {
     for seg in segs {
         let next = next_base(bases, seg.base_offset());
@@ -352,6 +355,7 @@ fn check_or_recover<'a>(
             let r = seg.recover_bounded(next)?;
             report.indexes_rebuilt += 1;
             note_truncation(report, seg, &r);
+            recovered.insert(seg.base_offset());
         }
     }
     Ok(())
@@ -363,6 +367,8 @@ struct Recovered {
     epoch_starts: Vec<(i32, i64)>,
     /// The segments after the first one that lost bytes, taken out of the log, to be deleted.
     doomed: Vec<Segment>,
+    /// The base offsets of the segments recovered (the doomed ones included).
+    recovered: BTreeSet<i64>,
 }
 
 /// Pass 3 after a crash: recovers every segment holding offsets at or above the recovery point
@@ -380,8 +386,10 @@ fn recover_from(
     // Below the recovery point the data was flushed; still, indexes that fail the sanity
     // check are rebuilt rather than trusted (Kafka checks nothing there), and a last batch
     // reaching the next segment's base is cut (that segment only: later ones were flushed).
-    check_or_recover(segments.range_mut(..start).map(|(_, s)| s), bases, report)?;
+    let mut recovered = BTreeSet::new();
+    check_or_recover(segments.range_mut(..start).map(|(_, s)| s), bases, report, &mut recovered)?;
     let todo_bases: Vec<i64> = segments.range(start..).map(|(b, _)| *b).collect();
+    recovered.extend(&todo_bases);
     let mut todo: Vec<Segment> = todo_bases.iter().map(|b| segments.remove(b).expect("listed")).collect();
     let bounds: Vec<Option<i64>> = todo_bases.iter().map(|&b| next_base(bases, b)).collect();
     let results = recover_segments(&mut todo, &bounds, threads, progress);
@@ -403,7 +411,7 @@ fn recover_from(
     for seg in todo {
         segments.insert(seg.base_offset(), seg);
     }
-    Ok(Recovered { epoch_starts, doomed })
+    Ok(Recovered { epoch_starts, doomed, recovered })
 }
 
 /// The last segment becomes the active one, its max timestamp reloaded; an empty log gets a new

@@ -97,7 +97,7 @@ impl Log {
         // deleted) and the batches after it, so nothing cut is taken for a duplicate.
         let r = self.truncate_txn_indexes(new_end);
         self.guard(r)?;
-        let r = self.rebuild_producer_state(false, None);
+        let r = self.rebuild_producer_state(false, &Default::default());
         self.guard(r)?;
         let r = self.storage.sync_dir(&self.dir);
         self.guard(r)?;
@@ -139,6 +139,7 @@ impl Log {
         self.recovery_point = offset;
         self.producers.truncate_fully_and_start_at(offset);
         self.txn.clear();
+        self.txn_cache.clear();
         let r = self.epochs.truncate_from_end(i64::MIN);
         self.guard(r)?;
         Ok(())

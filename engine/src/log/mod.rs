@@ -274,8 +274,9 @@ pub struct Log {
     producers: producer_state::ProducerState,
     /// The offsets of the `.snapshot` files in the directory.
     producer_snapshots: std::collections::BTreeSet<i64>,
-    /// The segments' `.txnindex` files (`txn_index.rs`).
+    /// The segments' `.txnindex` files (`txn_index.rs`), and the entries of the one read last.
     txn: txn_index::TxnIndexes,
+    txn_cache: txn_index::TxnCache,
     pending_deletes: Vec<maintenance::PendingDelete>,
     /// When the oldest append not yet covered by an fsync was made.
     first_unflushed_ms: Option<i64>,
@@ -349,6 +350,11 @@ impl Log {
                 active: s.base_offset() == active_base,
             })
             .collect()
+    }
+
+    /// True when a segment starts at `base`.
+    pub(crate) fn has_segment(&self, base: i64) -> bool {
+        self.sealed.contains_key(&base) || self.active_segment().base_offset() == base
     }
 
     /// The segment holding `offset`: the one with the greatest base offset `<= offset`.
@@ -784,13 +790,11 @@ impl Log {
     }
 
     /// Writes pending index entries and fsyncs the active segment; advances the recovery point to
-    /// the log end.
+    /// the log end. (Not its `.txnindex`: the segment holding the recovery point is always
+    /// recovered after a crash, and its `.txnindex` rebuilt.)
     pub fn flush(&mut self) -> Result<()> {
         self.settle_writes();
         self.check_not_failed()?;
-        let base = self.active_segment().base_offset();
-        let r = self.sync_txn_index(base);
-        self.guard(r)?;
         let r = self.active_mut().flush();
         if let Err(e) = self.guard(r) {
             self.roll_back_unwritten();

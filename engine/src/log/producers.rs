@@ -3,7 +3,7 @@
 //! and clean close, and the state rebuilt at open and after a truncation from the newest readable
 //! snapshot and the batches after it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use super::producer_state::{self, AppendOrigin, CompletedTxn, MarkerType, ProducerAppend, ProducerState};
 use super::txn_index::AbortedTxn;
@@ -22,6 +22,11 @@ use crate::io::OpenMode;
 /// epoch i32: Kafka's `EndTransactionMarker`); `None` for any other control record or one that
 /// does not decode.
 fn control_marker(batch: &[u8], h: &BatchHeader, scratch: &mut Vec<u8>) -> Option<(MarkerType, i32, i64)> {
+    // Markers are written uncompressed; a compressed control batch is not decompressed (its
+    // records could be as large as the batch allows).
+    if !matches!(h.compression(), Ok(crate::format::compression::Compression::None)) {
+        return None;
+    }
     let r = crate::format::record::batch_records(batch, scratch).ok()?.next()?.ok()?;
     let (key, value) = (r.key?, r.value?);
     if key.len() < 4 || value.len() < 6 {
@@ -84,15 +89,7 @@ impl Appends {
         for a in self.appends {
             state.update(a);
         }
-        let mut aborted = Vec::new();
-        for txn in &self.completed {
-            let last_stable_offset = state.last_stable_offset(txn);
-            // A marker for a transaction the state never saw start (its start below a snapshot
-            // that did not hold it) completes nothing.
-            if state.complete_txn(txn) && txn.aborted {
-                aborted.push(aborted_txn(txn, last_stable_offset));
-            }
-        }
+        let aborted = self.completed.iter().filter_map(|txn| complete(state, txn)).collect();
         state.update_map_end_offset(end);
         aborted
     }
@@ -153,14 +150,7 @@ impl ProducerReplay {
                 );
             }
             self.state.update(a);
-            if let Some(txn) = completed {
-                let last_stable_offset = self.state.last_stable_offset(&txn);
-                // A marker for a transaction the state never saw start (its start below a
-                // snapshot that did not hold it) completes nothing.
-                if self.state.complete_txn(&txn) && txn.aborted {
-                    aborted = Some(aborted_txn(&txn, last_stable_offset));
-                }
-            }
+            aborted = completed.and_then(|txn| complete(&mut self.state, &txn));
         }
         self.state.update_map_end_offset(h.next_offset());
         if let Some(hw) = self.high_watermark {
@@ -180,6 +170,15 @@ impl ProducerReplay {
     pub fn into_state(self) -> ProducerState {
         self.state
     }
+}
+
+/// Completes a transaction its marker ended, once its producer's append is in the state (Kafka:
+/// `lastStableOffset(completedTxn)`, the `.txnindex` entry, `completeTxn`): the `.txnindex`
+/// entry of an abort. A marker for a transaction the state never saw start (its start below a
+/// snapshot that did not hold it) completes nothing.
+fn complete(state: &mut ProducerState, txn: &CompletedTxn) -> Option<AbortedTxn> {
+    let last_stable_offset = state.last_stable_offset(txn);
+    (state.complete_txn(txn) && txn.aborted).then(|| aborted_txn(txn, last_stable_offset))
 }
 
 fn aborted_txn(txn: &CompletedTxn, last_stable_offset: i64) -> AbortedTxn {
@@ -231,7 +230,8 @@ impl Log {
                 continue;
             }
             let last_seq = h.last_sequence();
-            let entry = self.producers.last_entry(h.producer_id);
+            // Only a client retries (Kafka checks duplicates for `AppendOrigin.CLIENT` only).
+            let entry = self.producers.last_entry(h.producer_id).filter(|_| origin == AppendOrigin::Client);
             if let Some(d) = entry.and_then(|e| e.find_duplicate(h.producer_epoch, h.base_sequence, last_seq)) {
                 return Ok(Err(AppendInfo {
                     first_offset: d.first_offset(),
@@ -354,12 +354,13 @@ impl Log {
     /// clean shutdown (`clean`), where a log that never had a snapshot starts with no producers
     /// and no read of its batches (Kafka's path for logs written before producer state).
     ///
-    /// With `index_from`, the `.txnindex` files of the segments from that base offset on are
-    /// rebuilt as well (after a crash, or when one is damaged): emptied, and written again from
-    /// the ABORT markers of a replay that starts at a snapshot at or below that base (Kafka
-    /// rebuilds each recovered segment's the same way), and a snapshot is taken at the log end
-    /// after the replay, as Kafka's recovery does.
-    pub(super) fn rebuild_producer_state(&mut self, clean: bool, index_from: Option<i64>) -> Result<()> {
+    /// The `.txnindex` files of the segments in `rebuild` (recovered after a crash, or damaged)
+    /// are rebuilt as well: written again, each whole ([`Log::replace_txn_index`]), from the ABORT
+    /// markers of a replay that starts at a snapshot at or below the first of them (Kafka
+    /// rebuilds each recovered segment's the same way), and a snapshot is then taken at the log
+    /// end, as Kafka's recovery does.
+    pub(super) fn rebuild_producer_state(&mut self, clean: bool, rebuild: &BTreeSet<i64>) -> Result<()> {
+        let index_from = rebuild.first().copied();
         let (start, end) = (self.log_start_offset, self.log_end_offset);
         // Kafka's upgrade path is for a log with no snapshot file at all, decided before any
         // damaged one is deleted.
@@ -397,10 +398,7 @@ impl Log {
                 Err(_) => deleted += self.delete_producer_snapshots(at..=at)?,
             }
         }
-        if let Some(base) = index_from {
-            self.reset_txn_indexes_from(base)?;
-        }
-        if deleted > 0 || index_from.is_some() {
+        if deleted > 0 {
             // Deletions made durable, so that an old snapshot cannot come back after a crash and
             // be taken for the state of different data.
             let r = self.storage.sync_dir(&self.dir);
@@ -411,17 +409,14 @@ impl Log {
             None if clean && !had_snapshots && index_from.is_none() => ProducerState::new(end),
             None => ProducerState::new(start),
         };
-        self.replay_producers(self.producers.map_end_offset(), end, index_from)?;
-        if let Some(base) = index_from {
-            // Rebuilt files durable before the log goes on: a sealed segment's is not rebuilt
-            // again after a crash.
-            let bases: Vec<i64> = self.txn.range(base..).map(|(b, _)| *b).collect();
-            for b in &bases {
-                self.sync_txn_index(*b)?;
+        let aborted = self.replay_producers(self.producers.map_end_offset(), end, index_from)?;
+        if !rebuild.is_empty() {
+            // Each rebuilt file replaces the old one whole, durably, before the log goes on.
+            for &base in rebuild {
+                let entries: Vec<AbortedTxn> = aborted.iter().filter(|(b, _)| *b == base).map(|(_, t)| *t).collect();
+                self.replace_txn_index(base, &entries)?;
             }
-            if !bases.is_empty() {
-                self.storage.sync_dir(&self.dir)?;
-            }
+            self.storage.sync_dir(&self.dir)?;
             // The state at the end, as Kafka's recovery snapshots it, unless the same bytes are
             // there (a file there was not read: damaged, it is written over).
             if self.producer_snapshots.contains(&end) {
@@ -442,21 +437,17 @@ impl Log {
         Ok(())
     }
 
-    /// Replays the batches in `[from, to)` into the state, as a follower's ([`ProducerReplay`]),
-    /// writing the transactions aborted by markers at or past `index_from` into the `.txnindex`
-    /// of the segment holding the marker.
-    fn replay_producers(&mut self, from: i64, to: i64, index_from: Option<i64>) -> Result<()> {
+    /// Replays the batches in `[from, to)` into the state, as a follower's ([`ProducerReplay`]);
+    /// the transactions aborted by markers at or past `index_from`, with the base offset of the
+    /// segment holding each marker.
+    fn replay_producers(&mut self, from: i64, to: i64, index_from: Option<i64>) -> Result<Vec<(i64, AbortedTxn)>> {
         let hw = self.high_watermark;
         let mut replay = ProducerReplay::settling(std::mem::take(&mut self.producers), hw);
         let mut aborted: Vec<(i64, AbortedTxn)> = Vec::new();
         let r = self.replay_into(&mut replay, from, to, index_from, &mut aborted);
         self.producers = replay.into_state();
         self.producers.update_map_end_offset(to);
-        r?;
-        for (base, t) in aborted {
-            self.append_aborted_txn(base, t)?;
-        }
-        Ok(())
+        r.map(|()| aborted)
     }
 
     fn replay_into(

@@ -132,6 +132,32 @@ pub(super) struct TxnIndexFile {
 /// The `.txnindex` files of a log's segments, by segment base offset.
 pub(super) type TxnIndexes = BTreeMap<i64, TxnIndexFile>;
 
+/// Files of up to this many entries are kept in memory once read (the last one read only).
+const CACHED_ENTRIES: u64 = 16 * 1024;
+
+/// The entries of the `.txnindex` read last, for the read-committed fetches that read the same
+/// one again and again while a consumer catches up through its segment: valid while the file
+/// has the same entry count and last offset (an append or a truncation changes them).
+#[derive(Debug, Default)]
+pub(super) struct TxnCache(std::sync::Mutex<Option<Cached>>);
+
+/// A file's base offset, entry count and last offset when it was read, and its entries.
+type Cached = (i64, u64, Option<i64>, std::sync::Arc<[AbortedTxn]>);
+
+impl TxnCache {
+    fn get(&self, base: i64, meta: &TxnIndexFile) -> Option<std::sync::Arc<[AbortedTxn]>> {
+        let g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        g.as_ref().filter(|c| (c.0, c.1, c.2) == (base, meta.entries, meta.last_offset)).map(|c| c.3.clone())
+    }
+    fn put(&self, base: i64, meta: &TxnIndexFile, entries: std::sync::Arc<[AbortedTxn]>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((base, meta.entries, meta.last_offset, entries));
+    }
+    /// Forgets what it holds (the files were emptied or the log started again).
+    pub(super) fn clear(&mut self) {
+        *self.0.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
 impl Log {
     fn txn_index_path(&self, base: i64) -> std::path::PathBuf {
         self.dir.join(filename::txn_index_file_name(base))
@@ -156,17 +182,18 @@ impl Log {
         Ok(())
     }
 
-    /// Reads the `.txnindex` files the directory holds (`bases`), checking each: the base offsets
-    /// of the damaged ones, whose entries are then dropped (the caller rebuilds them).
+    /// Reads the `.txnindex` files the directory holds (`bases`), checking each (the active
+    /// segment's entries must lie below the log end): the base offsets of the damaged ones, with
+    /// the problem, left out (the caller rebuilds them).
     pub(super) fn load_txn_indexes(&mut self, bases: &std::collections::BTreeSet<i64>) -> Result<Vec<(i64, String)>> {
         let mut damaged = Vec::new();
         for &base in bases {
-            if !self.sealed.contains_key(&base) && self.active_segment().base_offset() != base {
+            if !self.has_segment(base) {
                 continue;
             }
             let next = self.sealed.range(base + 1..).next().map(|(b, _)| *b).or_else(|| {
                 let a = self.active_segment().base_offset();
-                (a > base).then_some(a)
+                Some(if a > base { a } else { self.log_end_offset })
             });
             let path = self.txn_index_path(base);
             let f = self.storage.open(&path, OpenMode::Read)?;
@@ -246,6 +273,7 @@ impl Log {
     /// (their files went with them) and the entries of markers at or past `end` are cut from the
     /// one of the segment holding it (Kafka's `TransactionIndex.truncateTo`).
     pub(super) fn truncate_txn_indexes(&mut self, end: i64) -> Result<()> {
+        self.txn_cache.clear();
         let active = self.active_segment().base_offset();
         self.txn.retain(|&b, _| b <= active);
         let Some(meta) = self.txn.get(&active).copied() else { return Ok(()) };
@@ -273,17 +301,31 @@ impl Log {
         self.txn = self.txn.split_off(&base);
     }
 
-    /// Empties the `.txnindex` files of the segments from `base` on, to be written again by a
-    /// replay of their markers.
-    pub(super) fn reset_txn_indexes_from(&mut self, base: i64) -> Result<()> {
-        let doomed: Vec<i64> = self.txn.range(base..).map(|(b, _)| *b).collect();
-        for b in doomed {
-            let path = self.txn_index_path(b);
+    /// Makes `entries` the `.txnindex` of the segment at `base` (no file when there are none):
+    /// written whole to a temporary file, fsynced and renamed over the old one, so that a crash
+    /// leaves the old file or the new one. The caller fsyncs the directory.
+    pub(super) fn replace_txn_index(&mut self, base: i64, entries: &[AbortedTxn]) -> Result<()> {
+        self.txn_cache.clear();
+        let path = self.txn_index_path(base);
+        self.txn.remove(&base);
+        if entries.is_empty() {
             if self.storage.exists(&path) {
                 self.storage.remove_file(&path)?;
             }
-            self.txn.remove(&b);
+            return Ok(());
         }
+        let tmp = self.dir.join(format!("{}.tmp", filename::txn_index_file_name(base)));
+        if self.storage.exists(&tmp) {
+            self.storage.remove_file(&tmp)?;
+        }
+        let f = self.storage.open(&tmp, OpenMode::CreateNew)?;
+        let bytes: Vec<u8> = entries.iter().flat_map(|t| t.encode()).collect();
+        f.write_all_at(&bytes, 0)?;
+        f.sync_data()?;
+        drop(f);
+        self.storage.rename(&tmp, &path)?;
+        let last_offset = entries.last().map(|t| t.last_offset);
+        self.txn.insert(base, TxnIndexFile { entries: entries.len() as u64, last_offset, dirty: false });
         Ok(())
     }
 
@@ -301,15 +343,36 @@ impl Log {
             if meta.entries == 0 {
                 continue;
             }
-            let f = self.storage.open(&self.txn_index_path(base), OpenMode::Read)?;
             let mut complete = false;
-            self.read_txn_file(&*f, 0, |t| {
+            let mut each = |t: AbortedTxn| {
                 if t.last_offset >= start && t.first_offset < upper {
                     out.push(AbortedTransaction { producer_id: t.producer_id, first_offset: t.first_offset });
                 }
                 complete = t.last_stable_offset >= upper;
                 !complete
-            })?;
+            };
+            let cached = match self.txn_cache.get(base, meta) {
+                Some(entries) => Some(entries),
+                None if meta.entries <= CACHED_ENTRIES => {
+                    let entries: std::sync::Arc<[AbortedTxn]> = self.txn_index_entries(base)?.into();
+                    self.txn_cache.put(base, meta, entries.clone());
+                    Some(entries)
+                }
+                None => None,
+            };
+            if let Some(entries) = cached {
+                // Last offsets increase: the entries ending below `start` can neither overlap
+                // the range nor end the search (a last stable offset is at most its marker + 1).
+                let from = entries.partition_point(|t| t.last_offset < start);
+                for t in &entries[from..] {
+                    if !each(*t) {
+                        break;
+                    }
+                }
+            } else {
+                let f = self.storage.open(&self.txn_index_path(base), OpenMode::Read)?;
+                self.read_txn_file(&*f, 0, each)?;
+            }
             if complete {
                 break;
             }

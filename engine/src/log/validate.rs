@@ -50,11 +50,11 @@ fn split(records: &[u8], config: &LogConfig, strict_count: bool, check_size: boo
         .collect())
 }
 
-/// Leader checks: every follower check, base offset 0 in each batch as sent, every record
-/// decodable with sequential offset deltas, and, for CreateTime, every record timestamp within
-/// `message.timestamp.before/after.max.ms` of `now_ms`; for a client's batches (`client`; not the
-/// transaction coordinator's markers) also Kafka's client rules: no control batches, at least one
-/// record, a sequence when there is a producer id.
+/// Leader checks: every follower check, base offset 0 and at least one record in each batch as
+/// sent, every record decodable with sequential offset deltas, and, for CreateTime, every record
+/// timestamp within `message.timestamp.before/after.max.ms` of `now_ms`; for a client's batches
+/// (`client`; not the transaction coordinator's markers) also Kafka's client rules: no control
+/// batches, a sequence when there is a producer id.
 pub(crate) fn validate_leader(
     records: &[u8],
     config: &LogConfig,
