@@ -337,23 +337,18 @@ fn the_engine_writes_markers_and_fetches_by_isolation() {
     engine.append(&tp, txn_batch(8, 0, 1), 0).wait().unwrap(); // 2
     let m = engine.append_txn_marker(&tp, &abort(7, 0), 0).wait().unwrap(); // 3
     assert_eq!(m.first_offset, 3);
-    engine
-        .with_log(&tp, |log| {
+    let high_watermark_to_end = || {
+        let set = |log: &mut seglog::log::Log| {
             log.set_high_watermark(log.log_end_offset());
             Ok(())
-        })
-        .wait()
-        .unwrap();
+        };
+        engine.with_log(&tp, set).wait().unwrap()
+    };
+    high_watermark_to_end();
     let lso = engine.list_offset_isolated(&tp, ListOffset::Latest, FetchIsolation::TxnCommitted).wait().unwrap();
     assert_eq!(lso.unwrap().offset, 2, "producer 8's open transaction holds the LSO");
     engine.append_txn_marker(&tp, &commit(8, 0), 0).wait().unwrap(); // 4
-    engine
-        .with_log(&tp, |log| {
-            log.set_high_watermark(log.log_end_offset());
-            Ok(())
-        })
-        .wait()
-        .unwrap();
+    high_watermark_to_end();
     // The markers' timestamps (now) are far past the data's (T0): the first marker rolled the
     // segment (segment.ms), so a fetch reads one segment at a time.
     let f = engine.fetch_isolated(&tp, 0, 1 << 20, FetchIsolation::TxnCommitted).wait().unwrap();

@@ -467,7 +467,7 @@ fn catch_up(
                 p.2 += took.as_secs_f64();
                 p.1 += d.records.len() as u64;
                 handed.extend(d.aborted_transactions.iter().map(|a| a.first_offset));
-                next = next_offset(&d.records).ok_or_else(|| format!("an empty fetch at {next} below {end}"))?;
+                next = d.next_offset().ok_or_else(|| format!("an empty fetch at {next} below {end}"))?;
             }
             let want = if isolation == FetchIsolation::TxnCommitted { aborted.len() } else { 0 };
             if handed.len() != want || !handed.iter().all(|f| aborted.contains(f)) {
@@ -493,17 +493,6 @@ fn catch_up(
     }
     log.close()?;
     Ok(rows)
-}
-
-/// The offset after the last whole batch of `records`, `None` when it holds none.
-fn next_offset(records: &[u8]) -> Option<i64> {
-    let (mut at, mut next) = (0usize, None);
-    while at < records.len() {
-        let h = BatchHeader::parse(&records[at..]).ok()?;
-        next = Some(h.next_offset());
-        at += h.size_in_bytes() as usize;
-    }
-    next
 }
 
 /// Rolls timed: 50 times a small batch appended, then `Log::roll` (which fsyncs the sealed

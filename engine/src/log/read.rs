@@ -78,6 +78,20 @@ pub struct FetchData {
     pub aborted_transactions: Vec<super::AbortedTransaction>,
 }
 
+impl FetchData {
+    /// The offset after the last batch returned (where the next fetch starts), `None` when
+    /// nothing was returned.
+    pub fn next_offset(&self) -> Option<i64> {
+        let (mut at, mut next) = (0usize, None);
+        while at < self.records.len() {
+            let Ok(h) = crate::format::batch::BatchHeader::parse(&self.records[at..]) else { break };
+            next = Some(h.next_offset());
+            at += h.size_in_bytes() as usize;
+        }
+        next
+    }
+}
+
 impl Log {
     /// Reads whole batches starting with the one holding `start_offset`: at most `max_bytes`
     /// (but at least one whole batch when `min_one`), never reaching `upper_bound` (exclusive;
@@ -141,8 +155,7 @@ impl Log {
         min_one: bool,
     ) -> Result<FetchData> {
         let mut out = self.read(start_offset, max_bytes, self.isolation_bound(isolation), min_one)?;
-        if isolation == FetchIsolation::TxnCommitted && !out.records.is_empty() {
-            let end = next_offset_after(&out.records);
+        if let (FetchIsolation::TxnCommitted, Some(end)) = (isolation, out.next_offset()) {
             out.aborted_transactions = self.aborted_transactions(start_offset, end)?;
         }
         Ok(out)
@@ -313,16 +326,4 @@ impl Log {
             }
         }
     }
-}
-
-/// The offset after the last of the whole batches `records` holds (the output of a read).
-fn next_offset_after(records: &[u8]) -> i64 {
-    let mut pos = 0usize;
-    let mut next = -1;
-    while pos < records.len() {
-        let Ok(h) = crate::format::batch::BatchHeader::parse(&records[pos..]) else { break };
-        next = h.next_offset();
-        pos += h.size_in_bytes() as usize;
-    }
-    next
 }
