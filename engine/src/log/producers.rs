@@ -348,6 +348,22 @@ impl Log {
         self.producers.remove_expired(now_ms, self.config.producer_id_expiration_ms);
     }
 
+    /// The entries of the snapshot at `at`, `None` when it does not read (damaged).
+    fn read_producer_snapshot(&self, at: i64) -> Result<Option<Vec<producer_state::ProducerStateEntry>>> {
+        let path = self.dir.join(filename::snapshot_file_name(at));
+        let f = self.storage.open(&path, OpenMode::Read)?;
+        let len = f.len()?;
+        if len > MAX_SNAPSHOT_BYTES {
+            return Err(Error::CorruptIndex {
+                path,
+                detail: format!("producer snapshot of {len} bytes, more than the {MAX_SNAPSHOT_BYTES} read"),
+            });
+        }
+        let mut b = vec![0u8; len as usize];
+        f.read_exact_at(&mut b, 0)?;
+        Ok(producer_state::read_snapshot(&b).ok())
+    }
+
     /// Rebuilds the state at the log end (Kafka's `rebuildProducerState`): snapshots past the end
     /// deleted, then the newest one that reads (one that does not is deleted, never trusted)
     /// and the batches after it replayed; with none, the whole log replayed, except after a
@@ -357,8 +373,8 @@ impl Log {
     /// The `.txnindex` files of the segments in `rebuild` (recovered after a crash, or damaged)
     /// are rebuilt as well: written again, each whole ([`Log::replace_txn_index`]), from the ABORT
     /// markers of a replay that starts at a snapshot at or below the first of them (Kafka
-    /// rebuilds each recovered segment's the same way), and a snapshot is then taken at the log
-    /// end, as Kafka's recovery does.
+    /// rebuilds each recovered segment's the same way); the later snapshots are kept, the
+    /// damaged ones among them deleted.
     pub(super) fn rebuild_producer_state(&mut self, clean: bool, rebuild: &BTreeSet<i64>) -> Result<()> {
         let index_from = rebuild.first().copied();
         let (start, end) = (self.log_start_offset, self.log_end_offset);
@@ -370,6 +386,15 @@ impl Log {
         let now = self.clock.now_ms();
         let expiration = self.config.producer_id_expiration_ms;
         let newest = index_from.map_or(end, |b| b.min(end));
+        // Past the one a rebuild of `.txnindex` files starts from, the snapshots are kept; the
+        // newest of them is read as it would be without the rebuild: damaged, it is deleted and
+        // the next one read.
+        while let Some(&at) = self.producer_snapshots.last().filter(|&&at| at > newest) {
+            if self.read_producer_snapshot(at)?.is_some() {
+                break;
+            }
+            deleted += self.delete_producer_snapshots(at..=at)?;
+        }
         let candidates: Vec<i64> = self.producer_snapshots.range(..=newest).rev().copied().collect();
         let mut state = None;
         for at in candidates {
@@ -378,24 +403,13 @@ impl Log {
                 deleted += self.delete_producer_snapshots(..=at)?;
                 break;
             }
-            let path = self.dir.join(filename::snapshot_file_name(at));
-            let f = self.storage.open(&path, OpenMode::Read)?;
-            let len = f.len()?;
-            if len > MAX_SNAPSHOT_BYTES {
-                return Err(Error::CorruptIndex {
-                    path,
-                    detail: format!("producer snapshot of {len} bytes, more than the {MAX_SNAPSHOT_BYTES} read"),
-                });
-            }
-            let mut b = vec![0u8; len as usize];
-            f.read_exact_at(&mut b, 0)?;
-            match producer_state::read_snapshot(&b) {
-                Ok(entries) => {
+            match self.read_producer_snapshot(at)? {
+                Some(entries) => {
                     state = Some(ProducerState::load(entries, at, now, expiration));
                     break;
                 }
                 // Damaged (a crash tore it): deleted, never trusted; an older one or the log.
-                Err(_) => deleted += self.delete_producer_snapshots(at..=at)?,
+                None => deleted += self.delete_producer_snapshots(at..=at)?,
             }
         }
         if deleted > 0 {
@@ -410,26 +424,14 @@ impl Log {
             None => ProducerState::new(start),
         };
         let aborted = self.replay_producers(self.producers.map_end_offset(), end, index_from)?;
-        if !rebuild.is_empty() {
-            // Each rebuilt file replaces the old one whole, durably, before the log goes on.
-            for &base in rebuild {
-                let entries: Vec<AbortedTxn> = aborted.iter().filter(|(b, _)| *b == base).map(|(_, t)| *t).collect();
-                self.replace_txn_index(base, &entries)?;
-            }
+        // Each rebuilt file replaces the old one whole, durably, before the log goes on.
+        let mut replaced = false;
+        for &base in rebuild {
+            let entries: Vec<AbortedTxn> = aborted.iter().filter(|(b, _)| *b == base).map(|(_, t)| *t).collect();
+            replaced |= self.replace_txn_index(base, &entries)?;
+        }
+        if replaced {
             self.storage.sync_dir(&self.dir)?;
-            // The state at the end, as Kafka's recovery snapshots it, unless the same bytes are
-            // there (a file there was not read: damaged, it is written over).
-            if self.producer_snapshots.contains(&end) {
-                let path = self.dir.join(filename::snapshot_file_name(end));
-                let f = self.storage.open(&path, OpenMode::Read)?;
-                let want = self.producers.snapshot();
-                let mut have = vec![0u8; want.len()];
-                let same = f.len()? == want.len() as u64 && f.read_exact_at(&mut have, 0).is_ok() && have == want;
-                if !same {
-                    self.producer_snapshots.remove(&end);
-                }
-            }
-            self.take_producer_snapshot()?;
         }
         // The high watermark is the log end at open: replayed transactions whose marker is below
         // it are stable.

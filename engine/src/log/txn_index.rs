@@ -303,30 +303,42 @@ impl Log {
 
     /// Makes `entries` the `.txnindex` of the segment at `base` (no file when there are none):
     /// written whole to a temporary file, fsynced and renamed over the old one, so that a crash
-    /// leaves the old file or the new one. The caller fsyncs the directory.
-    pub(super) fn replace_txn_index(&mut self, base: i64, entries: &[AbortedTxn]) -> Result<()> {
+    /// leaves the old file or the new one. False when the directory did not change (no entries
+    /// and no file); the caller fsyncs it otherwise.
+    pub(super) fn replace_txn_index(&mut self, base: i64, entries: &[AbortedTxn]) -> Result<bool> {
         self.txn_cache.clear();
         let path = self.txn_index_path(base);
         self.txn.remove(&base);
         if entries.is_empty() {
             if self.storage.exists(&path) {
                 self.storage.remove_file(&path)?;
+                return Ok(true);
             }
-            return Ok(());
+            return Ok(false);
+        }
+        let bytes: Vec<u8> = entries.iter().flat_map(|t| t.encode()).collect();
+        let last_offset = entries.last().map(|t| t.last_offset);
+        let meta = TxnIndexFile { entries: entries.len() as u64, last_offset, dirty: false };
+        if self.storage.exists(&path) {
+            // The same bytes there already (a recovery that found the file right): left alone.
+            let f = self.storage.open(&path, OpenMode::Read)?;
+            let mut have = vec![0u8; bytes.len()];
+            if f.len()? == bytes.len() as u64 && f.read_exact_at(&mut have, 0).is_ok() && have == bytes {
+                self.txn.insert(base, meta);
+                return Ok(false);
+            }
         }
         let tmp = self.dir.join(format!("{}.tmp", filename::txn_index_file_name(base)));
         if self.storage.exists(&tmp) {
             self.storage.remove_file(&tmp)?;
         }
         let f = self.storage.open(&tmp, OpenMode::CreateNew)?;
-        let bytes: Vec<u8> = entries.iter().flat_map(|t| t.encode()).collect();
         f.write_all_at(&bytes, 0)?;
         f.sync_data()?;
         drop(f);
         self.storage.rename(&tmp, &path)?;
-        let last_offset = entries.last().map(|t| t.last_offset);
-        self.txn.insert(base, TxnIndexFile { entries: entries.len() as u64, last_offset, dirty: false });
-        Ok(())
+        self.txn.insert(base, meta);
+        Ok(true)
     }
 
     /// Kafka's `collectAbortedTransactions`: the aborted transactions whose range overlaps
