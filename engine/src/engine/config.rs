@@ -289,6 +289,14 @@ pub struct EngineConfig {
     /// Lock index memory (`mlock2` with `MLOCK_ONFAULT`), so no index page is ever swapped out.
     /// Default false.
     pub lock_index_memory: bool,
+    /// The partitions have no followers (a single-node broker, Kafka's leader whose in-sync
+    /// replicas are itself): each partition's high watermark is its log end when it opens, and
+    /// every acknowledged append moves it to the append's end, before the append's completion
+    /// resolves. So fetches bounded by the high watermark see exactly the acknowledged records
+    /// (Kafka moves it at the append, before any fsync; here it waits for the durability the
+    /// engine was asked for). Default false: the embedder moves it ([`crate::log::Log::set_high_watermark`]
+    /// through [`super::Engine::with_log`]) as its followers catch up.
+    pub single_replica: bool,
 }
 
 impl EngineConfig {
@@ -321,6 +329,7 @@ impl EngineConfig {
             index_memory_budget_bytes: 1 << 30,
             max_open_files: crate::io::FileCache::default_limit(),
             lock_index_memory: false,
+            single_replica: false,
         }
     }
 }

@@ -90,6 +90,8 @@ pub(crate) struct Shard {
     default_config: LogConfig,
     durability: Durability,
     sync_method: SyncMethod,
+    /// [`super::EngineConfig::single_replica`]: acknowledgements move the high watermark.
+    single_replica: bool,
     /// The most of its tail each partition keeps in memory, and the budget its partitions share
     /// ([`tail_cache_share`]).
     tail_cache_bytes: u64,
@@ -206,6 +208,7 @@ impl Shard {
             default_config: config.log_config.clone(),
             durability: config.durability,
             sync_method: config.sync_method,
+            single_replica: config.single_replica,
             tail_cache_bytes: config.tail_cache_bytes,
             tail_cache_budget: config.tail_cache_budget_bytes,
             tail_cache_share: 0,
@@ -632,7 +635,7 @@ impl Shard {
                     // Already in the file (a roll or flush wrote it) and nothing to sync; under
                     // Syncfs what is written past the recovery point waits for the shared flush.
                     let acks = self.waiting.remove(&tp).unwrap_or_default();
-                    written(&mut self.shared, log, tp, acks);
+                    written(&mut self.shared, log, tp, acks, self.single_replica);
                 }
                 Ok(ops) => {
                     let ops = if dsync { dsync_writes(ops) } else { ops };
@@ -775,8 +778,8 @@ impl Shard {
             return;
         };
         self.stats.write_latency.record(submitted.elapsed());
-        match (outcome, self.logs.get(tp)) {
-            (Ok(()), Some(log)) => written(&mut self.shared, log, tp.clone(), acks),
+        match (outcome, self.logs.get_mut(tp)) {
+            (Ok(()), Some(log)) => written(&mut self.shared, log, tp.clone(), acks, self.single_replica),
             (Ok(()), None) => fail_acks(acks, &self.data_dir, tp, "the partition is not open".into()),
             (Err(reason), _) => fail_acks(acks, &self.data_dir, tp, reason),
         }
@@ -860,11 +863,12 @@ impl Shard {
             Ok(()) => {
                 for (tp, acks, offset) in covered {
                     // A partition closed meanwhile took its appends out (`close`).
-                    if let Some(log) = self.logs.get_mut(&tp) {
-                        log.synced_to(offset);
-                    }
-                    for (done, info) in acks {
-                        done.complete(Ok(info));
+                    match self.logs.get_mut(&tp) {
+                        Some(log) => {
+                            log.synced_to(offset);
+                            acknowledged(log, acks, self.single_replica);
+                        }
+                        None => acks.into_iter().for_each(|(done, info)| done.complete(Ok(info))),
                     }
                 }
             }
@@ -895,8 +899,8 @@ impl Shard {
         for (tp, acks, _) in entries {
             let end = self.logs.get(&tp).map_or(i64::MIN, |l| l.log_end_offset());
             let (kept, lost): (Vec<Ack>, Vec<Ack>) = acks.into_iter().partition(|(_, info)| info.last_offset < end);
-            for (done, info) in kept {
-                done.complete(Ok(info));
+            if let Some(log) = self.logs.get_mut(&tp) {
+                acknowledged(log, kept, self.single_replica);
             }
             fail_acks(lost, &self.data_dir, &tp, reason.clone());
         }
@@ -925,6 +929,7 @@ impl Shard {
         let tail = tail_cache_share(self.tail_cache_bytes, self.tail_cache_budget, opening);
         let zero_fill = zero_fill_share(self.zero_fill_bytes, opening);
         let data_dir = self.data_dir.clone();
+        let single_replica = self.single_replica;
         let mut opened = Vec::new();
         let load = |(mut l, done): (Load, Completer<crate::log::LoadReport>)| {
             l.options.tail_cache_bytes = tail;
@@ -935,6 +940,11 @@ impl Shard {
         in_parallel(loads, self.open_threads, self.helper_affinity.as_ref(), load, |(tp, before, r, done)| match r {
             Ok((mut log, report)) => {
                 log.defer_epoch_checkpoint();
+                if single_replica {
+                    // Kafka's leader with itself as the only in-sync replica moves its high
+                    // watermark to its log end as it becomes leader.
+                    log.set_high_watermark(log.log_end_offset());
+                }
                 self.logs.insert(tp.clone(), log);
                 opened.push(tp);
                 done.complete(Ok(report));
@@ -1066,16 +1076,28 @@ impl Shard {
 /// [`SyncMethod::Syncfs`] (`shared`), while the log holds bytes not yet durable, left for the next
 /// shared flush (started by `Shard::poll_writes`). A write that carried its own fdatasync (a
 /// roll's, or one `flush.ms` made due) moved the recovery point already: no syncfs to wait for.
-fn written(shared: &mut Option<SharedFlush>, log: &Log, tp: TopicPartition, acks: Vec<Ack>) {
+fn written(shared: &mut Option<SharedFlush>, log: &mut Log, tp: TopicPartition, acks: Vec<Ack>, single_replica: bool) {
     match shared {
         Some(shared) if log.recovery_point() < log.written_offset() => {
             shared.unflushed.push((tp, acks, log.written_offset()));
         }
-        _ => {
-            for (done, info) in acks {
-                done.complete(Ok(info));
+        _ => acknowledged(log, acks, single_replica),
+    }
+}
+
+/// Completes `acks`, appends of `log` that are as durable as the engine was asked for; with
+/// [`super::EngineConfig::single_replica`] the high watermark moves past them first, so a
+/// producer that consumes right after its acknowledgement sees its records.
+fn acknowledged(log: &mut Log, acks: Vec<Ack>, single_replica: bool) {
+    if single_replica {
+        if let Some(end) = acks.iter().map(|(_, info)| info.last_offset + 1).max() {
+            if end > log.high_watermark() {
+                log.set_high_watermark(end);
             }
         }
+    }
+    for (done, info) in acks {
+        done.complete(Ok(info));
     }
 }
 
