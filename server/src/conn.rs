@@ -1,0 +1,121 @@
+//! Connections: Kafka's framing (a 4-byte big-endian size, then the request), requests handled as
+//! they arrive, answers written in request order (Kafka's rule for a connection).
+//!
+//! A client pipelines requests (librdkafka keeps up to five produce requests in flight per
+//! connection), so a request does not wait for the one before it to be answered: the reader
+//! starts each request's work (a produce's appends go to the engine's shards at once, in arrival
+//! order, which keeps a partition's batches in order) and hands the writer a future for its
+//! answer; the writer awaits them in order.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::handlers;
+use crate::State;
+
+/// Requests of one connection being handled or answered at once; the reader waits past it.
+const MAX_IN_FLIGHT: usize = 64;
+
+/// An answer to come: a frame (size included), or nothing (acks=0 produce, or a request that
+/// could not be answered and closes the connection).
+pub(crate) enum Answer {
+    Now(Option<Bytes>),
+    Later(tokio::task::JoinHandle<Option<Bytes>>),
+    /// Write what came before, then close: the request could not be parsed, so no answer in its
+    /// format can be built (Kafka closes the connection too).
+    Close(String),
+}
+
+pub(crate) async fn accept_loop(
+    listener: std::net::TcpListener,
+    state: Arc<State>,
+    mut stop: oneshot::Receiver<()>,
+) -> crate::Result<()> {
+    let listener = tokio::net::TcpListener::from_std(listener)
+        .map_err(|source| crate::ServerError::Io { what: "listener".into(), source })?;
+    let open = Arc::new(AtomicUsize::new(0));
+    loop {
+        tokio::select! {
+            _ = &mut stop => return Ok(()),
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    // Out of descriptors and the like: the next accept may work.
+                    Err(e) => {
+                        eprintln!("seglog serve: accept: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                if open.fetch_add(1, Ordering::AcqRel) >= state.config.max_connections {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                    eprintln!("seglog serve: refusing {peer}: {} connections open", state.config.max_connections);
+                    drop(stream);
+                    continue;
+                }
+                let _ = stream.set_nodelay(true);
+                let (state, open) = (state.clone(), open.clone());
+                tokio::spawn(async move {
+                    if let Err(why) = serve(stream, state).await {
+                        eprintln!("seglog serve: closing {peer}: {why}");
+                    }
+                    open.fetch_sub(1, Ordering::AcqRel);
+                });
+            }
+        }
+    }
+}
+
+/// Serves one connection until the client closes it or sends something unanswerable.
+async fn serve(stream: TcpStream, state: Arc<State>) -> Result<(), String> {
+    let (rd, mut wr) = stream.into_split();
+    let (tx, mut rx) = mpsc::channel::<Answer>(MAX_IN_FLIGHT);
+    let writer = tokio::spawn(async move {
+        while let Some(answer) = rx.recv().await {
+            let frame = match answer {
+                Answer::Now(f) => f,
+                Answer::Later(h) => h.await.map_err(|e| format!("a request's handler failed: {e}"))?,
+                Answer::Close(why) => return Err(why),
+            };
+            if let Some(frame) = frame {
+                wr.write_all(&frame).await.map_err(|e| format!("write: {e}"))?;
+            }
+        }
+        Ok(())
+    });
+    let mut rd = BufReader::with_capacity(64 * 1024, rd);
+    let read = async {
+        loop {
+            let size = match rd.read_i32().await {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(e) => return Err(format!("read: {e}")),
+            };
+            // Kafka's InvalidReceiveException: the size alone says the frame is unacceptable.
+            if size < 0 || size as usize > state.config.max_request_bytes {
+                let why = format!(
+                    "a request of {size} bytes (socket.request.max.bytes is {})",
+                    state.config.max_request_bytes
+                );
+                let _ = tx.send(Answer::Close(why)).await;
+                return Ok(());
+            }
+            let mut body = BytesMut::zeroed(size as usize);
+            rd.read_exact(&mut body).await.map_err(|e| format!("read: {e}"))?;
+            let answer = handlers::dispatch(&state, body.freeze());
+            let close = matches!(answer, Answer::Close(_));
+            if tx.send(answer).await.is_err() || close {
+                return Ok(());
+            }
+        }
+    };
+    let r = read.await;
+    drop(tx);
+    let w = writer.await.map_err(|e| format!("writer: {e}"))?;
+    r.and(w)
+}

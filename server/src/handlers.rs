@@ -1,0 +1,474 @@
+//! One function per API: decode the request, do the work through the engine, encode the answer.
+//!
+//! The versions served ([`SUPPORTED`]) are those whose requests name topics (Fetch from v13 and
+//! Produce from v13 name them by id only) and that today's clients negotiate.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::error::ResponseError as E;
+use kafka_protocol::messages::{
+    api_versions_response, create_topics_response, fetch_response, list_offsets_response, metadata_response,
+    produce_response, ApiKey, ApiVersionsResponse, BrokerId, CreateTopicsRequest, CreateTopicsResponse, FetchRequest,
+    FetchResponse, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, ProducerId, RequestHeader, ResponseHeader,
+    TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use seglog::log::{FetchIsolation, ListOffset};
+use seglog::TopicPartition;
+
+use crate::conn::Answer;
+use crate::errors::code;
+use crate::State;
+
+/// Every API served, with the oldest and newest version of it.
+pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 9),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::InitProducerId, 0, 4),
+];
+
+/// This node's id: the leader and only replica of every partition.
+const NODE: i32 = 0;
+/// The leader epoch of every partition: one node, never a new leader.
+const LEADER_EPOCH: i32 = 0;
+/// The longest a fetch waits for `min_bytes` whatever it asks (Kafka bounds it by the client's
+/// request timeout; a bound here keeps a hostile max_wait from holding a task for days).
+const MAX_FETCH_WAIT: Duration = Duration::from_secs(60);
+
+/// Handles one request frame (without its size): the answer now, a task that will produce it,
+/// or a reason to close the connection.
+pub(crate) fn dispatch(state: &Arc<State>, mut frame: Bytes) -> Answer {
+    if frame.len() < 4 {
+        return Answer::Close(format!("a request of {} bytes, shorter than any header", frame.len()));
+    }
+    let (key, version) = (i16::from_be_bytes([frame[0], frame[1]]), i16::from_be_bytes([frame[2], frame[3]]));
+    let Ok(api) = ApiKey::try_from(key) else {
+        return Answer::Close(format!("unknown API key {key}"));
+    };
+    let header = match RequestHeader::decode(&mut frame, api.request_header_version(version)) {
+        Ok(h) => h,
+        Err(e) => return Answer::Close(format!("{api:?} v{version}: malformed request header: {e}")),
+    };
+    let corr = header.correlation_id;
+    let served = SUPPORTED.iter().any(|&(k, min, max)| k == api && (min..=max).contains(&version));
+    if !served {
+        if api == ApiKey::ApiVersions {
+            // Kafka's rule: an ApiVersions the broker cannot parse is answered in v0 with
+            // UNSUPPORTED_VERSION and the versions it can, so the client can pick one.
+            return answer(ApiKey::ApiVersions, 0, corr, &api_versions(E::UnsupportedVersion.code()));
+        }
+        return Answer::Close(format!("{api:?} v{version} is not served (see ApiVersions)"));
+    }
+    let state = state.clone();
+    match api {
+        ApiKey::ApiVersions => answer(api, version, corr, &api_versions(0)),
+        ApiKey::Produce => match decode::<ProduceRequest>(&mut frame, api, version) {
+            Ok(req) => produce(&state, req, version, corr),
+            Err(why) => Answer::Close(why),
+        },
+        ApiKey::Fetch => later::<FetchRequest, _, _>(frame, api, version, corr, move |r| fetch(state, r)),
+        ApiKey::ListOffsets => {
+            later::<ListOffsetsRequest, _, _>(frame, api, version, corr, move |r| list_offsets(state, r))
+        }
+        ApiKey::Metadata => {
+            later::<MetadataRequest, _, _>(frame, api, version, corr, move |r| metadata(state, r, version))
+        }
+        ApiKey::CreateTopics => {
+            later::<CreateTopicsRequest, _, _>(frame, api, version, corr, move |r| create_topics(state, r))
+        }
+        ApiKey::InitProducerId => {
+            later::<InitProducerIdRequest, _, _>(frame, api, version, corr, move |r| init_producer_id(state, r))
+        }
+        _ => Answer::Close(format!("{api:?} has no handler")),
+    }
+}
+
+fn decode<T: Decodable>(frame: &mut Bytes, api: ApiKey, version: i16) -> Result<T, String> {
+    T::decode(frame, version).map_err(|e| format!("{api:?} v{version}: malformed request: {e}"))
+}
+
+/// Decodes the request now and answers it from a task running `work`.
+fn later<T, F, Fut>(mut frame: Bytes, api: ApiKey, version: i16, corr: i32, work: F) -> Answer
+where
+    T: Decodable,
+    F: FnOnce(T) -> Fut,
+    Fut: std::future::Future + Send + 'static,
+    Fut::Output: Encodable,
+{
+    let req = match decode::<T>(&mut frame, api, version) {
+        Ok(r) => r,
+        Err(why) => return Answer::Close(why),
+    };
+    let fut = work(req);
+    Answer::Later(tokio::spawn(async move { encode(api, version, corr, &fut.await) }))
+}
+
+fn answer<T: Encodable>(api: ApiKey, version: i16, corr: i32, body: &T) -> Answer {
+    match encode(api, version, corr, body) {
+        Some(f) => Answer::Now(Some(f)),
+        None => Answer::Close(format!("{api:?} v{version}: the answer could not be encoded")),
+    }
+}
+
+/// The frame of an answer: size, response header, body. `None` if the body does not fit the
+/// version (a bug here, logged).
+fn encode<T: Encodable>(api: ApiKey, version: i16, corr: i32, body: &T) -> Option<Bytes> {
+    let mut buf = BytesMut::with_capacity(256);
+    buf.put_i32(0);
+    let mut header = ResponseHeader::default();
+    header.correlation_id = corr;
+    let r = header.encode(&mut buf, api.response_header_version(version)).and_then(|_| body.encode(&mut buf, version));
+    if let Err(e) = r {
+        eprintln!("seglog serve: encoding the answer to {api:?} v{version}: {e}");
+        return None;
+    }
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Some(buf.freeze())
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+fn api_versions(error_code: i16) -> ApiVersionsResponse {
+    let mut r = ApiVersionsResponse::default();
+    r.error_code = error_code;
+    r.api_keys = SUPPORTED
+        .iter()
+        .map(|&(k, min, max)| {
+            let mut v = api_versions_response::ApiVersion::default();
+            v.api_key = k as i16;
+            v.min_version = min;
+            v.max_version = max;
+            v
+        })
+        .collect();
+    r
+}
+
+/// Starts every partition's append now (in the order the request lists them, so a client's
+/// pipelined requests reach a partition in order), then answers from a task once the engine
+/// acknowledged them: under the engine's durability, whatever `acks` asks (1 and -1 are the
+/// same with one replica). acks=0 gets no answer.
+fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> Answer {
+    let mut started = Vec::with_capacity(req.topic_data.len());
+    for topic in req.topic_data {
+        let mut parts = Vec::with_capacity(topic.partition_data.len());
+        for p in topic.partition_data {
+            let tp = TopicPartition::new(topic.name.0.as_str(), p.index);
+            let r = match p.records {
+                _ if !state.topics.has(&tp) => Err((E::UnknownTopicOrPartition.code(), None)),
+                None => Err((E::InvalidRecord.code(), Some("no records".to_string()))),
+                Some(records) => Ok(state.engine.append(&tp, records.to_vec(), LEADER_EPOCH)),
+            };
+            parts.push((p.index, r));
+        }
+        parts.shrink_to_fit();
+        started.push((topic.name, parts));
+    }
+    let acks = req.acks;
+    let state = state.clone();
+    let task = tokio::spawn(async move {
+        let mut out = ProduceResponse::default();
+        for (topic, parts) in started {
+            let mut t = produce_response::TopicProduceResponse::default();
+            t.name = topic;
+            for (index, r) in parts {
+                let mut p = produce_response::PartitionProduceResponse::default();
+                p.index = index;
+                p.base_offset = -1;
+                p.log_append_time_ms = -1;
+                p.log_start_offset = -1;
+                let r = match r {
+                    Ok(pending) => pending.await.map_err(|e| (code(&e), Some(e.to_string()))),
+                    Err(e) => Err(e),
+                };
+                match r {
+                    Ok(info) => {
+                        p.base_offset = info.first_offset;
+                        p.log_append_time_ms = info.log_append_time_ms;
+                    }
+                    Err((error_code, message)) => {
+                        p.error_code = error_code;
+                        p.error_message = message.map(StrBytes::from_string);
+                    }
+                }
+                t.partition_responses.push(p);
+            }
+            out.responses.push(t);
+        }
+        state.appended.notify_waiters();
+        if acks == 0 {
+            return None;
+        }
+        encode(ApiKey::Produce, version, corr, &out)
+    });
+    Answer::Later(task)
+}
+
+/// A consumer's fetch: up to the high watermark (read uncommitted) or the last stable offset
+/// with the aborted transactions (read committed); waits up to `max_wait_ms` for `min_bytes`.
+async fn fetch(state: Arc<State>, req: FetchRequest) -> FetchResponse {
+    let isolation = if req.isolation_level == 1 { FetchIsolation::TxnCommitted } else { FetchIsolation::HighWatermark };
+    let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_FETCH_WAIT);
+    let deadline = tokio::time::Instant::now() + wait;
+    let min_bytes = req.min_bytes.max(0) as usize;
+    loop {
+        // Registered before the reads, so an append acknowledged during them is not missed.
+        let appended = state.appended.notified();
+        tokio::pin!(appended);
+        appended.as_mut().enable();
+        let (out, bytes, failed) = fetch_once(&state, &req, isolation).await;
+        if failed || bytes >= min_bytes.max(1) || tokio::time::Instant::now() >= deadline {
+            return out;
+        }
+        tokio::select! {
+            _ = appended => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+/// One pass over the fetch's partitions: the answer, the record bytes in it, and whether any
+/// partition answered an error (Kafka answers at once then).
+async fn fetch_once(state: &State, req: &FetchRequest, isolation: FetchIsolation) -> (FetchResponse, usize, bool) {
+    // Every partition's read is started at once (they may be on different shards), each bounded
+    // by its partition_max_bytes; max_bytes for the whole answer is applied as they come in.
+    let mut reads = Vec::new();
+    for topic in &req.topics {
+        for p in &topic.partitions {
+            let tp = TopicPartition::new(topic.topic.0.as_str(), p.partition);
+            let read = state.topics.has(&tp).then(|| {
+                let max = p.partition_max_bytes.max(0) as u32;
+                state.engine.fetch_isolated(&tp, p.fetch_offset, max, isolation)
+            });
+            reads.push((p.partition, read));
+        }
+    }
+    let mut budget = if req.max_bytes > 0 { req.max_bytes as usize } else { usize::MAX };
+    let (mut total, mut failed, mut reads) = (0usize, false, reads.into_iter());
+    let mut out = FetchResponse::default();
+    for topic in &req.topics {
+        let mut t = fetch_response::FetchableTopicResponse::default();
+        t.topic = topic.topic.clone();
+        for _ in &topic.partitions {
+            let (index, read) = reads.next().expect("one read per partition");
+            let mut p = fetch_response::PartitionData::default();
+            p.partition_index = index;
+            p.high_watermark = -1;
+            p.last_stable_offset = -1;
+            p.log_start_offset = -1;
+            p.preferred_read_replica = BrokerId(-1);
+            p.records = Some(Bytes::new());
+            let r = match read {
+                None => Err(E::UnknownTopicOrPartition.code()),
+                Some(pending) => pending.await.map_err(|e| code(&e)),
+            };
+            match r {
+                Ok(data) => {
+                    p.high_watermark = data.high_watermark;
+                    p.last_stable_offset = data.last_stable_offset;
+                    p.log_start_offset = data.log_start_offset;
+                    // Null under read uncommitted (Kafka's answer), the list under read committed.
+                    p.aborted_transactions = None;
+                    if isolation == FetchIsolation::TxnCommitted {
+                        let aborted = data.aborted_transactions.iter().map(|a| {
+                            let mut x = fetch_response::AbortedTransaction::default();
+                            x.producer_id = ProducerId(a.producer_id);
+                            x.first_offset = a.first_offset;
+                            x
+                        });
+                        p.aborted_transactions = Some(aborted.collect());
+                    }
+                    // The first records of the answer go whatever their size (Kafka's rule, so
+                    // a batch larger than max_bytes still makes progress); later ones only
+                    // within the budget.
+                    let n = data.records.len();
+                    if n > 0 && (total == 0 || n <= budget) {
+                        budget = budget.saturating_sub(n);
+                        total += n;
+                        p.records = Some(Bytes::from_owner(data.records));
+                    }
+                }
+                Err(error_code) => {
+                    p.error_code = error_code;
+                    failed = true;
+                }
+            }
+            t.partitions.push(p);
+        }
+        out.responses.push(t);
+    }
+    (out, total, failed)
+}
+
+async fn list_offsets(state: Arc<State>, req: ListOffsetsRequest) -> ListOffsetsResponse {
+    let isolation = if req.isolation_level == 1 { FetchIsolation::TxnCommitted } else { FetchIsolation::HighWatermark };
+    let mut out = ListOffsetsResponse::default();
+    for topic in req.topics {
+        let mut t = list_offsets_response::ListOffsetsTopicResponse::default();
+        for p in topic.partitions {
+            let tp = TopicPartition::new(topic.name.0.as_str(), p.partition_index);
+            let mut r = list_offsets_response::ListOffsetsPartitionResponse::default();
+            r.partition_index = p.partition_index;
+            r.timestamp = -1;
+            r.offset = -1;
+            r.leader_epoch = -1;
+            let target = match p.timestamp {
+                -1 => Some(ListOffset::Latest),
+                -2 => Some(ListOffset::Earliest),
+                -3 => Some(ListOffset::MaxTimestamp),
+                t if t >= 0 => Some(ListOffset::Timestamp(t)),
+                _ => None,
+            };
+            match target {
+                _ if !state.topics.has(&tp) => r.error_code = E::UnknownTopicOrPartition.code(),
+                None => r.error_code = E::InvalidRequest.code(),
+                Some(target) => match state.engine.list_offset_isolated(&tp, target, isolation).await {
+                    Ok(Some(found)) => {
+                        r.timestamp = found.timestamp;
+                        r.offset = found.offset;
+                        r.leader_epoch = found.leader_epoch.unwrap_or(-1);
+                    }
+                    // Nothing at or after the timestamp: offset -1 (Kafka's answer).
+                    Ok(None) => {}
+                    Err(e) => r.error_code = code(&e),
+                },
+            }
+            t.partitions.push(r);
+        }
+        t.name = topic.name;
+        out.topics.push(t);
+    }
+    out
+}
+
+async fn metadata(state: Arc<State>, req: MetadataRequest, version: i16) -> MetadataResponse {
+    let mut out = MetadataResponse::default();
+    let mut broker = metadata_response::MetadataResponseBroker::default();
+    broker.node_id = BrokerId(NODE);
+    broker.host = StrBytes::from_string(state.advertised.0.clone());
+    broker.port = state.advertised.1;
+    out.brokers.push(broker);
+    out.cluster_id = Some(StrBytes::from_static_str("seglog"));
+    out.controller_id = BrokerId(NODE);
+    // v0: an empty list means every topic; from v1 null does, and an empty list none.
+    let wanted: Option<Vec<Option<String>>> = match req.topics {
+        None => None,
+        Some(v) if v.is_empty() && version == 0 => None,
+        Some(v) => Some(v.into_iter().map(|t| t.name.map(|n| n.0.to_string())).collect()),
+    };
+    let create = state.config.auto_create_topics && (version < 4 || req.allow_auto_topic_creation);
+    let topics: Vec<(Option<String>, Result<i32, i16>)> = match wanted {
+        None => state.topics.all().into_iter().map(|(t, n)| (Some(t), Ok(n))).collect(),
+        Some(names) => {
+            let mut v = Vec::with_capacity(names.len());
+            for n in names {
+                let r = match &n {
+                    // Asked by id only: ids are not kept here.
+                    None => Err(E::UnknownTopicId.code()),
+                    Some(t) => match state.topics.partitions(t) {
+                        Some(count) => Ok(count),
+                        None if create => state
+                            .topics
+                            .create(&state.engine, t, state.config.default_partitions, false)
+                            .await
+                            .map_err(|r| r.code),
+                        None => Err(E::UnknownTopicOrPartition.code()),
+                    },
+                };
+                v.push((n, r));
+            }
+            v
+        }
+    };
+    for (topic, r) in topics {
+        let mut t = metadata_response::MetadataResponseTopic::default();
+        t.is_internal = topic.as_deref().is_some_and(|n| n.starts_with("__"));
+        t.name = topic.map(|n| name(&n));
+        match r {
+            Ok(count) => {
+                for i in 0..count {
+                    let mut p = metadata_response::MetadataResponsePartition::default();
+                    p.partition_index = i;
+                    p.leader_id = BrokerId(NODE);
+                    p.leader_epoch = LEADER_EPOCH;
+                    p.replica_nodes = vec![BrokerId(NODE)];
+                    p.isr_nodes = vec![BrokerId(NODE)];
+                    t.partitions.push(p);
+                }
+            }
+            Err(error_code) => t.error_code = error_code,
+        }
+        out.topics.push(t);
+    }
+    out
+}
+
+async fn create_topics(state: Arc<State>, req: CreateTopicsRequest) -> CreateTopicsResponse {
+    let mut out = CreateTopicsResponse::default();
+    for topic in req.topics {
+        let mut r = create_topics_response::CreatableTopicResult::default();
+        let count = if !topic.assignments.is_empty() { topic.assignments.len() as i32 } else { topic.num_partitions };
+        let count = if count == -1 { state.config.default_partitions } else { count };
+        let refused = |e: E, message: String| Err(crate::topics::Refused { code: e.code(), message });
+        let created = if !matches!(topic.replication_factor, -1 | 1) {
+            refused(
+                E::InvalidReplicationFactor,
+                format!("Replication factor: {} larger than available brokers: 1.", topic.replication_factor),
+            )
+        } else if topic.assignments.iter().any(|a| a.broker_ids.iter().any(|b| b.0 != NODE)) {
+            refused(E::InvalidReplicaAssignment, format!("Only broker {NODE} exists."))
+        } else if !topic.configs.is_empty() {
+            refused(E::InvalidConfig, "topic configs are not taken yet: every topic has the server's settings".into())
+        } else {
+            state.topics.create(&state.engine, topic.name.0.as_str(), count, req.validate_only).await
+        };
+        match created {
+            Ok(n) => {
+                r.num_partitions = n;
+                r.replication_factor = 1;
+            }
+            Err(refused) => {
+                r.error_code = refused.code;
+                r.error_message = Some(StrBytes::from_string(refused.message));
+                r.num_partitions = -1;
+                r.replication_factor = -1;
+            }
+        }
+        r.name = topic.name;
+        out.topics.push(r);
+    }
+    out
+}
+
+/// A new producer id with epoch 0 for an idempotent producer. Transactional producers (a
+/// transactional id) are not served yet: INVALID_REQUEST.
+async fn init_producer_id(state: Arc<State>, req: InitProducerIdRequest) -> InitProducerIdResponse {
+    let mut out = InitProducerIdResponse::default();
+    out.producer_id = ProducerId(-1);
+    out.producer_epoch = -1;
+    if req.transactional_id.is_some() {
+        out.error_code = E::InvalidRequest.code();
+        return out;
+    }
+    match state.producer_ids.next() {
+        Ok(id) => {
+            out.producer_id = ProducerId(id);
+            out.producer_epoch = 0;
+        }
+        Err(e) => {
+            eprintln!("seglog serve: allocating a producer id: {e}");
+            out.error_code = E::KafkaStorageError.code();
+        }
+    }
+    out
+}

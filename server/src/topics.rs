@@ -1,0 +1,91 @@
+//! The topics this node serves: their names and partition counts, as the partition directories in
+//! the data directory say, and the creation of new ones through the engine.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use seglog::{Engine, TopicPartition};
+
+/// Topic name -> number of partitions. Creation is serialized by `creating`; lookups take the
+/// map's lock only for the lookup.
+pub(crate) struct Topics {
+    map: Mutex<BTreeMap<String, i32>>,
+    creating: tokio::sync::Mutex<()>,
+}
+
+/// Why a topic was not created: Kafka's error code and message.
+pub(crate) struct Refused {
+    pub(crate) code: i16,
+    pub(crate) message: String,
+}
+
+impl Topics {
+    /// The topics of the partitions the engine opened: a topic's partition count is one past its
+    /// highest partition (Kafka numbers them from 0 without gaps).
+    pub(crate) fn from_engine(engine: &Engine) -> seglog::Result<Topics> {
+        let mut map = BTreeMap::new();
+        for (tp, _, _) in engine.partitions()? {
+            let n = map.entry(tp.topic).or_insert(0);
+            *n = (*n).max(tp.partition + 1);
+        }
+        Ok(Topics { map: Mutex::new(map), creating: tokio::sync::Mutex::new(()) })
+    }
+
+    /// The topic's partition count, if it exists.
+    pub(crate) fn partitions(&self, topic: &str) -> Option<i32> {
+        self.lock().get(topic).copied()
+    }
+
+    /// Every topic with its partition count.
+    pub(crate) fn all(&self) -> Vec<(String, i32)> {
+        self.lock().iter().map(|(t, n)| (t.clone(), *n)).collect()
+    }
+
+    /// Whether `tp` is a partition served here.
+    pub(crate) fn has(&self, tp: &TopicPartition) -> bool {
+        tp.partition >= 0 && self.partitions(&tp.topic).is_some_and(|n| tp.partition < n)
+    }
+
+    /// Creates `topic` with `partitions` partitions, opening each in the engine; an existing
+    /// topic is TOPIC_ALREADY_EXISTS. With `validate_only` only the checks run.
+    pub(crate) async fn create(
+        &self,
+        engine: &Engine,
+        topic: &str,
+        partitions: i32,
+        validate_only: bool,
+    ) -> Result<i32, Refused> {
+        use kafka_protocol::error::ResponseError as E;
+        let refuse = |e: E, message: String| Refused { code: e.code(), message };
+        if let Err(detail) = seglog::format::filename::validate_topic_name(topic) {
+            return Err(refuse(E::InvalidTopicException, detail));
+        }
+        if partitions < 1 {
+            return Err(refuse(
+                E::InvalidPartitions,
+                format!("Number of partitions must be larger than 0, got {partitions}"),
+            ));
+        }
+        let _one_at_a_time = self.creating.lock().await;
+        if self.partitions(topic).is_some() {
+            return Err(refuse(E::TopicAlreadyExists, format!("Topic '{topic}' already exists.")));
+        }
+        if validate_only {
+            return Ok(partitions);
+        }
+        for p in 0..partitions {
+            let tp = TopicPartition::new(topic, p);
+            if let Err(e) = engine.open_partition(&tp, None).await {
+                // The partitions opened so far stay (their directories exist); the topic is
+                // served with them once the rest can be created.
+                return Err(Refused { code: crate::errors::code(&e), message: e.to_string() });
+            }
+        }
+        self.lock().insert(topic.to_string(), partitions);
+        Ok(partitions)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, i32>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

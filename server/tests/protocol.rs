@@ -1,0 +1,292 @@
+//! The server's answers to what real clients do not send: bad batches, unknown topics, versions it
+//! does not serve, malformed and oversized requests. Each must get Kafka's error code (or, where
+//! no answer can be built, a closed connection that leaves the server and its other connections
+//! serving), and a refused produce must leave the data directory byte-identical.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    fetch_request, produce_request, ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse,
+    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use seglog::format::builder::BatchBuilder;
+use seglog_server::{start, Running, ServerConfig};
+
+fn server(dir: &Path, tune: impl FnOnce(&mut ServerConfig)) -> Running {
+    let mut c = ServerConfig::new(dir);
+    c.listen = "127.0.0.1:0".parse().unwrap();
+    c.engine.shards = Some(1);
+    c.engine.pin_threads = false;
+    tune(&mut c);
+    start(c).unwrap()
+}
+
+struct Client {
+    s: TcpStream,
+    corr: i32,
+}
+
+impl Client {
+    fn connect(r: &Running) -> Client {
+        let s = TcpStream::connect(r.local_addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Client { s, corr: 0 }
+    }
+
+    /// Sends a frame as given (size added).
+    fn send_raw(&mut self, body: &[u8]) {
+        let mut f = (body.len() as i32).to_be_bytes().to_vec();
+        f.extend_from_slice(body);
+        self.s.write_all(&f).unwrap();
+    }
+
+    fn request_bytes<T: Encodable>(&mut self, api: ApiKey, version: i16, req: &T) -> Vec<u8> {
+        self.corr += 1;
+        let mut h = RequestHeader::default();
+        h.request_api_key = api as i16;
+        h.request_api_version = version;
+        h.correlation_id = self.corr;
+        h.client_id = Some(StrBytes::from_static_str("protocol-test"));
+        let mut b = BytesMut::new();
+        h.encode(&mut b, api.request_header_version(version)).unwrap();
+        req.encode(&mut b, version).unwrap();
+        b.to_vec()
+    }
+
+    /// The next answer's body (after its header), or `None` when the server closed the connection.
+    fn read_answer(&mut self, api: ApiKey, version: i16) -> Option<Bytes> {
+        let mut size = [0u8; 4];
+        if self.s.read_exact(&mut size).is_err() {
+            return None;
+        }
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.s.read_exact(&mut body).unwrap();
+        let mut b = Bytes::from(body);
+        let h = ResponseHeader::decode(&mut b, api.response_header_version(version)).unwrap();
+        assert_eq!(h.correlation_id, self.corr);
+        Some(b)
+    }
+
+    fn call<T: Encodable, R: Decodable>(&mut self, api: ApiKey, version: i16, req: &T) -> R {
+        let bytes = self.request_bytes(api, version, req);
+        self.send_raw(&bytes);
+        let mut b = self.read_answer(api, version).expect("an answer");
+        let r = R::decode(&mut b, version).unwrap();
+        assert!(!b.has_remaining(), "trailing bytes in the answer");
+        r
+    }
+
+    fn closed(&mut self) -> bool {
+        let mut one = [0u8; 1];
+        matches!(self.s.read(&mut one), Ok(0) | Err(_))
+    }
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+fn metadata(c: &mut Client, topic: &str, auto_create: bool) -> MetadataResponse {
+    let mut t = kafka_protocol::messages::metadata_request::MetadataRequestTopic::default();
+    t.name = Some(name(topic));
+    let mut req = MetadataRequest::default();
+    req.topics = Some(vec![t]);
+    req.allow_auto_topic_creation = auto_create;
+    c.call(ApiKey::Metadata, 12, &req)
+}
+
+fn batch(values: &[&[u8]], base_ts: i64) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    for (i, v) in values.iter().enumerate() {
+        b.push(base_ts + i as i64, None, Some(v), &[]);
+    }
+    b.build().unwrap()
+}
+
+fn produce_req(topic: &str, partition: i32, records: Vec<u8>) -> ProduceRequest {
+    let mut p = produce_request::PartitionProduceData::default();
+    p.index = partition;
+    p.records = Some(Bytes::from(records));
+    let mut t = produce_request::TopicProduceData::default();
+    t.name = name(topic);
+    t.partition_data = vec![p];
+    let mut req = ProduceRequest::default();
+    req.acks = -1;
+    req.timeout_ms = 30_000;
+    req.topic_data = vec![t];
+    req
+}
+
+fn produce(c: &mut Client, topic: &str, partition: i32, records: Vec<u8>) -> (i16, i64) {
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &produce_req(topic, partition, records));
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+fn fetch(c: &mut Client, topic: &str, offset: i64, isolation: i8) -> FetchResponse {
+    let mut p = fetch_request::FetchPartition::default();
+    p.fetch_offset = offset;
+    p.partition_max_bytes = 1 << 20;
+    let mut t = fetch_request::FetchTopic::default();
+    t.topic = name(topic);
+    t.partitions = vec![p];
+    let mut req = FetchRequest::default();
+    req.replica_id = kafka_protocol::messages::BrokerId(-1);
+    req.max_wait_ms = 0;
+    req.min_bytes = 1;
+    req.max_bytes = 1 << 20;
+    req.isolation_level = isolation;
+    req.topics = vec![t];
+    c.call(ApiKey::Fetch, 12, &req)
+}
+
+/// Every file under `dir` with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            for (k, v) in snapshot(&p) {
+                out.insert(format!("{}/{k}", p.file_name().unwrap().to_string_lossy()), v);
+            }
+        } else {
+            out.insert(p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap());
+        }
+    }
+    out
+}
+
+#[test]
+fn api_versions_lists_what_is_served_and_answers_unknown_versions_in_v0() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = server(dir.path(), |_| {});
+    let mut c = Client::connect(&r);
+    let v: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert_eq!(v.error_code, 0);
+    let produce = v.api_keys.iter().find(|k| k.api_key == ApiKey::Produce as i16).unwrap();
+    assert_eq!((produce.min_version, produce.max_version), (3, 9));
+    // A version from the future (a v3 body under a v99 header): Kafka's answer is v0 with
+    // UNSUPPORTED_VERSION and the list.
+    let mut bytes = c.request_bytes(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    bytes[2..4].copy_from_slice(&99i16.to_be_bytes());
+    c.send_raw(&bytes);
+    let mut b = c.read_answer(ApiKey::ApiVersions, 0).unwrap();
+    let v = ApiVersionsResponse::decode(&mut b, 0).unwrap();
+    assert_eq!(v.error_code, 35);
+    assert!(v.api_keys.len() >= 7);
+    r.shutdown().unwrap();
+}
+
+#[test]
+fn produce_and_fetch_keep_the_clients_batches_and_refuse_bad_ones_without_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = server(dir.path(), |c| c.default_partitions = 2);
+    let mut c = Client::connect(&r);
+    // Metadata creates the topic on first use, with the default partition count.
+    let m = metadata(&mut c, "events", true);
+    assert_eq!(m.topics[0].error_code, 0);
+    assert_eq!(m.topics[0].partitions.len(), 2);
+    assert_eq!(m.brokers[0].port as u16, r.local_addr().port());
+    // Not created when the client says not to.
+    assert_eq!(metadata(&mut c, "nope", false).topics[0].error_code, 3);
+
+    let sent = batch(&[b"one", b"two", b"three"], 1_700_000_000_000);
+    assert_eq!(produce(&mut c, "events", 0, sent.clone()), (0, 0));
+    assert_eq!(produce(&mut c, "events", 0, batch(&[b"four"], 1_700_000_000_100)), (0, 3));
+
+    // The fetch returns the client's batch as stored: the same bytes but for the partition
+    // leader epoch the leader writes into it (bytes 12..16, outside the CRC).
+    let f = fetch(&mut c, "events", 0, 0);
+    let p = &f.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset), (0, 4, 4, 0));
+    let got = p.records.as_ref().unwrap();
+    assert_eq!(&got[..12], &sent[..12]);
+    assert_eq!(&got[16..sent.len()], &sent[16..]);
+    assert_eq!(p.aborted_transactions, None, "read uncommitted answers null");
+    assert_eq!(fetch(&mut c, "events", 0, 1).responses[0].partitions[0].aborted_transactions, Some(vec![]));
+    assert_eq!(fetch(&mut c, "events", 99, 0).responses[0].partitions[0].error_code, 1, "OFFSET_OUT_OF_RANGE");
+    assert_eq!(fetch(&mut c, "unknown", 0, 0).responses[0].partitions[0].error_code, 3);
+
+    // Refusals, each leaving every file as it was.
+    let before = snapshot(dir.path());
+    let mut bad_crc = batch(&[b"x"], 1_700_000_000_200);
+    let last = bad_crc.len() - 1;
+    bad_crc[last] ^= 0xff;
+    assert_eq!(produce(&mut c, "events", 0, bad_crc).0, 2, "CORRUPT_MESSAGE");
+    assert_eq!(produce(&mut c, "events", 7, batch(&[b"x"], 0)).0, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    assert_eq!(produce(&mut c, "ghost", 0, batch(&[b"x"], 0)).0, 3);
+    let big = vec![7u8; 1_100_000];
+    assert_eq!(produce(&mut c, "events", 0, batch(&[&big], 1_700_000_000_300)).0, 10, "MESSAGE_TOO_LARGE");
+    assert_eq!(produce(&mut c, "events", 0, b"garbage".to_vec()).0, 2, "a frame that is no batch");
+    assert_eq!(snapshot(dir.path()), before, "a refused produce changed the directory");
+    r.shutdown().unwrap();
+}
+
+#[test]
+fn unparseable_requests_close_only_their_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = server(dir.path(), |c| c.max_request_bytes = 64 << 10);
+    let good = |r: &Running| {
+        let mut c = Client::connect(r);
+        let v: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+        assert_eq!(v.error_code, 0);
+    };
+    // A produce cut in the middle of its body.
+    let mut c = Client::connect(&r);
+    let full = c.request_bytes(ApiKey::Produce, 9, &produce_req("t", 0, batch(&[b"x"], 0)));
+    c.send_raw(&full[..full.len() - 20]);
+    assert!(c.closed());
+    good(&r);
+    // An API key that does not exist, and one not served.
+    for key in [999i16, ApiKey::JoinGroup as i16] {
+        let mut c = Client::connect(&r);
+        let mut b = BytesMut::new();
+        b.put_i16(key);
+        b.put_i16(0);
+        b.put_i32(1);
+        b.put_i16(-1);
+        c.send_raw(&b);
+        assert!(c.closed(), "api key {key}");
+        good(&r);
+    }
+    // A size past max_request_bytes is refused before anything is read; so is a negative one.
+    for size in [(64 << 10) + 1, -5i32] {
+        let mut c = Client::connect(&r);
+        c.s.write_all(&size.to_be_bytes()).unwrap();
+        assert!(c.closed(), "size {size}");
+        good(&r);
+    }
+    // Three bytes of a frame, then nothing: the server is not stuck on it.
+    let mut stuck = Client::connect(&r);
+    stuck.s.write_all(&[0, 0, 0]).unwrap();
+    good(&r);
+    r.shutdown().unwrap();
+}
+
+#[test]
+fn topics_and_high_watermarks_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = server(dir.path(), |_| {});
+    let mut c = Client::connect(&r);
+    metadata(&mut c, "kept", true);
+    assert_eq!(produce(&mut c, "kept", 0, batch(&[b"a", b"b"], 1_700_000_000_000)), (0, 0));
+    drop(c);
+    r.shutdown().unwrap();
+    assert!(dir.path().join(".kafka_cleanshutdown").exists());
+
+    let r = server(dir.path(), |c| c.auto_create_topics = false);
+    let mut c = Client::connect(&r);
+    let m = metadata(&mut c, "kept", true);
+    assert_eq!((m.topics[0].error_code, m.topics[0].partitions.len()), (0, 1));
+    // The high watermark is the log end again: what was acknowledged is readable.
+    let f = fetch(&mut c, "kept", 0, 0);
+    assert_eq!(f.responses[0].partitions[0].high_watermark, 2);
+    assert_eq!(produce(&mut c, "kept", 0, batch(&[b"c"], 1_700_000_000_010)), (0, 2));
+    r.shutdown().unwrap();
+}
