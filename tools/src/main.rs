@@ -19,6 +19,7 @@ mod overlay;
 mod progress;
 mod rebuild_index;
 mod recover;
+mod serve;
 mod sidecar;
 mod stats;
 mod txncheck;
@@ -75,6 +76,9 @@ enum Command {
     /// Run offline exactly what opening the engine runs on a log directory (crash recovery from
     /// the recovery points, torn tails cut, indexes rebuilt, leftovers removed) and print it.
     Recover(recover::Args),
+    /// Serve the data directory to Kafka clients over Kafka's wire protocol (one node: produce,
+    /// fetch, list offsets, metadata, create topics, idempotent producers).
+    Serve(serve::Args),
     /// The workload benchmark: produce, tail, catch-up, seek, time lookups, mixed and recovery
     /// through the engine, each beside fio on the same disk and the reference designs (Kafka's
     /// page cache + mmap index, the commitlog crate); `--profile quick` runs in under a minute.
@@ -97,6 +101,7 @@ fn main() -> ExitCode {
         Command::RebuildIndex(a) => rebuild_index::run(a),
         Command::Capacity(a) => capacity::run(a),
         Command::Recover(a) => recover::run(a),
+        Command::Serve(a) => serve::run(a),
         Command::Bench(a) => bench::run(*a),
     };
     match r {

@@ -8,7 +8,7 @@ use common::*;
 fn every_subcommand_documents_flags_and_exit_codes() {
     let top = seglog(["--help"]);
     assert_eq!(top.code, 0);
-    for sub in ["demo", "dump", "verify", "index-report", "rebuild-index", "capacity"] {
+    for sub in ["demo", "dump", "verify", "index-report", "rebuild-index", "capacity", "serve"] {
         assert!(top.stdout.contains(sub), "{sub} missing from --help");
     }
     assert!(top.stdout.contains("Exit codes:"));
@@ -26,6 +26,20 @@ fn every_subcommand_documents_flags_and_exit_codes() {
             ][..],
         ),
         ("verify", &["--deep", "--json", "--quiet", "--all"][..]),
+        (
+            "serve",
+            &[
+                "--dir",
+                "--listen",
+                "--io-mode",
+                "--shards",
+                "--partitions",
+                "--durability",
+                "--no-auto-create",
+                "--max-request-bytes",
+                "--max-connections",
+            ][..],
+        ),
         ("index-report", &["--interval", "--plot", "--every", "--json"][..]),
         ("rebuild-index", &["--index-interval-bytes", "--write", "--strict-flavour", "--json"][..]),
         (

@@ -1,0 +1,63 @@
+//! `seglog serve`: Kafka's wire protocol over the engine, for unmodified Kafka clients (the
+//! server lives in the seglog-server crate; docs/server.md).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use seglog::{Durability, IoMode};
+
+/// Serve a data directory to Kafka clients until Ctrl-C or SIGTERM, which stop it cleanly: every
+/// partition closed, the checkpoints and the clean-shutdown marker written (exit code 0).
+/// docs/server.md lists the APIs and versions served.
+#[derive(Parser, Debug)]
+#[command(after_help = crate::EXIT_CODES)]
+pub struct Args {
+    /// The data directory (Kafka's log.dirs): created if missing; its partitions are served.
+    #[arg(long)]
+    dir: PathBuf,
+    /// Address to listen on (loopback by default; port 0 picks a free one, printed at start).
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    listen: SocketAddr,
+    /// I/O mode: direct (O_DIRECT + io_uring), buffered (page cache + io_uring) or sync.
+    #[arg(long, default_value = "direct")]
+    io_mode: IoMode,
+    /// Engine shards (default: one per core the process may run on).
+    #[arg(long)]
+    shards: Option<usize>,
+    /// Partitions of a topic created on first use or without a count (Kafka's num.partitions).
+    #[arg(long, default_value_t = 1)]
+    partitions: i32,
+    /// When an append is acknowledged: `none` (Kafka's default: once the kernel has it) or
+    /// `every-batch` (after an fdatasync covering it).
+    #[arg(long, default_value = "none", value_parser = ["none", "every-batch"])]
+    durability: String,
+    /// Do not create topics on first use (Kafka's auto.create.topics.enable=false).
+    #[arg(long)]
+    no_auto_create: bool,
+    /// The largest request taken, in bytes (Kafka's socket.request.max.bytes).
+    #[arg(long, default_value_t = seglog_server::DEFAULT_MAX_REQUEST_BYTES)]
+    max_request_bytes: usize,
+    /// Connections served at once.
+    #[arg(long, default_value_t = seglog_server::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+}
+
+pub fn run(a: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let mut config = seglog_server::ServerConfig::new(&a.dir);
+    config.listen = a.listen;
+    config.engine.io_mode = a.io_mode;
+    config.engine.shards = a.shards;
+    config.engine.durability = if a.durability == "every-batch" { Durability::EveryBatch } else { Durability::None };
+    config.default_partitions = a.partitions;
+    config.auto_create_topics = !a.no_auto_create;
+    config.max_request_bytes = a.max_request_bytes;
+    config.max_connections = a.max_connections;
+    let running = seglog_server::start(config)?;
+    // One line a script can wait for: the address and the I/O mode running.
+    println!("seglog serve: listening on {} (data {})", running.local_addr(), a.dir.display());
+    running.wait_for_signal()?;
+    println!("seglog serve: stopped cleanly");
+    Ok(ExitCode::SUCCESS)
+}
