@@ -164,3 +164,61 @@ fn bad_settings_are_refused_by_name_before_anything_is_created() {
         assert!(!data.exists(), "{setting}: a refused config created the data directory");
     }
 }
+
+/// Kafka's topic deletion: the partition's directory goes, no checkpoint names it again, and a
+/// partition of the same name made later starts empty at offset 0, even one whose old log start
+/// the startup checkpoint still held. A deletion a crash interrupted (the renamed `-delete`
+/// directory) is finished at the next start; a symbolic link under that name is left alone.
+#[test]
+fn deleted_partitions_are_gone_from_disk_and_checkpoints_and_come_back_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let (keep, gone) = (TopicPartition::new("keep", 0), TopicPartition::new("gone", 0));
+    let engine = Engine::open(config(dir.path())).unwrap();
+    for tp in [&keep, &gone] {
+        engine.open_partition(tp, None).wait().unwrap();
+        for i in 0..30 {
+            engine.append(tp, batch(i), 0).wait().unwrap();
+        }
+    }
+    // A log start above 0, which the startup checkpoint of the next run will hold.
+    engine
+        .with_log(&gone, |l| {
+            l.set_high_watermark(30);
+            l.delete_records(12).map(|_| ())
+        })
+        .wait()
+        .unwrap();
+    engine.shutdown().unwrap();
+    assert!(read_checkpoint(dir.path(), "log-start-offset-checkpoint").iter().any(|e| e.0 == "gone" && e.2 == 12));
+
+    let engine = Engine::open(config(dir.path())).unwrap();
+    engine.delete_partition(&gone).wait().unwrap();
+    assert!(!dir.path().join("gone-0").exists());
+    let names: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!names.iter().any(|n| n.starts_with("gone")), "{names:?}");
+    assert!(matches!(engine.delete_partition(&gone).wait(), Err(seglog::Error::UnknownPartition { .. })));
+    engine.checkpoint().unwrap();
+    for file in ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint"] {
+        assert!(read_checkpoint(dir.path(), file).iter().all(|e| e.0 != "gone"), "{file}");
+    }
+    // Made again in the same run: empty, from offset 0 (not the old log start of 12).
+    engine.open_partition(&gone, None).wait().unwrap();
+    assert_eq!(engine.append(&gone, batch(0), 0).wait().unwrap().first_offset, 0);
+    assert_eq!(engine.partitions().unwrap().iter().find(|p| p.0 == gone).map(|p| (p.1, p.2)), Some((0, 3)));
+    engine.shutdown().unwrap();
+
+    // A deletion cut short after its rename: finished by the next start. A symbolic link with
+    // such a name is not followed (the directory it points to keeps its files).
+    let leftover = dir.path().join(format!("keep-0.{}-delete", "ab".repeat(16)));
+    std::fs::rename(dir.path().join("keep-0"), &leftover).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("precious"), b"x").unwrap();
+    let link = dir.path().join(format!("other-0.{}-delete", "cd".repeat(16)));
+    std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+    let engine = Engine::open(config(dir.path())).unwrap();
+    assert!(!leftover.exists());
+    assert!(outside.path().join("precious").exists());
+    assert!(engine.partitions().unwrap().iter().all(|p| p.0 != keep));
+    engine.shutdown().unwrap();
+}

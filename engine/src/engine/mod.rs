@@ -91,6 +91,8 @@ pub struct Engine {
     storage: Arc<dyn Storage>,
     startup: Startup,
     load_reports: Vec<(TopicPartition, crate::log::LoadReport)>,
+    /// Partitions deleted in this run ([`Engine::delete_partition`]).
+    forgotten: std::sync::Mutex<std::collections::BTreeSet<(String, i32)>>,
     resources: Vec<crate::segment::SegmentResources>,
     /// Kafka's `.lock` of the data directory, held from before anything in it is read until the
     /// engine is dropped (each open log holds a clone too).
@@ -160,6 +162,7 @@ impl Engine {
             storage,
             startup,
             load_reports: Vec::new(),
+            forgotten: Default::default(),
             resources,
             _dir_lock: dir_lock,
         };
@@ -189,6 +192,15 @@ impl Engine {
         let mut names = self.storage.list_dir(&self.config.data_dir)?;
         names.sort();
         for name in names {
+            if filename::is_deleted_partition_dir(&name) {
+                // A deletion a crash interrupted (Kafka's LogManager removes these at start too);
+                // anything but a real directory under that name is left alone.
+                let path = self.config.data_dir.join(&name);
+                if crate::io::check_real_dir(&path).is_ok() {
+                    remove_partition_dir(&*self.storage, &path)?;
+                }
+                continue;
+            }
             let Some((topic, partition)) = filename::parse_partition_dir(&name) else { continue };
             if !self.storage.is_dir(&self.config.data_dir.join(&name)) {
                 continue;
@@ -302,12 +314,14 @@ impl Engine {
             return Completion::ready(Err(Error::InvalidConfig(format!("negative partition {}", tp.partition))));
         }
         let key = (tp.topic.clone(), tp.partition);
-        let recovery = if self.startup.clean {
+        // A partition deleted in this run is new: what the files said at startup is not its.
+        let deleted = self.forgotten.lock().unwrap_or_else(|p| p.into_inner()).contains(&key);
+        let recovery = if self.startup.clean || deleted {
             crate::log::Recovery::Clean
         } else {
             crate::log::Recovery::FromRecoveryPoint(self.startup.recovery_points.get(&key).copied().unwrap_or(0))
         };
-        let log_start_offset = self.startup.log_starts.get(&key).copied();
+        let log_start_offset = if deleted { None } else { self.startup.log_starts.get(&key).copied() };
         let tp = tp.clone();
         self.call(self.shard_of(&tp), |done| {
             Request::Open(request::OpenRequest { tp, config, recovery, log_start_offset }, done)
@@ -321,6 +335,18 @@ impl Engine {
     pub fn close_partition(&self, tp: &TopicPartition) -> Completion<()> {
         let tp = tp.clone();
         self.call(self.shard_of(&tp), |done| Request::Close { tp, done })
+    }
+
+    /// Deletes a partition, as Kafka deletes a topic's: closes it if open (its waiting appends
+    /// settled first), forgets it (no checkpoint names it again, and a partition of the same name
+    /// opened later starts empty from offset 0), renames its directory to
+    /// `<topic>-<partition>.<unique>-delete` durably, then removes it. A crash in between leaves
+    /// that directory, which the next [`Engine::open`] removes. Deleting a partition that is
+    /// neither open nor on disk is [`Error::UnknownPartition`].
+    pub fn delete_partition(&self, tp: &TopicPartition) -> Completion<()> {
+        self.forgotten.lock().unwrap_or_else(|p| p.into_inner()).insert((tp.topic.clone(), tp.partition));
+        let tp = tp.clone();
+        self.call(self.shard_of(&tp), |done| Request::Delete { tp, done })
     }
 
     /// Every partition in the failed state (a write or fsync failed: it refuses appends until it
@@ -484,6 +510,17 @@ impl Engine {
         let text = crate::format::checkpoint::CleanShutdown { broker_epoch: Some(-1) }.serialize();
         self.storage.write_file_atomic(&marker, text.as_bytes())
     }
+}
+
+/// Removes a deleted partition's directory and the files in it. Nothing is followed: a
+/// symbolic link in the directory's place is refused, one inside it is unlinked (not what it
+/// points to), and a subdirectory (a partition has none) stops the removal with an error naming it.
+pub(crate) fn remove_partition_dir(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    crate::io::check_real_dir(dir)?;
+    for name in storage.list_dir(dir)? {
+        storage.remove_file(&dir.join(name))?;
+    }
+    storage.remove_dir(dir)
 }
 
 /// Each shard's index memory and descriptors: its share of the index budget and of the open

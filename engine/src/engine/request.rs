@@ -33,6 +33,12 @@ pub(crate) enum Request {
         tp: TopicPartition,
         done: crate::completion::Completer<()>,
     },
+    /// Closes one partition, forgets it, and removes its directory
+    /// ([`super::Engine::delete_partition`]).
+    Delete {
+        tp: TopicPartition,
+        done: crate::completion::Completer<()>,
+    },
     /// Every failed partition with the reason.
     Failed {
         done: crate::completion::Completer<Vec<(TopicPartition, String)>>,

@@ -453,6 +453,7 @@ impl Shard {
                     self.open_group(group);
                 }
                 Request::Close { tp, done } => done.complete(self.close(&tp)),
+                Request::Delete { tp, done } => done.complete(self.delete(&tp)),
                 Request::Failed { done } => {
                     let v = self
                         .logs
@@ -1057,6 +1058,32 @@ impl Shard {
         r
     }
 
+    /// Deletes `tp` (see [`super::Engine::delete_partition`]): closed if open, forgotten (no
+    /// checkpoint names it again), its directory renamed `<dir>.<unique>-delete` (durably, so a
+    /// crash leaves a directory the next start removes, never a half-deleted partition), then
+    /// removed.
+    fn delete(&mut self, tp: &TopicPartition) -> Result<()> {
+        let dir = self.data_dir.join(tp.dir_name());
+        if self.logs.contains_key(tp) {
+            // Its appends are settled (acknowledged or failed) by the close.
+            self.close(tp)?;
+        } else if !self.closed.contains_key(tp) && !self.storage.is_dir(&dir) {
+            return Err(unknown(tp));
+        }
+        self.closed.remove(tp);
+        if !self.storage.is_dir(&dir) {
+            return Ok(());
+        }
+        // A symbolic link where the directory was is refused, not followed.
+        crate::io::check_real_dir(&dir)?;
+        let gone = self
+            .data_dir
+            .join(crate::format::filename::deleted_partition_dir_name(tp.dir_name().as_str(), &unique_id()));
+        self.storage.rename(&dir, &gone)?;
+        self.storage.sync_dir(&self.data_dir)?;
+        super::remove_partition_dir(&*self.storage, &gone)
+    }
+
     fn snapshot_stats(&self) -> ShardStats {
         let io = crate::io::thread_stats();
         let mut s = self.stats.clone();
@@ -1213,6 +1240,15 @@ fn in_parallel<T: Send, R: Send>(
             crate::io::add_thread_stats(io);
         }
     });
+}
+
+/// 32 hex digits, unique within this process and (by the clock and process id) across runs: the
+/// `<unique>` of a deleted partition's directory name, where Kafka puts a UUID.
+fn unique_id() -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{nanos:016x}{:08x}{n:08x}", std::process::id())
 }
 
 fn unknown(tp: &TopicPartition) -> Error {

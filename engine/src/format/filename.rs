@@ -252,6 +252,21 @@ pub fn parse_partition_dir(name: &str) -> Option<(String, i32)> {
     Some((topic.to_owned(), partition))
 }
 
+/// `<partition dir>.<unique>-delete`: what a deleted partition's directory is renamed to before
+/// it is removed (Kafka puts a UUID's 32 hex digits in `<unique>`).
+pub fn deleted_partition_dir_name(partition_dir: &str, unique: &str) -> String {
+    format!("{partition_dir}.{unique}{DELETE_DIR_SUFFIX}")
+}
+
+/// Whether `name` is a deleted partition's directory, `<topic>-<partition>.<32 hex>-delete`
+/// (Kafka's `DeleteDirPattern`), which a start removes.
+pub fn is_deleted_partition_dir(name: &str) -> bool {
+    let Some((tp, unique)) = name.strip_suffix(DELETE_DIR_SUFFIX).and_then(|stem| stem.rsplit_once('.')) else {
+        return false;
+    };
+    unique.len() == 32 && unique.bytes().all(|b| b.is_ascii_hexdigit()) && parse_partition_dir(tp).is_some()
+}
+
 /// `<topic>-<partition>`, the directory Kafka keeps a partition's segments in.
 pub fn partition_dir_name(topic: &str, partition: i32) -> String {
     format!("{topic}-{partition}")

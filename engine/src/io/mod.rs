@@ -237,6 +237,16 @@ pub(crate) fn read_up_to<F: IoFile + ?Sized>(
     Ok(got)
 }
 
+/// `Ok` when `path` is a directory itself, not a symbolic link to one: for removing a directory's
+/// files without following a link out of the data directory.
+pub(crate) fn check_real_dir(path: &Path) -> Result<()> {
+    let m = std::fs::symlink_metadata(path).map_err(|e| crate::Error::io("lstat", path, e))?;
+    if m.file_type().is_dir() {
+        return Ok(());
+    }
+    Err(crate::Error::NotRegular { path: path.to_path_buf(), what: std_backend::file_type_name(m.file_type()) })
+}
+
 /// One open file. Positions are absolute; there is no cursor.
 // `len` is a fallible syscall here, not a collection size, so an `is_empty` would mislead.
 #[allow(clippy::len_without_is_empty)]
@@ -352,6 +362,11 @@ pub trait Storage: Send + Sync + Debug {
     fn list_dir(&self, path: &Path) -> Result<Vec<String>>;
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     fn remove_file(&self, path: &Path) -> Result<()>;
+    /// Removes an empty directory ([`crate::Engine::delete_partition`]). The default refuses:
+    /// a backend without it cannot delete partitions.
+    fn remove_dir(&self, path: &Path) -> Result<()> {
+        Err(crate::Error::io("rmdir", path, std::io::Error::from(std::io::ErrorKind::Unsupported)))
+    }
     /// Takes the lock `kind` on `path` (see [`lock`]): `Ok(None)` when there is nothing to lock
     /// (a shared lock on a log directory without `.lock`). A lock someone else holds is
     /// [`crate::Error::Locked`], naming the holder where the kernel says.

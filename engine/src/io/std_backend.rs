@@ -137,6 +137,9 @@ impl Storage for StdStorage {
     fn remove_file(&self, path: &Path) -> Result<()> {
         std::fs::remove_file(path).map_err(|e| Error::io("unlink", path, e))
     }
+    fn remove_dir(&self, path: &Path) -> Result<()> {
+        std::fs::remove_dir(path).map_err(|e| Error::io("rmdir", path, e))
+    }
     fn sync_dir(&self, path: &Path) -> Result<()> {
         let d = File::open(path).map_err(|e| Error::io("open", path, e))?;
         d.sync_all().map_err(|e| Error::io("fsync", path, e))

@@ -561,6 +561,9 @@ impl Storage for UringStorage {
         r.and_then(|r| r).map(|_| ()).map_err(|e| Error::io("rename", from, e))
     }
 
+    fn remove_dir(&self, path: &Path) -> Result<()> {
+        std::fs::remove_dir(path).map_err(|e| Error::io("rmdir", path, e))
+    }
     fn remove_file(&self, path: &Path) -> Result<()> {
         if !caps().unlinkat {
             return std::fs::remove_file(path).map_err(|e| Error::io("unlink", path, e));
