@@ -25,7 +25,8 @@ const MAX_IN_FLIGHT: usize = 64;
 /// could not be answered and closes the connection).
 pub(crate) enum Answer {
     Now(Option<Bytes>),
-    Later(tokio::task::JoinHandle<Option<Bytes>>),
+    /// A task's answer; an error closes the connection (an answer that could not be encoded).
+    Later(tokio::task::JoinHandle<Result<Option<Bytes>, String>>),
     /// Write what came before, then close: the request could not be parsed, so no answer in its
     /// format can be built (Kafka closes the connection too).
     Close(String),
@@ -79,7 +80,7 @@ async fn serve(stream: TcpStream, state: Arc<State>) -> Result<(), String> {
         while let Some(answer) = rx.recv().await {
             let frame = match answer {
                 Answer::Now(f) => f,
-                Answer::Later(h) => h.await.map_err(|e| format!("a request's handler failed: {e}"))?,
+                Answer::Later(h) => h.await.map_err(|e| format!("a request's handler failed: {e}"))??,
                 Answer::Close(why) => return Err(why),
             };
             if let Some(frame) = frame {
@@ -93,7 +94,12 @@ async fn serve(stream: TcpStream, state: Arc<State>) -> Result<(), String> {
         loop {
             let size = match rd.read_i32().await {
                 Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                // The client went away: the usual end of a connection.
+                Err(e)
+                    if matches!(e.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset) =>
+                {
+                    return Ok(())
+                }
                 Err(e) => return Err(format!("read: {e}")),
             };
             // Kafka's InvalidReceiveException: the size alone says the frame is unacceptable.

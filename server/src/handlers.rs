@@ -9,11 +9,13 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError as E;
 use kafka_protocol::messages::{
-    api_versions_response, create_topics_response, fetch_response, list_offsets_response, metadata_response,
-    produce_response, ApiKey, ApiVersionsResponse, BrokerId, CreateTopicsRequest, CreateTopicsResponse, FetchRequest,
-    FetchResponse, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
-    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, ProducerId, RequestHeader, ResponseHeader,
-    TopicName,
+    add_partitions_to_txn_response, api_versions_response, create_topics_response, delete_topics_response,
+    fetch_response, find_coordinator_response, list_offsets_response, metadata_response, produce_response,
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, ApiVersionsResponse, BrokerId, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, EndTxnRequest, EndTxnResponse, FetchRequest,
+    FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
+    ProducerId, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use seglog::log::{FetchIsolation, ListOffset};
@@ -31,7 +33,11 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Metadata, 0, 12),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 5),
     (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
 ];
 
 /// This node's id: the leader and only replica of every partition.
@@ -75,7 +81,7 @@ pub(crate) fn dispatch(state: &Arc<State>, mut frame: Bytes) -> Answer {
         },
         ApiKey::Fetch => later::<FetchRequest, _, _>(frame, api, version, corr, move |r| fetch(state, r)),
         ApiKey::ListOffsets => {
-            later::<ListOffsetsRequest, _, _>(frame, api, version, corr, move |r| list_offsets(state, r))
+            later::<ListOffsetsRequest, _, _>(frame, api, version, corr, move |r| list_offsets(state, r, version))
         }
         ApiKey::Metadata => {
             later::<MetadataRequest, _, _>(frame, api, version, corr, move |r| metadata(state, r, version))
@@ -83,9 +89,19 @@ pub(crate) fn dispatch(state: &Arc<State>, mut frame: Bytes) -> Answer {
         ApiKey::CreateTopics => {
             later::<CreateTopicsRequest, _, _>(frame, api, version, corr, move |r| create_topics(state, r))
         }
+        ApiKey::DeleteTopics => {
+            later::<DeleteTopicsRequest, _, _>(frame, api, version, corr, move |r| delete_topics(state, r))
+        }
         ApiKey::InitProducerId => {
             later::<InitProducerIdRequest, _, _>(frame, api, version, corr, move |r| init_producer_id(state, r))
         }
+        ApiKey::FindCoordinator => later::<FindCoordinatorRequest, _, _>(frame, api, version, corr, move |r| {
+            find_coordinator(state, r, version)
+        }),
+        ApiKey::AddPartitionsToTxn => {
+            later::<AddPartitionsToTxnRequest, _, _>(frame, api, version, corr, move |r| add_partitions(state, r))
+        }
+        ApiKey::EndTxn => later::<EndTxnRequest, _, _>(frame, api, version, corr, move |r| end_txn(state, r)),
         _ => Answer::Close(format!("{api:?} has no handler")),
     }
 }
@@ -107,7 +123,11 @@ where
         Err(why) => return Answer::Close(why),
     };
     let fut = work(req);
-    Answer::Later(tokio::spawn(async move { encode(api, version, corr, &fut.await) }))
+    Answer::Later(tokio::spawn(async move {
+        encode(api, version, corr, &fut.await)
+            .map(Some)
+            .ok_or_else(|| format!("{api:?} v{version}: the answer could not be encoded"))
+    }))
 }
 
 fn answer<T: Encodable>(api: ApiKey, version: i16, corr: i32, body: &T) -> Answer {
@@ -166,6 +186,10 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
             let tp = TopicPartition::new(topic.name.0.as_str(), p.index);
             let r = match p.records {
                 _ if !state.topics.has(&tp) => Err((E::UnknownTopicOrPartition.code(), None)),
+                // Kafka: clients do not append to internal topics.
+                _ if tp.topic == crate::TXN_TOPIC => {
+                    Err((E::InvalidTopicException.code(), Some("the coordinator's own topic".to_string())))
+                }
                 None => Err((E::InvalidRecord.code(), Some("no records".to_string()))),
                 Some(records) => Ok(state.engine.append(&tp, records.to_vec(), LEADER_EPOCH)),
             };
@@ -207,9 +231,11 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
         }
         state.appended.notify_waiters();
         if acks == 0 {
-            return None;
+            return Ok(None);
         }
         encode(ApiKey::Produce, version, corr, &out)
+            .map(Some)
+            .ok_or_else(|| format!("Produce v{version}: the answer could not be encoded"))
     });
     Answer::Later(task)
 }
@@ -310,7 +336,7 @@ async fn fetch_once(state: &State, req: &FetchRequest, isolation: FetchIsolation
     (out, total, failed)
 }
 
-async fn list_offsets(state: Arc<State>, req: ListOffsetsRequest) -> ListOffsetsResponse {
+async fn list_offsets(state: Arc<State>, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let isolation = if req.isolation_level == 1 { FetchIsolation::TxnCommitted } else { FetchIsolation::HighWatermark };
     let mut out = ListOffsetsResponse::default();
     for topic in req.topics {
@@ -336,7 +362,10 @@ async fn list_offsets(state: Arc<State>, req: ListOffsetsRequest) -> ListOffsets
                     Ok(Some(found)) => {
                         r.timestamp = found.timestamp;
                         r.offset = found.offset;
-                        r.leader_epoch = found.leader_epoch.unwrap_or(-1);
+                        // From v4 (earlier versions have no field for it).
+                        if version >= 4 {
+                            r.leader_epoch = found.leader_epoch.unwrap_or(-1);
+                        }
                     }
                     // Nothing at or after the timestamp: offset -1 (Kafka's answer).
                     Ok(None) => {}
@@ -450,14 +479,35 @@ async fn create_topics(state: Arc<State>, req: CreateTopicsRequest) -> CreateTop
     out
 }
 
-/// A new producer id with epoch 0 for an idempotent producer. Transactional producers (a
-/// transactional id) are not served yet: INVALID_REQUEST.
+async fn delete_topics(state: Arc<State>, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let mut out = DeleteTopicsResponse::default();
+    for topic in req.topic_names {
+        let mut r = delete_topics_response::DeletableTopicResult::default();
+        if let Err(refused) = state.topics.delete(&state.engine, topic.0.as_str()).await {
+            r.error_code = refused.code;
+            r.error_message = Some(StrBytes::from_string(refused.message));
+        }
+        r.name = Some(topic);
+        out.responses.push(r);
+    }
+    out
+}
+
+/// A new producer id with epoch 0 for an idempotent producer; for a transactional id, the
+/// coordinator's answer ([`crate::txn::Coordinator::init_producer_id`]).
 async fn init_producer_id(state: Arc<State>, req: InitProducerIdRequest) -> InitProducerIdResponse {
     let mut out = InitProducerIdResponse::default();
     out.producer_id = ProducerId(-1);
     out.producer_epoch = -1;
-    if req.transactional_id.is_some() {
-        out.error_code = E::InvalidRequest.code();
+    if let Some(id) = &req.transactional_id {
+        let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
+        match state.coordinator.init_producer_id(&state, id.0.as_str(), req.transaction_timeout_ms, expected).await {
+            Ok((pid, epoch)) => {
+                out.producer_id = ProducerId(pid);
+                out.producer_epoch = epoch;
+            }
+            Err(code) => out.error_code = code,
+        }
         return out;
     }
     match state.producer_ids.next() {
@@ -469,6 +519,80 @@ async fn init_producer_id(state: Arc<State>, req: InitProducerIdRequest) -> Init
             eprintln!("seglog serve: allocating a producer id: {e}");
             out.error_code = E::KafkaStorageError.code();
         }
+    }
+    out
+}
+
+/// This node for the transaction coordinator; consumer groups are not served
+/// (COORDINATOR_NOT_AVAILABLE with a message).
+async fn find_coordinator(state: Arc<State>, req: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
+    let (error_code, message) = match req.key_type {
+        1 => (0, None),
+        0 => (E::CoordinatorNotAvailable.code(), Some("consumer groups are not served by seglog serve")),
+        _ => (E::InvalidRequest.code(), Some("unknown key type")),
+    };
+    let node = if error_code == 0 { NODE } else { -1 };
+    let host = if error_code == 0 { state.advertised.0.clone() } else { String::new() };
+    let port = if error_code == 0 { state.advertised.1 } else { -1 };
+    let mut out = FindCoordinatorResponse::default();
+    // v0-3 answer one key at the top level; v4 a list for the keys asked.
+    if version < 4 {
+        out.error_code = error_code;
+        out.error_message = message.map(StrBytes::from_static_str);
+        out.node_id = BrokerId(node);
+        out.host = StrBytes::from_string(host);
+        out.port = port;
+        return out;
+    }
+    out.coordinators = req
+        .coordinator_keys
+        .into_iter()
+        .map(|key| {
+            let mut c = find_coordinator_response::Coordinator::default();
+            c.key = key;
+            c.node_id = BrokerId(node);
+            c.host = StrBytes::from_string(host.clone());
+            c.port = port;
+            c.error_code = error_code;
+            c.error_message = message.map(StrBytes::from_static_str);
+            c
+        })
+        .collect();
+    out
+}
+
+async fn add_partitions(state: Arc<State>, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse {
+    let wanted: Vec<TopicPartition> = req
+        .v3_and_below_topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| TopicPartition::new(t.name.0.as_str(), *p)))
+        .collect();
+    let producer = (req.v3_and_below_producer_id.0, req.v3_and_below_producer_epoch);
+    let id = req.v3_and_below_transactional_id.0.as_str();
+    let mut codes = state.coordinator.add_partitions(&state, id, producer, &wanted).await.into_iter();
+    let mut out = AddPartitionsToTxnResponse::default();
+    for t in req.v3_and_below_topics {
+        let mut r = add_partitions_to_txn_response::AddPartitionsToTxnTopicResult::default();
+        for p in t.partitions {
+            let mut x = add_partitions_to_txn_response::AddPartitionsToTxnPartitionResult::default();
+            x.partition_index = p;
+            x.partition_error_code = codes.next().unwrap_or(E::UnknownServerError.code());
+            r.results_by_partition.push(x);
+        }
+        r.name = t.name;
+        out.results_by_topic_v3_and_below.push(r);
+    }
+    out
+}
+
+async fn end_txn(state: Arc<State>, req: EndTxnRequest) -> EndTxnResponse {
+    let producer = (req.producer_id.0, req.producer_epoch);
+    let r = state.coordinator.end_txn(&state, req.transactional_id.0.as_str(), producer, req.committed).await;
+    let mut out = EndTxnResponse::default();
+    out.producer_id = ProducerId(-1);
+    out.producer_epoch = -1;
+    if let Err(code) = r {
+        out.error_code = code;
     }
     out
 }

@@ -20,6 +20,10 @@ mod errors;
 mod handlers;
 mod producer_ids;
 mod topics;
+mod txn;
+
+pub use producer_ids::PRODUCER_IDS_FILE;
+pub use txn::TXN_TOPIC;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,6 +35,10 @@ use seglog::{Engine, EngineConfig};
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 * 1024 * 1024;
 /// Connections served at once; one more is accepted and closed at once.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
+/// How often transactions open past their timeout are looked for and aborted (Kafka's
+/// `transaction.abort.timed.out.transaction.cleanup.interval.ms` is 10 s).
+const TXN_TIMEOUT_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What `seglog serve` runs with.
 #[derive(Clone, Debug)]
@@ -97,6 +105,7 @@ pub(crate) struct State {
     pub(crate) engine: Engine,
     pub(crate) topics: topics::Topics,
     pub(crate) producer_ids: producer_ids::ProducerIds,
+    pub(crate) coordinator: txn::Coordinator,
     /// Woken whenever an append is acknowledged: fetches waiting for `min_bytes` look again.
     pub(crate) appended: tokio::sync::Notify,
     /// The host and port given to clients in Metadata (the address listened on).
@@ -126,8 +135,7 @@ impl Running {
         self.join()
     }
 
-    /// Runs until SIGINT or SIGTERM (or [`Running::shutdown`] from elsewhere is impossible: this
-    /// takes the handle), then shuts down as [`Running::shutdown`] does.
+    /// Serves until SIGINT or SIGTERM, then shuts down as [`Running::shutdown`] does.
     pub fn wait_for_signal(mut self) -> Result<()> {
         let stop = self.stop.take();
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -183,11 +191,14 @@ pub fn start(mut config: ServerConfig) -> Result<Running> {
     listener.set_nonblocking(true).map_err(|source| ServerError::Io { what: "listener".into(), source })?;
     let producer_ids = producer_ids::ProducerIds::open(&config.engine.data_dir)?;
     let engine = Engine::open(config.engine.clone())?;
+    // The coordinator's state partition first: it is a topic like the others.
+    let coordinator = txn::Coordinator::load(&engine)?;
     let topics = topics::Topics::from_engine(&engine)?;
     let state = Arc::new(State {
         engine,
         topics,
         producer_ids,
+        coordinator,
         appended: tokio::sync::Notify::new(),
         advertised: (addr.ip().to_string(), addr.port() as i32),
         config,
@@ -202,7 +213,19 @@ pub fn start(mut config: ServerConfig) -> Result<Running> {
     let thread = std::thread::Builder::new()
         .name("seglog-serve".into())
         .spawn(move || {
-            let served = runtime.block_on(conn::accept_loop(listener, state.clone(), stop_rx));
+            let served = runtime.block_on(async {
+                // Transactions a stop left between decision and markers are finished first.
+                state.coordinator.recover(&state).await;
+                let timer = state.clone();
+                tokio::spawn(async move {
+                    let mut every = tokio::time::interval(TXN_TIMEOUT_CHECK);
+                    loop {
+                        every.tick().await;
+                        timer.coordinator.abort_timed_out(&timer).await;
+                    }
+                });
+                conn::accept_loop(listener, state.clone(), stop_rx).await
+            });
             // Every connection task goes with the runtime, and with them their handles on the state.
             drop(runtime);
             let state =

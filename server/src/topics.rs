@@ -85,6 +85,32 @@ impl Topics {
         Ok(partitions)
     }
 
+    /// Deletes `topic` and every partition of it (their directories removed through
+    /// [`Engine::delete_partition`]).
+    pub(crate) async fn delete(&self, engine: &Engine, topic: &str) -> Result<(), Refused> {
+        use kafka_protocol::error::ResponseError as E;
+        if topic == crate::TXN_TOPIC {
+            return Err(Refused { code: E::InvalidTopicException.code(), message: "an internal topic".into() });
+        }
+        let _one_at_a_time = self.creating.lock().await;
+        let Some(count) = self.partitions(topic) else {
+            return Err(Refused {
+                code: E::UnknownTopicOrPartition.code(),
+                message: format!("Topic '{topic}' does not exist."),
+            });
+        };
+        // Gone from the answers first: no new work is routed to a partition being deleted.
+        self.lock().remove(topic);
+        for p in 0..count {
+            if let Err(e) = engine.delete_partition(&TopicPartition::new(topic, p)).await {
+                // What was not deleted is served again (and can be deleted again).
+                self.lock().insert(topic.to_string(), count);
+                return Err(Refused { code: crate::errors::code(&e), message: e.to_string() });
+            }
+        }
+        Ok(())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, i32>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -16,7 +16,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use seglog::format::builder::BatchBuilder;
-use seglog_server::{start, Running, ServerConfig};
+use seglog_server::{start, Running, ServerConfig, TXN_TOPIC as TXN_TOPIC_NAME};
 
 fn server(dir: &Path, tune: impl FnOnce(&mut ServerConfig)) -> Running {
     let mut c = ServerConfig::new(dir);
@@ -213,6 +213,22 @@ fn produce_and_fetch_keep_the_clients_batches_and_refuse_bad_ones_without_a_trac
     assert_eq!(fetch(&mut c, "events", 99, 0).responses[0].partitions[0].error_code, 1, "OFFSET_OUT_OF_RANGE");
     assert_eq!(fetch(&mut c, "unknown", 0, 0).responses[0].partitions[0].error_code, 3);
 
+    // ListOffsets in the oldest and newest versions served: by time, latest, earliest.
+    for version in [1i16, 7] {
+        for (ts, want) in [(1_700_000_000_050i64, 3i64), (-1, 4), (-2, 0)] {
+            let mut p = kafka_protocol::messages::list_offsets_request::ListOffsetsPartition::default();
+            p.timestamp = ts;
+            let mut t = kafka_protocol::messages::list_offsets_request::ListOffsetsTopic::default();
+            t.name = name("events");
+            t.partitions = vec![p];
+            let mut req = kafka_protocol::messages::ListOffsetsRequest::default();
+            req.topics = vec![t];
+            let r: kafka_protocol::messages::ListOffsetsResponse = c.call(ApiKey::ListOffsets, version, &req);
+            let p = &r.topics[0].partitions[0];
+            assert_eq!((p.error_code, p.offset), (0, want), "v{version} timestamp {ts}");
+        }
+    }
+
     // Refusals, each leaving every file as it was.
     let before = snapshot(dir.path());
     let mut bad_crc = batch(&[b"x"], 1_700_000_000_200);
@@ -288,5 +304,140 @@ fn topics_and_high_watermarks_survive_a_restart() {
     let f = fetch(&mut c, "kept", 0, 0);
     assert_eq!(f.responses[0].partitions[0].high_watermark, 2);
     assert_eq!(produce(&mut c, "kept", 0, batch(&[b"c"], 1_700_000_000_010)), (0, 2));
+    r.shutdown().unwrap();
+}
+
+fn init_pid(c: &mut Client, txn: &str, timeout_ms: i32) -> (i16, i64, i16) {
+    let mut req = kafka_protocol::messages::InitProducerIdRequest::default();
+    req.transactional_id = Some(kafka_protocol::messages::TransactionalId(StrBytes::from_string(txn.into())));
+    req.transaction_timeout_ms = timeout_ms;
+    req.producer_id = kafka_protocol::messages::ProducerId(-1);
+    req.producer_epoch = -1;
+    let r: kafka_protocol::messages::InitProducerIdResponse = c.call(ApiKey::InitProducerId, 4, &req);
+    (r.error_code, r.producer_id.0, r.producer_epoch)
+}
+
+fn add_partition(c: &mut Client, txn: &str, pid: i64, epoch: i16, topic: &str, partition: i32) -> i16 {
+    let mut t = kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+    t.name = name(topic);
+    t.partitions = vec![partition];
+    let mut req = kafka_protocol::messages::AddPartitionsToTxnRequest::default();
+    req.v3_and_below_transactional_id = kafka_protocol::messages::TransactionalId(StrBytes::from_string(txn.into()));
+    req.v3_and_below_producer_id = kafka_protocol::messages::ProducerId(pid);
+    req.v3_and_below_producer_epoch = epoch;
+    req.v3_and_below_topics = vec![t];
+    let r: kafka_protocol::messages::AddPartitionsToTxnResponse = c.call(ApiKey::AddPartitionsToTxn, 3, &req);
+    r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+}
+
+fn end_txn(c: &mut Client, txn: &str, pid: i64, epoch: i16, commit: bool) -> i16 {
+    let mut req = kafka_protocol::messages::EndTxnRequest::default();
+    req.transactional_id = kafka_protocol::messages::TransactionalId(StrBytes::from_string(txn.into()));
+    req.producer_id = kafka_protocol::messages::ProducerId(pid);
+    req.producer_epoch = epoch;
+    req.committed = commit;
+    let r: kafka_protocol::messages::EndTxnResponse = c.call(ApiKey::EndTxn, 3, &req);
+    r.error_code
+}
+
+/// A transactional batch stamped now: the markers are stamped now too, and a batch days older
+/// than them would roll the segment (segment.ms), leaving the markers out of a fetch from 0.
+fn txn_batch(pid: i64, epoch: i16, seq: i32, value: &[u8]) -> Vec<u8> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let mut b = BatchBuilder::new().producer(pid, epoch, seq).transactional(true);
+    b.push(now, None, Some(value), &[]);
+    b.build().unwrap()
+}
+
+#[test]
+fn the_coordinator_fences_commits_aborts_and_keeps_its_state_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = server(dir.path(), |_| {});
+    let mut c = Client::connect(&r);
+    metadata(&mut c, "orders", true);
+    let (code, pid, epoch) = init_pid(&mut c, "tx", 60_000);
+    assert_eq!((code, epoch), (0, 0));
+    assert_eq!(init_pid(&mut c, "tx", 60_000), (0, pid, 1), "a second instance bumps the epoch");
+    assert_eq!(init_pid(&mut c, "tx", 0).0, 50, "INVALID_TRANSACTION_TIMEOUT");
+    assert_eq!(end_txn(&mut c, "tx", pid, 1, true), 48, "INVALID_TXN_STATE: nothing begun");
+    assert_eq!(add_partition(&mut c, "tx", pid, 0, "orders", 0), 90, "PRODUCER_FENCED: the old epoch");
+    assert_eq!(add_partition(&mut c, "tx", pid + 1, 1, "orders", 0), 49, "INVALID_PRODUCER_ID_MAPPING");
+    assert_eq!(add_partition(&mut c, "tx", pid, 1, "orders", 9), 3);
+    assert_eq!(add_partition(&mut c, "tx", pid, 1, "orders", 0), 0);
+    assert_eq!(produce(&mut c, "orders", 0, txn_batch(pid, 1, 0, b"kept")), (0, 0));
+    assert_eq!(end_txn(&mut c, "tx", pid, 1, true), 0);
+    assert_eq!(end_txn(&mut c, "tx", pid, 1, true), 0, "a retried commit");
+    assert_eq!(end_txn(&mut c, "tx", pid, 1, false), 48, "abort after commit");
+    // A second transaction left open across a restart.
+    assert_eq!(add_partition(&mut c, "tx", pid, 1, "orders", 0), 0);
+    assert_eq!(produce(&mut c, "orders", 0, txn_batch(pid, 1, 1, b"dropped")), (0, 2));
+    let f = fetch(&mut c, "orders", 0, 1);
+    assert_eq!(f.responses[0].partitions[0].last_stable_offset, 2, "the open transaction holds the LSO");
+    assert_eq!(produce(&mut c, TXN_TOPIC_NAME, 0, batch(&[b"x"], 0)).0, 17, "the coordinator's topic");
+    drop(c);
+    r.shutdown().unwrap();
+
+    let r = server(dir.path(), |_| {});
+    let mut c = Client::connect(&r);
+    // The state came back: the next instance is epoch 2 after aborting the open transaction
+    // under epoch 2 (fencing) and bumping again.
+    assert_eq!(init_pid(&mut c, "tx", 60_000), (0, pid, 3));
+    let f = fetch(&mut c, "orders", 0, 1);
+    let p = &f.responses[0].partitions[0];
+    assert_eq!((p.high_watermark, p.last_stable_offset), (4, 4));
+    let aborted = p.aborted_transactions.as_ref().unwrap();
+    assert_eq!((aborted.len(), aborted[0].producer_id.0, aborted[0].first_offset), (1, pid, 2));
+    drop(c);
+    r.shutdown().unwrap();
+    // The state partition holds Kafka's TransactionLogKey/Value records: `seglog verify` reads
+    // it as any partition.
+    assert!(dir.path().join("__transaction_state-0").is_dir());
+}
+
+#[test]
+fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = server(dir.path(), |_| {});
+    let mut c = Client::connect(&r);
+    metadata(&mut c, "slow", true);
+    let (_, pid, epoch) = init_pid(&mut c, "late", 100);
+    assert_eq!(add_partition(&mut c, "late", pid, epoch, "slow", 0), 0);
+    assert_eq!(produce(&mut c, "slow", 0, txn_batch(pid, epoch, 0, b"never")).0, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while fetch(&mut c, "slow", 0, 1).responses[0].partitions[0].last_stable_offset < 2 {
+        assert!(std::time::Instant::now() < deadline, "not aborted within 20 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let f = fetch(&mut c, "slow", 0, 1);
+    assert_eq!(f.responses[0].partitions[0].aborted_transactions.as_ref().unwrap().len(), 1);
+    assert_eq!(end_txn(&mut c, "late", pid, epoch, true), 90, "its producer is fenced");
+    r.shutdown().unwrap();
+}
+
+fn delete_topic(c: &mut Client, topic: &str) -> i16 {
+    let mut req = kafka_protocol::messages::DeleteTopicsRequest::default();
+    req.topic_names = vec![name(topic)];
+    req.timeout_ms = 30_000;
+    let r: kafka_protocol::messages::DeleteTopicsResponse = c.call(ApiKey::DeleteTopics, 5, &req);
+    r.responses[0].error_code
+}
+
+#[test]
+fn deleted_topics_leave_no_directory_and_come_back_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = server(dir.path(), |c| c.default_partitions = 2);
+    let mut c = Client::connect(&r);
+    metadata(&mut c, "temp", true);
+    assert_eq!(produce(&mut c, "temp", 1, batch(&[b"a", b"b"], 1_700_000_000_000)), (0, 0));
+    assert_eq!(delete_topic(&mut c, "temp"), 0);
+    assert!(!dir.path().join("temp-0").exists() && !dir.path().join("temp-1").exists());
+    assert_eq!(metadata(&mut c, "temp", false).topics[0].error_code, 3);
+    assert_eq!(produce(&mut c, "temp", 1, batch(&[b"c"], 1_700_000_000_000)).0, 3);
+    assert_eq!(delete_topic(&mut c, "temp"), 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    assert_eq!(delete_topic(&mut c, TXN_TOPIC_NAME), 17, "the coordinator's topic stays");
+    // Made again on first use: empty, offsets from 0.
+    assert_eq!(metadata(&mut c, "temp", true).topics[0].partitions.len(), 2);
+    assert_eq!(produce(&mut c, "temp", 1, batch(&[b"d"], 1_700_000_000_000)), (0, 0));
+    drop(c);
     r.shutdown().unwrap();
 }
