@@ -136,6 +136,7 @@ fn kafka_clients_produce_restart_and_consume() {
     assert_eq!(from, want);
     server.stop();
 
+    assert!(!dir.join("kp-timed-0").exists(), "a deleted topic's directory");
     // The files the clients' batches went into are whole and their indexes right.
     let v = seglog([std::ffi::OsStr::new("verify"), dir.as_os_str()]);
     assert_eq!(v.code, 0, "{}\n{}", v.stdout, v.stderr);

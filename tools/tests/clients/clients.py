@@ -7,6 +7,7 @@ kafka-python (pure Python) and confluent-kafka (librdkafka) each produce plain, 
 every codec, and idempotent; both consume from the beginning, from a time, and read committed.
 Exits non-zero with a message on the first mismatch.
 """
+import os
 import sys
 import time
 
@@ -59,12 +60,38 @@ def produce(addr):
         left = p.flush(30)
         if left or errors:
             fail("confluent-kafka %s: %d undelivered, errors %s" % (codec, left, errors[:3]))
+    # Transactions, confluent-kafka: committed, aborted (sent, then aborted), committed, and one
+    # left open when this process ends: the restart must keep it open until the next
+    # init_transactions with the same id aborts it.
+    p = Producer({"bootstrap.servers": addr, "transactional.id": "tx-ck"})
+    p.init_transactions(30)
+    for first, commit in [(0, True), (100, False), (200, True), (300, None)]:
+        p.begin_transaction()
+        for i in range(first, first + 100 if commit is not None else first + 50):
+            p.produce("ck-txn", value=value("ck-txn", i))
+        p.flush(30)
+        if commit:
+            p.commit_transaction(30)
+        elif commit is False:
+            p.abort_transaction(30)
+    # Transactions, kafka-python: one committed, one aborted after its records were sent.
+    t = KafkaProducer(bootstrap_servers=addr, transactional_id="tx-kp")
+    t.init_transactions()
+    for first, commit in [(0, True), (100, False)]:
+        t.begin_transaction()
+        for i in range(first, first + 100):
+            t.send("kp-txn", value=value("kp-txn", i))
+        t.flush()
+        t.commit_transaction() if commit else t.abort_transaction()
+    t.close()
     # acks=0: no answer is sent; the records still land.
     p = Producer({"bootstrap.servers": addr, "acks": 0})
     for i in range(N):
         p.produce("ck-acks0", value=value("ck-acks0", i))
     p.flush(30)
-    print("produced")
+    print("produced", flush=True)
+    # Leave tx-ck's last transaction open: no abort on the way out.
+    os._exit(0)
 
 
 def check_consumed(who, topic, got, first=0):
@@ -74,7 +101,7 @@ def check_consumed(who, topic, got, first=0):
         fail("%s %s: %d records, expected %d; first difference at %d" % (who, topic, len(got), len(want), bad))
 
 
-def ck_consume(addr, topic, start=0, isolation="read_committed", expect=None):
+def ck_consume(addr, topic, start=0, isolation="read_committed", expect=None, high=N):
     c = Consumer({"bootstrap.servers": addr, "group.id": "unused", "enable.auto.commit": False,
                   "isolation.level": isolation})
     c.assign([CTP(topic, 0, start)])
@@ -87,8 +114,8 @@ def ck_consume(addr, topic, start=0, isolation="read_committed", expect=None):
             got.append(m.value())
     lo, hi = c.get_watermark_offsets(CTP(topic, 0), timeout=10)
     c.close()
-    if (lo, hi) != (0, N):
-        fail("confluent-kafka %s: watermarks %d..%d, expected 0..%d" % (topic, lo, hi, N))
+    if (lo, hi) != (0, high):
+        fail("confluent-kafka %s: watermarks %d..%d, expected 0..%d" % (topic, lo, hi, high))
     return got
 
 
@@ -98,6 +125,27 @@ def consume(addr):
         check_consumed("confluent-kafka", topic, ck_consume(addr, topic))
     check_consumed("confluent-kafka from offset 123", "ck-zstd", ck_consume(addr, "ck-zstd", start=123), first=123)
     check_consumed("confluent-kafka read_uncommitted", "ck-lz4", ck_consume(addr, "ck-lz4", isolation="read_uncommitted"))
+
+    # Transactions. The open one is aborted by the next init_transactions of its id (after the
+    # restart: the coordinator's state came back from __transaction_state).
+    p = Producer({"bootstrap.servers": addr, "transactional.id": "tx-ck"})
+    p.init_transactions(30)
+    committed = [value("ck-txn", i) for i in list(range(0, 100)) + list(range(200, 300))]
+    everything = [value("ck-txn", i) for i in range(350)]
+    # 350 records and 4 markers (commit, abort, commit, the abort of the open one).
+    got = ck_consume(addr, "ck-txn", expect=len(committed), high=354)
+    if got != committed:
+        fail("confluent-kafka read_committed ck-txn: %d records, expected %d" % (len(got), len(committed)))
+    got = ck_consume(addr, "ck-txn", isolation="read_uncommitted", expect=len(everything), high=354)
+    if got != everything:
+        fail("confluent-kafka read_uncommitted ck-txn: %d records, expected %d" % (len(got), len(everything)))
+    c = KafkaConsumer(bootstrap_servers=addr, group_id=None, auto_offset_reset="earliest",
+                      isolation_level="read_committed", consumer_timeout_ms=5000)
+    c.assign([TopicPartition("kp-txn", 0)])
+    got = [m.value for m in c]
+    c.close()
+    if got != [value("kp-txn", i) for i in range(100)]:
+        fail("kafka-python read_committed kp-txn: %d records, expected the 100 committed" % len(got))
 
     # kafka-python: read committed from the beginning of each partition of the 3-partition topic.
     c = KafkaConsumer(bootstrap_servers=addr, group_id=None, auto_offset_reset="earliest",
@@ -127,6 +175,12 @@ def consume(addr):
     vals = [m.value for m in c]
     check_consumed("kafka-python from a time", "kp-timed", vals, first=251)
     c.close()
+    # DeleteTopics through kafka-python's admin client: the topic is gone from the listing.
+    admin = KafkaAdminClient(bootstrap_servers=addr)
+    admin.delete_topics(["kp-timed"])
+    if "kp-timed" in admin.list_topics():
+        fail("kafka-python: kp-timed still listed after delete_topics")
+    admin.close()
     print("consumed")
 
 
