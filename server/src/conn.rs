@@ -10,10 +10,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::handlers;
 use crate::State;
@@ -35,8 +35,9 @@ pub(crate) enum Answer {
 pub(crate) async fn accept_loop(
     listener: std::net::TcpListener,
     state: Arc<State>,
-    mut stop: oneshot::Receiver<()>,
+    stop: impl std::future::Future<Output = ()>,
 ) -> crate::Result<()> {
+    tokio::pin!(stop);
     let listener = tokio::net::TcpListener::from_std(listener)
         .map_err(|source| crate::ServerError::Io { what: "listener".into(), source })?;
     let open = Arc::new(AtomicUsize::new(0));
@@ -84,7 +85,16 @@ async fn serve(stream: TcpStream, state: Arc<State>) -> Result<(), String> {
                 Answer::Close(why) => return Err(why),
             };
             if let Some(frame) = frame {
-                wr.write_all(&frame).await.map_err(|e| format!("write: {e}"))?;
+                match wr.write_all(&frame).await {
+                    Ok(()) => {}
+                    // The client went away before its answer: nothing to tell it.
+                    Err(e)
+                        if matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset) =>
+                    {
+                        return Ok(())
+                    }
+                    Err(e) => return Err(format!("write: {e}")),
+                }
             }
         }
         Ok(())
@@ -111,9 +121,14 @@ async fn serve(stream: TcpStream, state: Arc<State>) -> Result<(), String> {
                 let _ = tx.send(Answer::Close(why)).await;
                 return Ok(());
             }
-            let mut body = BytesMut::zeroed(size as usize);
-            rd.read_exact(&mut body).await.map_err(|e| format!("read: {e}"))?;
-            let answer = handlers::dispatch(&state, body.freeze());
+            // Grown as the bytes arrive, not taken whole on the size's word: a client that
+            // announces 100 MiB and sends nothing holds 64 KiB.
+            let mut body = Vec::with_capacity((size as usize).min(64 * 1024));
+            let got = (&mut rd).take(size as u64).read_to_end(&mut body).await.map_err(|e| format!("read: {e}"))?;
+            if got < size as usize {
+                return Err(format!("the connection ended inside a request ({got} of {size} bytes)"));
+            }
+            let answer = handlers::dispatch(&state, Bytes::from(body));
             let close = matches!(answer, Answer::Close(_));
             if tx.send(answer).await.is_err() || close {
                 return Ok(());

@@ -44,6 +44,8 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 const NODE: i32 = 0;
 /// The leader epoch of every partition: one node, never a new leader.
 const LEADER_EPOCH: i32 = 0;
+/// The most a fetch answer holds whatever it asks (Kafka's `fetch.max.bytes` default, 55 MiB).
+const MAX_FETCH_BYTES: usize = 57_671_680;
 /// The longest a fetch waits for `min_bytes` whatever it asks (Kafka bounds it by the client's
 /// request timeout; a bound here keeps a hostile max_wait from holding a task for days).
 const MAX_FETCH_WAIT: Duration = Duration::from_secs(60);
@@ -123,35 +125,38 @@ where
         Err(why) => return Answer::Close(why),
     };
     let fut = work(req);
-    Answer::Later(tokio::spawn(async move {
-        encode(api, version, corr, &fut.await)
-            .map(Some)
-            .ok_or_else(|| format!("{api:?} v{version}: the answer could not be encoded"))
-    }))
+    Answer::Later(tokio::spawn(async move { encode(api, version, corr, &fut.await).map(Some) }))
 }
 
 fn answer<T: Encodable>(api: ApiKey, version: i16, corr: i32, body: &T) -> Answer {
     match encode(api, version, corr, body) {
-        Some(f) => Answer::Now(Some(f)),
-        None => Answer::Close(format!("{api:?} v{version}: the answer could not be encoded")),
+        Ok(f) => Answer::Now(Some(f)),
+        Err(why) => Answer::Close(why),
     }
 }
 
-/// The frame of an answer: size, response header, body. `None` if the body does not fit the
-/// version (a bug here, logged).
-fn encode<T: Encodable>(api: ApiKey, version: i16, corr: i32, body: &T) -> Option<Bytes> {
-    let mut buf = BytesMut::with_capacity(256);
-    buf.put_i32(0);
+/// The frame of an answer: size, response header, body, in one buffer of the exact size (a
+/// fetch's records are copied into it once). An error (a field the version has no place for: a
+/// bug here) closes the connection.
+fn encode<T: Encodable>(api: ApiKey, version: i16, corr: i32, body: &T) -> Result<Bytes, String> {
     let mut header = ResponseHeader::default();
     header.correlation_id = corr;
-    let r = header.encode(&mut buf, api.response_header_version(version)).and_then(|_| body.encode(&mut buf, version));
-    if let Err(e) = r {
-        eprintln!("seglog serve: encoding the answer to {api:?} v{version}: {e}");
-        return None;
+    let header_version = api.response_header_version(version);
+    let failed = |e: anyhow::Error| format!("encoding the answer to {api:?} v{version}: {e}");
+    let size = header.compute_size(header_version).and_then(|h| Ok(h + body.compute_size(version)?)).map_err(failed)?;
+    let mut buf = BytesMut::with_capacity(4 + size);
+    buf.put_i32(i32::try_from(size).map_err(|_| format!("an answer of {size} bytes"))?);
+    header.encode(&mut buf, header_version).and_then(|_| body.encode(&mut buf, version)).map_err(failed)?;
+    Ok(buf.freeze())
+}
+
+/// The isolation a consumer asks for: 1 is read committed, anything else read uncommitted.
+fn isolation(level: i8) -> FetchIsolation {
+    if level == 1 {
+        FetchIsolation::TxnCommitted
+    } else {
+        FetchIsolation::HighWatermark
     }
-    let size = (buf.len() - 4) as i32;
-    buf[..4].copy_from_slice(&size.to_be_bytes());
-    Some(buf.freeze())
 }
 
 fn name(s: &str) -> TopicName {
@@ -231,11 +236,15 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
         }
         state.appended.notify_waiters();
         if acks == 0 {
-            return Ok(None);
+            // No answer; a refusal closes the connection, which is how Kafka tells an acks=0
+            // producer (it then refreshes its metadata and goes on).
+            let refused = out.responses.iter().flat_map(|t| &t.partition_responses).find(|p| p.error_code != 0);
+            return match refused {
+                Some(p) => Err(format!("an acks=0 produce was refused with error {}", p.error_code)),
+                None => Ok(None),
+            };
         }
-        encode(ApiKey::Produce, version, corr, &out)
-            .map(Some)
-            .ok_or_else(|| format!("Produce v{version}: the answer could not be encoded"))
+        encode(ApiKey::Produce, version, corr, &out).map(Some)
     });
     Answer::Later(task)
 }
@@ -243,7 +252,7 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
 /// A consumer's fetch: up to the high watermark (read uncommitted) or the last stable offset
 /// with the aborted transactions (read committed); waits up to `max_wait_ms` for `min_bytes`.
 async fn fetch(state: Arc<State>, req: FetchRequest) -> FetchResponse {
-    let isolation = if req.isolation_level == 1 { FetchIsolation::TxnCommitted } else { FetchIsolation::HighWatermark };
+    let isolation = isolation(req.isolation_level);
     let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_FETCH_WAIT);
     let deadline = tokio::time::Instant::now() + wait;
     let min_bytes = req.min_bytes.max(0) as usize;
@@ -253,7 +262,9 @@ async fn fetch(state: Arc<State>, req: FetchRequest) -> FetchResponse {
         tokio::pin!(appended);
         appended.as_mut().enable();
         let (out, bytes, failed) = fetch_once(&state, &req, isolation).await;
-        if failed || bytes >= min_bytes.max(1) || tokio::time::Instant::now() >= deadline {
+        // Kafka's rule: answer once min_bytes are there, at the first error, with nothing to
+        // fetch, or at the deadline.
+        if failed || bytes >= min_bytes || req.topics.is_empty() || tokio::time::Instant::now() >= deadline {
             return out;
         }
         tokio::select! {
@@ -267,19 +278,24 @@ async fn fetch(state: Arc<State>, req: FetchRequest) -> FetchResponse {
 /// partition answered an error (Kafka answers at once then).
 async fn fetch_once(state: &State, req: &FetchRequest, isolation: FetchIsolation) -> (FetchResponse, usize, bool) {
     // Every partition's read is started at once (they may be on different shards), each bounded
-    // by its partition_max_bytes; max_bytes for the whole answer is applied as they come in.
+    // by its partition_max_bytes and by what max_bytes leaves after the partitions before it,
+    // so a request's reads together stay within max_bytes (and one batch each, the least a read
+    // returns); max_bytes is applied exactly as the answers come in.
+    let max_bytes = if req.max_bytes > 0 { (req.max_bytes as usize).min(MAX_FETCH_BYTES) } else { MAX_FETCH_BYTES };
+    let mut allotted = max_bytes;
     let mut reads = Vec::new();
     for topic in &req.topics {
         for p in &topic.partitions {
             let tp = TopicPartition::new(topic.topic.0.as_str(), p.partition);
             let read = state.topics.has(&tp).then(|| {
-                let max = p.partition_max_bytes.max(0) as u32;
-                state.engine.fetch_isolated(&tp, p.fetch_offset, max, isolation)
+                let max = (p.partition_max_bytes.max(0) as usize).min(allotted);
+                allotted -= max;
+                state.engine.fetch_isolated(&tp, p.fetch_offset, max as u32, isolation)
             });
             reads.push((p.partition, read));
         }
     }
-    let mut budget = if req.max_bytes > 0 { req.max_bytes as usize } else { usize::MAX };
+    let mut budget = max_bytes;
     let (mut total, mut failed, mut reads) = (0usize, false, reads.into_iter());
     let mut out = FetchResponse::default();
     for topic in &req.topics {
@@ -337,44 +353,57 @@ async fn fetch_once(state: &State, req: &FetchRequest, isolation: FetchIsolation
 }
 
 async fn list_offsets(state: Arc<State>, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
-    let isolation = if req.isolation_level == 1 { FetchIsolation::TxnCommitted } else { FetchIsolation::HighWatermark };
+    let isolation = isolation(req.isolation_level);
+    // Every lookup is started before any is awaited: the partitions may be on different shards.
+    let lookups: Vec<Vec<(i32, Result<_, i16>)>> = req
+        .topics
+        .iter()
+        .map(|topic| {
+            let lookup = |p: &kafka_protocol::messages::list_offsets_request::ListOffsetsPartition| {
+                let tp = TopicPartition::new(topic.name.0.as_str(), p.partition_index);
+                let target = match p.timestamp {
+                    -1 => ListOffset::Latest,
+                    -2 => ListOffset::Earliest,
+                    -3 => ListOffset::MaxTimestamp,
+                    t if t >= 0 => ListOffset::Timestamp(t),
+                    _ => return Err(E::InvalidRequest.code()),
+                };
+                if !state.topics.has(&tp) {
+                    return Err(E::UnknownTopicOrPartition.code());
+                }
+                Ok(state.engine.list_offset_isolated(&tp, target, isolation))
+            };
+            topic.partitions.iter().map(|p| (p.partition_index, lookup(p))).collect()
+        })
+        .collect();
     let mut out = ListOffsetsResponse::default();
-    for topic in req.topics {
+    for (topic, parts) in req.topics.into_iter().zip(lookups) {
         let mut t = list_offsets_response::ListOffsetsTopicResponse::default();
-        for p in topic.partitions {
-            let tp = TopicPartition::new(topic.name.0.as_str(), p.partition_index);
+        t.name = topic.name;
+        for (index, lookup) in parts {
             let mut r = list_offsets_response::ListOffsetsPartitionResponse::default();
-            r.partition_index = p.partition_index;
+            r.partition_index = index;
             r.timestamp = -1;
             r.offset = -1;
-            r.leader_epoch = -1;
-            let target = match p.timestamp {
-                -1 => Some(ListOffset::Latest),
-                -2 => Some(ListOffset::Earliest),
-                -3 => Some(ListOffset::MaxTimestamp),
-                t if t >= 0 => Some(ListOffset::Timestamp(t)),
-                _ => None,
+            let found = match lookup {
+                Ok(pending) => pending.await.map_err(|e| code(&e)),
+                Err(error_code) => Err(error_code),
             };
-            match target {
-                _ if !state.topics.has(&tp) => r.error_code = E::UnknownTopicOrPartition.code(),
-                None => r.error_code = E::InvalidRequest.code(),
-                Some(target) => match state.engine.list_offset_isolated(&tp, target, isolation).await {
-                    Ok(Some(found)) => {
-                        r.timestamp = found.timestamp;
-                        r.offset = found.offset;
-                        // From v4 (earlier versions have no field for it).
-                        if version >= 4 {
-                            r.leader_epoch = found.leader_epoch.unwrap_or(-1);
-                        }
+            match found {
+                Ok(Some(found)) => {
+                    r.timestamp = found.timestamp;
+                    r.offset = found.offset;
+                    // From v4 (earlier versions have no field for it).
+                    if version >= 4 {
+                        r.leader_epoch = found.leader_epoch.unwrap_or(-1);
                     }
-                    // Nothing at or after the timestamp: offset -1 (Kafka's answer).
-                    Ok(None) => {}
-                    Err(e) => r.error_code = code(&e),
-                },
+                }
+                // Nothing at or after the timestamp: offset -1 (Kafka's answer).
+                Ok(None) => {}
+                Err(error_code) => r.error_code = error_code,
             }
             t.partitions.push(r);
         }
-        t.name = topic.name;
         out.topics.push(t);
     }
     out
@@ -483,7 +512,7 @@ async fn delete_topics(state: Arc<State>, req: DeleteTopicsRequest) -> DeleteTop
     let mut out = DeleteTopicsResponse::default();
     for topic in req.topic_names {
         let mut r = delete_topics_response::DeletableTopicResult::default();
-        if let Err(refused) = state.topics.delete(&state.engine, topic.0.as_str()).await {
+        if let Err(refused) = state.topics.delete(&state, topic.0.as_str()).await {
             r.error_code = refused.code;
             r.error_message = Some(StrBytes::from_string(refused.message));
         }

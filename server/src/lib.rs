@@ -61,6 +61,12 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Threads of the request runtime (default 1: the shards do the storage work).
     pub network_threads: usize,
+    /// The host and port Metadata gives clients (Kafka's `advertised.listeners`); default the
+    /// address listened on, which must then not be a wildcard (0.0.0.0 or ::).
+    pub advertised: Option<(String, u16)>,
+    /// Stop cleanly on SIGINT or SIGTERM (`seglog serve`); [`Running::wait`] returns then. The
+    /// handlers are in place when [`start`] returns.
+    pub stop_on_signals: bool,
 }
 
 impl ServerConfig {
@@ -73,6 +79,8 @@ impl ServerConfig {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             network_threads: 1,
+            advertised: None,
+            stop_on_signals: false,
         }
     }
 }
@@ -135,26 +143,9 @@ impl Running {
         self.join()
     }
 
-    /// Serves until SIGINT or SIGTERM, then shuts down as [`Running::shutdown`] does.
-    pub fn wait_for_signal(mut self) -> Result<()> {
-        let stop = self.stop.take();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|source| ServerError::Io { what: "starting the signal runtime".into(), source })?;
-        rt.block_on(async {
-            use tokio::signal::unix::{signal, SignalKind};
-            let mut term = signal(SignalKind::terminate())
-                .map_err(|source| ServerError::Io { what: "SIGTERM handler".into(), source })?;
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            Ok::<(), ServerError>(())
-        })?;
-        if let Some(stop) = stop {
-            let _ = stop.send(());
-        }
+    /// Serves until it stops: on SIGINT or SIGTERM with [`ServerConfig::stop_on_signals`]
+    /// (cleanly, as [`Running::shutdown`]), or when serving fails.
+    pub fn wait(mut self) -> Result<()> {
         self.join()
     }
 
@@ -185,6 +176,12 @@ pub fn start(mut config: ServerConfig) -> Result<Running> {
         return Err(ServerError::Config("max connections and network threads must be at least 1".into()));
     }
     config.engine.single_replica = true;
+    if config.advertised.is_none() && config.listen.ip().is_unspecified() {
+        return Err(ServerError::Config(format!(
+            "listening on {} needs an address to give clients (advertised)",
+            config.listen
+        )));
+    }
     let listener = std::net::TcpListener::bind(config.listen)
         .map_err(|source| ServerError::Bind { addr: config.listen, source })?;
     let addr = listener.local_addr().map_err(|source| ServerError::Io { what: "local address".into(), source })?;
@@ -200,7 +197,10 @@ pub fn start(mut config: ServerConfig) -> Result<Running> {
         producer_ids,
         coordinator,
         appended: tokio::sync::Notify::new(),
-        advertised: (addr.ip().to_string(), addr.port() as i32),
+        advertised: match &config.advertised {
+            Some((host, port)) => (host.clone(), *port as i32),
+            None => (addr.ip().to_string(), addr.port() as i32),
+        },
         config,
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -210,6 +210,17 @@ pub fn start(mut config: ServerConfig) -> Result<Running> {
         .build()
         .map_err(|source| ServerError::Io { what: "starting the request runtime".into(), source })?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    // The signal handlers go in before start returns: a signal right after it stops cleanly.
+    let signals = if state.config.stop_on_signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        let _in_runtime = runtime.enter();
+        let handler = |kind| {
+            signal(kind).map_err(|source| ServerError::Io { what: "installing a signal handler".into(), source })
+        };
+        Some((handler(SignalKind::interrupt())?, handler(SignalKind::terminate())?))
+    } else {
+        None
+    };
     let thread = std::thread::Builder::new()
         .name("seglog-serve".into())
         .spawn(move || {
@@ -224,7 +235,21 @@ pub fn start(mut config: ServerConfig) -> Result<Running> {
                         timer.coordinator.abort_timed_out(&timer).await;
                     }
                 });
-                conn::accept_loop(listener, state.clone(), stop_rx).await
+                let stop = async move {
+                    match signals {
+                        Some((mut int, mut term)) => {
+                            tokio::select! {
+                                _ = stop_rx => {}
+                                _ = int.recv() => {}
+                                _ = term.recv() => {}
+                            }
+                        }
+                        None => {
+                            let _ = stop_rx.await;
+                        }
+                    }
+                };
+                conn::accept_loop(listener, state.clone(), stop).await
             });
             // Every connection task goes with the runtime, and with them their handles on the state.
             drop(runtime);

@@ -4,7 +4,6 @@
 //! directory fsync) before any id of it is given. A restart continues after that block: at most
 //! one block of ids is skipped.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -49,16 +48,14 @@ impl ProducerIds {
         Ok(id)
     }
 
+    /// The engine's atomic replace (temporary file, fsync, rename, directory fsync), which never
+    /// follows a symbolic link where a file belongs.
     fn persist(&self, end: i64) -> Result<()> {
-        let io = |what: &str, source| ServerError::Io { what: format!("{what} {}", self.path.display()), source };
-        let tmp = self.path.with_extension("tmp");
-        let mut f = std::fs::File::create(&tmp).map_err(|e| io("creating", e))?;
-        f.write_all(format!("next.block.start={end}\n").as_bytes()).map_err(|e| io("writing", e))?;
-        f.sync_all().map_err(|e| io("syncing", e))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| io("renaming into", e))?;
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io("syncing the directory of", e))?;
-        Ok(())
+        use seglog::io::Storage;
+        let text = format!("next.block.start={end}\n");
+        seglog::io::std_backend::StdStorage::default()
+            .write_file_atomic(&self.path, text.as_bytes())
+            .map_err(ServerError::Engine)
     }
 }
 

@@ -6,6 +6,9 @@ use std::sync::Mutex;
 
 use seglog::{Engine, TopicPartition};
 
+/// The most partitions a topic is created with here (each is a directory and an open log).
+pub(crate) const MAX_PARTITIONS: i32 = 10_000;
+
 /// Topic name -> number of partitions. Creation is serialized by `creating`; lookups take the
 /// map's lock only for the lookup.
 pub(crate) struct Topics {
@@ -60,10 +63,10 @@ impl Topics {
         if let Err(detail) = seglog::format::filename::validate_topic_name(topic) {
             return Err(refuse(E::InvalidTopicException, detail));
         }
-        if partitions < 1 {
+        if !(1..=MAX_PARTITIONS).contains(&partitions) {
             return Err(refuse(
                 E::InvalidPartitions,
-                format!("Number of partitions must be larger than 0, got {partitions}"),
+                format!("Number of partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}"),
             ));
         }
         let _one_at_a_time = self.creating.lock().await;
@@ -86,8 +89,9 @@ impl Topics {
     }
 
     /// Deletes `topic` and every partition of it (their directories removed through
-    /// [`Engine::delete_partition`]).
-    pub(crate) async fn delete(&self, engine: &Engine, topic: &str) -> Result<(), Refused> {
+    /// [`Engine::delete_partition`], from the last partition down, so that a deletion cut short
+    /// leaves partitions 0..k, a topic of k partitions, which a retry finishes).
+    pub(crate) async fn delete(&self, state: &std::sync::Arc<crate::State>, topic: &str) -> Result<(), Refused> {
         use kafka_protocol::error::ResponseError as E;
         if topic == crate::TXN_TOPIC {
             return Err(Refused { code: E::InvalidTopicException.code(), message: "an internal topic".into() });
@@ -101,11 +105,19 @@ impl Topics {
         };
         // Gone from the answers first: no new work is routed to a partition being deleted.
         self.lock().remove(topic);
-        for p in 0..count {
-            if let Err(e) = engine.delete_partition(&TopicPartition::new(topic, p)).await {
-                // What was not deleted is served again (and can be deleted again).
-                self.lock().insert(topic.to_string(), count);
-                return Err(Refused { code: crate::errors::code(&e), message: e.to_string() });
+        for p in (0..count).rev() {
+            let (state, tp) = (state.clone(), TopicPartition::new(topic, p));
+            // The deletion waits for fsyncs and the checkpoints: off the request threads.
+            let r = tokio::task::spawn_blocking(move || state.engine.delete_partition(&tp)).await;
+            let r = r.unwrap_or_else(|e| Err(seglog::Error::InvalidConfig(format!("the deletion task failed: {e}"))));
+            match r {
+                // Already gone (an earlier deletion got this far).
+                Ok(()) | Err(seglog::Error::UnknownPartition { .. }) => {}
+                Err(e) => {
+                    // The partitions not deleted are served again, and can be deleted again.
+                    self.lock().insert(topic.to_string(), p + 1);
+                    return Err(Refused { code: crate::errors::code(&e), message: e.to_string() });
+                }
             }
         }
         Ok(())

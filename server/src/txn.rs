@@ -263,52 +263,48 @@ impl Coordinator {
         if timeout_ms <= 0 || timeout_ms > MAX_TIMEOUT_MS {
             return Err(E::InvalidTransactionTimeout.code());
         }
+        // Kafka refuses an empty id; one longer than a TransactionLogKey string can hold could
+        // not be read back.
+        if id.is_empty() || id.len() > i16::MAX as usize {
+            return Err(E::InvalidRequest.code());
+        }
         let mut txns = self.txns.lock().await;
-        let now = now_ms();
+        let fresh = |producer_id, producer_epoch| TxnMeta {
+            producer_id,
+            producer_epoch,
+            timeout_ms,
+            status: Status::Empty,
+            partitions: BTreeSet::new(),
+            last_update_ms: now_ms(),
+            start_ms: -1,
+        };
         let next = match txns.get(id).cloned() {
-            None => {
-                let producer_id = state.producer_ids.next().map_err(|_| E::CoordinatorNotAvailable.code())?;
-                TxnMeta {
-                    producer_id,
-                    producer_epoch: 0,
-                    timeout_ms,
-                    status: Status::Empty,
-                    partitions: BTreeSet::new(),
-                    last_update_ms: now,
-                    start_ms: -1,
-                }
-            }
+            None => fresh(state.producer_ids.next().map_err(|_| E::CoordinatorNotAvailable.code())?, 0),
             Some(mut m) => {
-                if let Some(given) = expected {
-                    if given != (m.producer_id, m.producer_epoch) {
+                if let Some((pid, epoch)) = expected {
+                    // KIP-360/588: the producer may know the current epoch or the one before it
+                    // (its own InitProducerId retried, or its transaction aborted on timeout).
+                    if pid != m.producer_id || (epoch != m.producer_epoch && epoch != m.producer_epoch - 1) {
                         return Err(E::ProducerFenced.code());
+                    }
+                    if epoch == m.producer_epoch - 1 && m.status == Status::Empty {
+                        // A retry of the InitProducerId that gave the current epoch.
+                        return Ok((m.producer_id, m.producer_epoch));
                     }
                 }
                 if m.status == Status::Ongoing {
                     // The previous instance's transaction is aborted under a bumped epoch, which
                     // fences it (Kafka's PrepareEpochFence, then the abort).
-                    m.producer_epoch = m.producer_epoch.saturating_add(1);
-                    m.status = Status::PrepareAbort;
-                    m.last_update_ms = now;
-                    self.write(state, &mut txns, id, m.clone()).await?;
+                    m = self.fence_and_abort(state, &mut txns, id, m).await?;
                 }
                 if matches!(m.status, Status::PrepareCommit | Status::PrepareAbort) {
                     m = self.complete(state, &mut txns, id, m).await?;
                 }
-                let (producer_id, producer_epoch) = if m.producer_epoch >= i16::MAX - 1 {
+                if m.producer_epoch >= i16::MAX - 1 {
                     // Epochs ran out: a new producer id (Kafka does the same).
-                    (state.producer_ids.next().map_err(|_| E::CoordinatorNotAvailable.code())?, 0)
+                    fresh(state.producer_ids.next().map_err(|_| E::CoordinatorNotAvailable.code())?, 0)
                 } else {
-                    (m.producer_id, m.producer_epoch + 1)
-                };
-                TxnMeta {
-                    producer_id,
-                    producer_epoch,
-                    timeout_ms,
-                    status: Status::Empty,
-                    partitions: BTreeSet::new(),
-                    last_update_ms: now,
-                    start_ms: -1,
+                    fresh(m.producer_id, m.producer_epoch + 1)
                 }
             }
         };
@@ -387,35 +383,57 @@ impl Coordinator {
             }
             s if s == prepare => self.complete(state, &mut txns, id, m).await.map(|_| ()),
             s if s == complete => Ok(()),
-            Status::PrepareCommit | Status::PrepareAbort | Status::PrepareEpochFence => {
-                Err(E::ConcurrentTransactions.code())
-            }
+            Status::PrepareEpochFence => Err(E::ConcurrentTransactions.code()),
+            // Empty, or the other outcome decided or done.
             _ => Err(E::InvalidTxnState.code()),
         }
     }
 
     /// Aborts every transaction open longer than its timeout, under a bumped epoch that fences
-    /// its producer (Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms` task).
+    /// its producer (Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms` task),
+    /// and carries out again the decisions whose markers failed (Kafka retries its markers until
+    /// they land).
     pub(crate) async fn abort_timed_out(&self, state: &State) {
         let mut txns = self.txns.lock().await;
         let now = now_ms();
-        let expired: Vec<(String, TxnMeta)> = txns
+        let due: Vec<(String, TxnMeta)> = txns
             .iter()
-            .filter(|(_, m)| m.status == Status::Ongoing && now > m.start_ms.saturating_add(m.timeout_ms as i64))
+            .filter(|(_, m)| match m.status {
+                Status::Ongoing => now > m.start_ms.saturating_add(m.timeout_ms as i64),
+                Status::PrepareCommit | Status::PrepareAbort => true,
+                _ => false,
+            })
             .map(|(k, m)| (k.clone(), m.clone()))
             .collect();
-        for (id, mut m) in expired {
-            m.producer_epoch = m.producer_epoch.saturating_add(1);
-            m.status = Status::PrepareAbort;
-            m.last_update_ms = now;
-            let r = match self.write(state, &mut txns, &id, m.clone()).await {
-                Ok(()) => self.complete(state, &mut txns, &id, m).await.map(|_| ()),
+        for (id, m) in due {
+            let r = match m.status {
+                Status::Ongoing => self.fence_and_abort(state, &mut txns, &id, m).await,
+                _ => Ok(m),
+            };
+            let r = match r {
+                Ok(m) => self.complete(state, &mut txns, &id, m).await.map(|_| ()),
                 Err(code) => Err(code),
             };
             if let Err(code) = r {
-                eprintln!("seglog serve: aborting timed-out transaction {id:?}: error {code}");
+                eprintln!("seglog serve: finishing transaction {id:?}: error {code}");
             }
         }
+    }
+
+    /// Logs `m` (Ongoing) as PrepareAbort under the next epoch, which fences the producer that
+    /// holds the current one; returns that state, whose markers [`Coordinator::complete`] writes.
+    async fn fence_and_abort(
+        &self,
+        state: &State,
+        txns: &mut HashMap<String, TxnMeta>,
+        id: &str,
+        mut m: TxnMeta,
+    ) -> Result<TxnMeta, Code> {
+        m.producer_epoch = m.producer_epoch.saturating_add(1);
+        m.status = Status::PrepareAbort;
+        m.last_update_ms = now_ms();
+        self.write(state, txns, id, m.clone()).await?;
+        Ok(m)
     }
 
     /// Appends `m` as `id`'s state; on success it is the state in memory too.

@@ -82,9 +82,15 @@ impl Client {
         r
     }
 
+    /// Whether the server closed the connection (end of stream or a reset); a read that times
+    /// out (a server that hangs) is not that.
     fn closed(&mut self) -> bool {
         let mut one = [0u8; 1];
-        matches!(self.s.read(&mut one), Ok(0) | Err(_))
+        match self.s.read(&mut one) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        }
     }
 }
 
@@ -259,6 +265,15 @@ fn unparseable_requests_close_only_their_connection() {
     c.send_raw(&full[..full.len() - 20]);
     assert!(c.closed());
     good(&r);
+    // An array count of i32::MAX in 8 bytes of body: refused as malformed, with nothing
+    // allocated for it (the patched kafka-protocol; unpatched, the allocator aborts the process).
+    let mut c = Client::connect(&r);
+    let mut hostile = c.request_bytes(ApiKey::Metadata, 0, &MetadataRequest::default());
+    let n = hostile.len();
+    hostile[n - 4..].copy_from_slice(&i32::MAX.to_be_bytes());
+    c.send_raw(&hostile);
+    assert!(c.closed());
+    good(&r);
     // An API key that does not exist, and one not served.
     for key in [999i16, ApiKey::JoinGroup as i16] {
         let mut c = Client::connect(&r);
@@ -359,6 +374,7 @@ fn the_coordinator_fences_commits_aborts_and_keeps_its_state_across_a_restart() 
     assert_eq!((code, epoch), (0, 0));
     assert_eq!(init_pid(&mut c, "tx", 60_000), (0, pid, 1), "a second instance bumps the epoch");
     assert_eq!(init_pid(&mut c, "tx", 0).0, 50, "INVALID_TRANSACTION_TIMEOUT");
+    assert_eq!(init_pid(&mut c, "", 60_000).0, 42, "INVALID_REQUEST: an empty transactional id");
     assert_eq!(end_txn(&mut c, "tx", pid, 1, true), 48, "INVALID_TXN_STATE: nothing begun");
     assert_eq!(add_partition(&mut c, "tx", pid, 0, "orders", 0), 90, "PRODUCER_FENCED: the old epoch");
     assert_eq!(add_partition(&mut c, "tx", pid + 1, 1, "orders", 0), 49, "INVALID_PRODUCER_ID_MAPPING");

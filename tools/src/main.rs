@@ -77,7 +77,8 @@ enum Command {
     /// the recovery points, torn tails cut, indexes rebuilt, leftovers removed) and print it.
     Recover(recover::Args),
     /// Serve the data directory to Kafka clients over Kafka's wire protocol (one node: produce,
-    /// fetch, list offsets, metadata, create topics, idempotent producers).
+    /// fetch, list offsets, metadata, create and delete topics, idempotent and transactional
+    /// producers).
     Serve(serve::Args),
     /// The workload benchmark: produce, tail, catch-up, seek, time lookups, mixed and recovery
     /// through the engine, each beside fio on the same disk and the reference designs (Kafka's

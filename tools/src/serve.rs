@@ -42,6 +42,10 @@ pub struct Args {
     /// Connections served at once.
     #[arg(long, default_value_t = seglog_server::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// HOST:PORT given to clients in Metadata (Kafka's advertised.listeners); default the
+    /// --listen address, which must then not be a wildcard such as 0.0.0.0.
+    #[arg(long)]
+    advertise: Option<String>,
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
@@ -54,10 +58,16 @@ pub fn run(a: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     config.auto_create_topics = !a.no_auto_create;
     config.max_request_bytes = a.max_request_bytes;
     config.max_connections = a.max_connections;
+    config.stop_on_signals = true;
+    if let Some(adv) = &a.advertise {
+        let (host, port) = adv.rsplit_once(':').ok_or_else(|| format!("--advertise {adv}: expected HOST:PORT"))?;
+        let port = port.parse().map_err(|_| format!("--advertise {adv}: the port is not a number"))?;
+        config.advertised = Some((host.to_string(), port));
+    }
     let running = seglog_server::start(config)?;
     // One line a script can wait for: the address and the I/O mode running.
     println!("seglog serve: listening on {} (data {})", running.local_addr(), a.dir.display());
-    running.wait_for_signal()?;
+    running.wait()?;
     println!("seglog serve: stopped cleanly");
     Ok(ExitCode::SUCCESS)
 }

@@ -1,8 +1,9 @@
 //! `seglog serve` against real Kafka clients: kafka-python and confluent-kafka (librdkafka) from
-//! PyPI, kcat from Debian. They produce (plain, every codec, idempotent, acks 0/1/all), the server
-//! is stopped with SIGTERM and started again on the same directory, they consume (from the
-//! beginning, from an offset, from a time, read committed and uncommitted), and `seglog verify`
-//! passes on the files afterwards.
+//! PyPI, kcat from Debian. They produce (plain, every codec, idempotent, acks 0/1/all, and in
+//! transactions: committed, aborted, one left open), the server is stopped with SIGTERM and
+//! started again on the same directory, they consume (from the beginning, from an offset, from a
+//! time, read committed and uncommitted), a topic is deleted, and `seglog verify` passes on the
+//! files afterwards.
 //!
 //! `.ci/run` installs the clients and sets SEGLOG_REQUIRE_CLIENTS=1, which turns a missing client
 //! into a failure; elsewhere the test says what is missing and passes without them.

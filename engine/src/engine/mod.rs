@@ -196,8 +196,9 @@ impl Engine {
                 // A deletion a crash interrupted (Kafka's LogManager removes these at start too);
                 // anything but a real directory under that name is left alone.
                 let path = self.config.data_dir.join(&name);
+                // One that cannot be removed is left for the next start (Kafka logs it and goes on).
                 if crate::io::check_real_dir(&path).is_ok() {
-                    remove_partition_dir(&*self.storage, &path)?;
+                    let _ = remove_partition_dir(&*self.storage, &path);
                 }
                 continue;
             }
@@ -337,16 +338,18 @@ impl Engine {
         self.call(self.shard_of(&tp), |done| Request::Close { tp, done })
     }
 
-    /// Deletes a partition, as Kafka deletes a topic's: closes it if open (its waiting appends
-    /// settled first), forgets it (no checkpoint names it again, and a partition of the same name
-    /// opened later starts empty from offset 0), renames its directory to
-    /// `<topic>-<partition>.<unique>-delete` durably, then removes it. A crash in between leaves
-    /// that directory, which the next [`Engine::open`] removes. Deleting a partition that is
-    /// neither open nor on disk is [`Error::UnknownPartition`].
-    pub fn delete_partition(&self, tp: &TopicPartition) -> Completion<()> {
+    /// Deletes a partition, as Kafka deletes a topic's, and waits for it: closes it if open (its
+    /// waiting appends settled first), renames its directory to
+    /// `<topic>-<partition>.<unique>-delete` durably, removes it, then forgets it: the
+    /// checkpoints are written again at once without it (as Kafka's `asyncDelete` does), and a
+    /// partition of the same name opened later starts empty from offset 0. A crash in between
+    /// leaves the renamed directory, which the next [`Engine::open`] removes. Deleting a
+    /// partition that is neither open nor on disk is [`Error::UnknownPartition`].
+    pub fn delete_partition(&self, tp: &TopicPartition) -> Result<()> {
+        let name = tp.clone();
+        self.call(self.shard_of(tp), |done| Request::Delete { tp: name, done }).wait()?;
         self.forgotten.lock().unwrap_or_else(|p| p.into_inner()).insert((tp.topic.clone(), tp.partition));
-        let tp = tp.clone();
-        self.call(self.shard_of(&tp), |done| Request::Delete { tp, done })
+        self.checkpoint()
     }
 
     /// Every partition in the failed state (a write or fsync failed: it refuses appends until it

@@ -63,7 +63,9 @@ def produce(addr):
     # Transactions, confluent-kafka: committed, aborted (sent, then aborted), committed, and one
     # left open when this process ends: the restart must keep it open until the next
     # init_transactions with the same id aborts it.
-    p = Producer({"bootstrap.servers": addr, "transactional.id": "tx-ck"})
+    # A timeout of 5 minutes: only the next init_transactions (after the restart) aborts the
+    # transaction left open, not the coordinator's timeout.
+    p = Producer({"bootstrap.servers": addr, "transactional.id": "tx-ck", "transaction.timeout.ms": 300000})
     p.init_transactions(30)
     for first, commit in [(0, True), (100, False), (200, True), (300, None)]:
         p.begin_transaction()
