@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -75,29 +75,60 @@ pub(crate) async fn accept_loop(
 
 /// Serves one connection until the client closes it or sends something unanswerable.
 async fn serve(stream: TcpStream, state: Arc<State>) -> Result<(), String> {
-    let (rd, mut wr) = stream.into_split();
+    let (rd, wr) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Answer>(MAX_IN_FLIGHT);
     let writer = tokio::spawn(async move {
-        while let Some(answer) = rx.recv().await {
+        // Answers ready together go out in one write: they are buffered, and the buffer is
+        // flushed whenever the next answer is not ready yet (nothing waits behind a flush).
+        let mut out = BufWriter::with_capacity(64 * 1024, wr);
+        let gone = |e: std::io::Error| match e.kind() {
+            // The client went away before its answer: nothing to tell it.
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => None,
+            _ => Some(format!("write: {e}")),
+        };
+        loop {
+            let answer = match rx.try_recv() {
+                Ok(a) => a,
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    if let Err(e) = out.flush().await {
+                        return gone(e).map_or(Ok(()), Err);
+                    }
+                    match rx.recv().await {
+                        Some(a) => a,
+                        None => break,
+                    }
+                }
+                Err(mpsc::error::TryRecvError::Disconnected) => break,
+            };
             let frame = match answer {
                 Answer::Now(f) => f,
-                Answer::Later(h) => h.await.map_err(|e| format!("a request's handler failed: {e}"))??,
-                Answer::Close(why) => return Err(why),
+                Answer::Later(h) => {
+                    if !h.is_finished() {
+                        if let Err(e) = out.flush().await {
+                            return gone(e).map_or(Ok(()), Err);
+                        }
+                    }
+                    match h.await.map_err(|e| format!("a request's handler failed: {e}")).and_then(|r| r) {
+                        Ok(f) => f,
+                        Err(why) => {
+                            // The answers before it still go out.
+                            let _ = out.flush().await;
+                            return Err(why);
+                        }
+                    }
+                }
+                Answer::Close(why) => {
+                    let _ = out.flush().await;
+                    return Err(why);
+                }
             };
             if let Some(frame) = frame {
-                match wr.write_all(&frame).await {
-                    Ok(()) => {}
-                    // The client went away before its answer: nothing to tell it.
-                    Err(e)
-                        if matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset) =>
-                    {
-                        return Ok(())
-                    }
-                    Err(e) => return Err(format!("write: {e}")),
+                if let Err(e) = out.write_all(&frame).await {
+                    return gone(e).map_or(Ok(()), Err);
                 }
             }
         }
-        Ok(())
+        out.flush().await.or_else(|e| gone(e).map_or(Ok(()), Err))
     });
     let mut rd = BufReader::with_capacity(64 * 1024, rd);
     let read = async {

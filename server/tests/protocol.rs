@@ -457,3 +457,52 @@ fn deleted_topics_leave_no_directory_and_come_back_empty() {
     drop(c);
     r.shutdown().unwrap();
 }
+
+/// Requests pipelined on one connection are answered in order, and a partition's appends land in
+/// the order they were sent, whatever order the work finishes in.
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = server(dir.path(), |_| {});
+    let mut c = Client::connect(&r);
+    metadata(&mut c, "piped", true);
+    let first = c.corr + 1;
+    let mut kinds = Vec::new();
+    let mut wire = Vec::new();
+    for i in 0..40i64 {
+        // Produces, with metadata requests between them (answered without waiting on a write).
+        let (api, bytes) = if i % 5 == 4 {
+            let mut t = kafka_protocol::messages::metadata_request::MetadataRequestTopic::default();
+            t.name = Some(name("piped"));
+            let mut req = MetadataRequest::default();
+            req.topics = Some(vec![t]);
+            (ApiKey::Metadata, c.request_bytes(ApiKey::Metadata, 12, &req))
+        } else {
+            let b = batch(&[format!("r{i}").as_bytes()], 1_700_000_000_000 + i);
+            (ApiKey::Produce, c.request_bytes(ApiKey::Produce, 9, &produce_req("piped", 0, b)))
+        };
+        kinds.push(api);
+        wire.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+        wire.extend_from_slice(&bytes);
+    }
+    c.s.write_all(&wire).unwrap();
+    let mut next_offset = 0;
+    for (i, api) in kinds.into_iter().enumerate() {
+        let version = if api == ApiKey::Produce { 9 } else { 12 };
+        let mut size = [0u8; 4];
+        c.s.read_exact(&mut size).unwrap();
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        c.s.read_exact(&mut body).unwrap();
+        let mut b = Bytes::from(body);
+        let h = ResponseHeader::decode(&mut b, api.response_header_version(version)).unwrap();
+        assert_eq!(h.correlation_id, first + i as i32, "answer {i} out of order");
+        if api == ApiKey::Produce {
+            let p = ProduceResponse::decode(&mut b, version).unwrap();
+            assert_eq!(p.responses[0].partition_responses[0].base_offset, next_offset);
+            next_offset += 1;
+        }
+    }
+    assert_eq!(next_offset, 32);
+    drop(c);
+    r.shutdown().unwrap();
+}
