@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use crate::handlers;
 use crate::State;
@@ -76,7 +76,8 @@ pub(crate) async fn accept_loop(
 /// Serves one connection until the client closes it or sends something unanswerable.
 async fn serve(stream: TcpStream, state: Arc<State>) -> Result<(), String> {
     let (rd, wr) = stream.into_split();
-    let (tx, mut rx) = mpsc::channel::<Answer>(MAX_IN_FLIGHT);
+    // Each answer travels with the memory permits of its request, released once it is written.
+    let (tx, mut rx) = mpsc::channel::<(Answer, Option<OwnedSemaphorePermit>)>(MAX_IN_FLIGHT);
     let writer = tokio::spawn(async move {
         // Answers ready together go out in one write: they are buffered, and the buffer is
         // flushed whenever the next answer is not ready yet (nothing waits behind a flush).
@@ -87,7 +88,7 @@ async fn serve(stream: TcpStream, state: Arc<State>) -> Result<(), String> {
             _ => Some(format!("write: {e}")),
         };
         loop {
-            let answer = match rx.try_recv() {
+            let (answer, _request_memory) = match rx.try_recv() {
                 Ok(a) => a,
                 Err(mpsc::error::TryRecvError::Empty) => {
                     if let Err(e) = out.flush().await {
@@ -149,9 +150,15 @@ async fn serve(stream: TcpStream, state: Arc<State>) -> Result<(), String> {
                     "a request of {size} bytes (socket.request.max.bytes is {})",
                     state.config.max_request_bytes
                 );
-                let _ = tx.send(Answer::Close(why)).await;
+                let _ = tx.send((Answer::Close(why), None)).await;
                 return Ok(());
             }
+            let permit = state
+                .memory
+                .clone()
+                .acquire_many_owned(crate::memory_permits(&state, size as usize))
+                .await
+                .map_err(|e| format!("the request memory budget: {e}"))?;
             // Grown as the bytes arrive, not taken whole on the size's word: a client that
             // announces 100 MiB and sends nothing holds 64 KiB.
             let mut body = Vec::with_capacity((size as usize).min(64 * 1024));
@@ -161,7 +168,7 @@ async fn serve(stream: TcpStream, state: Arc<State>) -> Result<(), String> {
             }
             let answer = handlers::dispatch(&state, Bytes::from(body));
             let close = matches!(answer, Answer::Close(_));
-            if tx.send(answer).await.is_err() || close {
+            if tx.send((answer, Some(permit))).await.is_err() || close {
                 return Ok(());
             }
         }

@@ -81,7 +81,23 @@ pub(crate) fn dispatch(state: &Arc<State>, mut frame: Bytes) -> Answer {
             Ok(req) => produce(&state, req, version, corr),
             Err(why) => Answer::Close(why),
         },
-        ApiKey::Fetch => later::<FetchRequest, _, _>(frame, api, version, corr, move |r| fetch(state, r)),
+        ApiKey::Fetch => match decode::<FetchRequest>(&mut frame, api, version) {
+            // The answer's memory (up to its max_bytes) is taken before the reads and held with
+            // the frame until it is written. It is never waited for (a fetch waiting for memory
+            // that answers queued behind it hold could wait for ever): what is free is taken, and
+            // with nothing free the answer holds one batch per partition.
+            Ok(mut req) => Answer::Later(tokio::spawn(async move {
+                let want =
+                    if req.max_bytes > 0 { (req.max_bytes as usize).min(MAX_FETCH_BYTES) } else { MAX_FETCH_BYTES };
+                let take = crate::memory_permits(&state, want).min(state.memory.available_permits() as u32);
+                let permit = if take > 0 { state.memory.clone().try_acquire_many_owned(take).ok() } else { None };
+                let granted = permit.as_ref().map_or(0, |p| p.num_permits() * 1024);
+                req.max_bytes = granted.clamp(1, want) as i32;
+                let frame = encode(api, version, corr, &fetch(state, req).await)?;
+                Ok(Some(Bytes::from_owner(Held { frame, _permit: permit })))
+            })),
+            Err(why) => Answer::Close(why),
+        },
         ApiKey::ListOffsets => {
             later::<ListOffsetsRequest, _, _>(frame, api, version, corr, move |r| list_offsets(state, r, version))
         }
@@ -148,6 +164,19 @@ fn encode<T: Encodable>(api: ApiKey, version: i16, corr: i32, body: &T) -> Resul
     buf.put_i32(i32::try_from(size).map_err(|_| format!("an answer of {size} bytes"))?);
     header.encode(&mut buf, header_version).and_then(|_| body.encode(&mut buf, version)).map_err(failed)?;
     Ok(buf.freeze())
+}
+
+/// An answer's frame with the memory permits it holds: released when the frame is dropped,
+/// after it is written.
+struct Held {
+    frame: Bytes,
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        &self.frame
+    }
 }
 
 /// The isolation a consumer asks for: 1 is read committed, anything else read uncommitted.

@@ -506,3 +506,41 @@ fn pipelined_requests_are_answered_in_order() {
     drop(c);
     r.shutdown().unwrap();
 }
+
+/// Under a memory budget of one request, pipelined requests wait for the answers before them
+/// to be written (no deadlock), and a fetch gets what memory is free, at least one batch.
+#[test]
+fn a_small_memory_budget_serves_everything_in_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = server(dir.path(), |c| {
+        c.max_request_bytes = 64 << 10;
+        c.max_in_flight_bytes = 64 << 10;
+    });
+    let mut c = Client::connect(&r);
+    metadata(&mut c, "tight", true);
+    let first = c.corr + 1;
+    let mut wire = Vec::new();
+    for i in 0..12i64 {
+        let b = batch(&[&vec![i as u8; 40_000]], 1_700_000_000_000 + i);
+        let bytes = c.request_bytes(ApiKey::Produce, 9, &produce_req("tight", 0, b));
+        wire.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+        wire.extend_from_slice(&bytes);
+    }
+    c.s.write_all(&wire).unwrap();
+    for i in 0..12 {
+        let mut size = [0u8; 4];
+        c.s.read_exact(&mut size).unwrap();
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        c.s.read_exact(&mut body).unwrap();
+        let mut b = Bytes::from(body);
+        let h = ResponseHeader::decode(&mut b, ApiKey::Produce.response_header_version(9)).unwrap();
+        assert_eq!(h.correlation_id, first + i);
+        let p = ProduceResponse::decode(&mut b, 9).unwrap();
+        assert_eq!(p.responses[0].partition_responses[0].base_offset, i as i64);
+    }
+    let f = fetch(&mut c, "tight", 0, 0);
+    let records = f.responses[0].partitions[0].records.as_ref().unwrap();
+    assert!(records.len() > 40_000, "at least the first batch: {}", records.len());
+    drop(c);
+    r.shutdown().unwrap();
+}
