@@ -13,10 +13,18 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::handlers;
 use crate::State;
+
+/// How much of a request body is read (and its memory taken) at a time.
+const CHUNK: usize = 64 * 1024;
+
+/// Permits of a connection's memory budget for `bytes`: one per KiB.
+pub(crate) fn kib(bytes: usize) -> u32 {
+    bytes.div_ceil(1024).min(u32::MAX as usize) as u32
+}
 
 /// Requests of one connection being handled or answered at once; the reader waits past it.
 const MAX_IN_FLIGHT: usize = 64;
@@ -76,6 +84,8 @@ pub(crate) async fn accept_loop(
 /// Serves one connection until the client closes it or sends something unanswerable.
 async fn serve(stream: TcpStream, state: Arc<State>) -> Result<(), String> {
     let (rd, wr) = stream.into_split();
+    // The connection's memory: `max_request_bytes`, in KiB permits.
+    let budget = Arc::new(Semaphore::new(kib(state.config.max_request_bytes) as usize));
     // Each answer travels with the memory permits of its request, released once it is written.
     let (tx, mut rx) = mpsc::channel::<(Answer, Option<OwnedSemaphorePermit>)>(MAX_IN_FLIGHT);
     let writer = tokio::spawn(async move {
@@ -153,22 +163,36 @@ async fn serve(stream: TcpStream, state: Arc<State>) -> Result<(), String> {
                 let _ = tx.send((Answer::Close(why), None)).await;
                 return Ok(());
             }
-            let permit = state
-                .memory
-                .clone()
-                .acquire_many_owned(crate::memory_permits(&state, size as usize))
-                .await
-                .map_err(|e| format!("the request memory budget: {e}"))?;
-            // Grown as the bytes arrive, not taken whole on the size's word: a client that
-            // announces 100 MiB and sends nothing holds 64 KiB.
-            let mut body = Vec::with_capacity((size as usize).min(64 * 1024));
-            let got = (&mut rd).take(size as u64).read_to_end(&mut body).await.map_err(|e| format!("read: {e}"))?;
-            if got < size as usize {
-                return Err(format!("the connection ended inside a request ({got} of {size} bytes)"));
+            // The body is read, and its memory taken from the connection's budget, a chunk at a
+            // time as it arrives: a size word alone holds nothing, and the buffer is never larger
+            // than the request.
+            let size = size as usize;
+            let mut body = Vec::new();
+            let mut permit: Option<OwnedSemaphorePermit> = None;
+            while body.len() < size {
+                let chunk = (size - body.len()).min(CHUNK);
+                let more = budget
+                    .clone()
+                    .acquire_many_owned(kib(chunk))
+                    .await
+                    .map_err(|e| format!("the connection's memory budget: {e}"))?;
+                match permit.as_mut() {
+                    Some(p) => p.merge(more),
+                    None => permit = Some(more),
+                }
+                let start = body.len();
+                body.reserve_exact(chunk);
+                body.resize(start + chunk, 0);
+                rd.read_exact(&mut body[start..]).await.map_err(|e| match e.kind() {
+                    std::io::ErrorKind::UnexpectedEof => {
+                        format!("the connection ended inside a request of {size} bytes")
+                    }
+                    _ => format!("read: {e}"),
+                })?;
             }
-            let answer = handlers::dispatch(&state, Bytes::from(body));
+            let answer = handlers::dispatch(&state, Bytes::from(body), &budget);
             let close = matches!(answer, Answer::Close(_));
-            if tx.send((answer, Some(permit))).await.is_err() || close {
+            if tx.send((answer, permit)).await.is_err() || close {
                 return Ok(());
             }
         }

@@ -52,7 +52,7 @@ const MAX_FETCH_WAIT: Duration = Duration::from_secs(60);
 
 /// Handles one request frame (without its size): the answer now, a task that will produce it,
 /// or a reason to close the connection.
-pub(crate) fn dispatch(state: &Arc<State>, mut frame: Bytes) -> Answer {
+pub(crate) fn dispatch(state: &Arc<State>, mut frame: Bytes, budget: &Arc<tokio::sync::Semaphore>) -> Answer {
     if frame.len() < 4 {
         return Answer::Close(format!("a request of {} bytes, shorter than any header", frame.len()));
     }
@@ -82,20 +82,31 @@ pub(crate) fn dispatch(state: &Arc<State>, mut frame: Bytes) -> Answer {
             Err(why) => Answer::Close(why),
         },
         ApiKey::Fetch => match decode::<FetchRequest>(&mut frame, api, version) {
-            // The answer's memory (up to its max_bytes) is taken before the reads and held with
-            // the frame until it is written. It is never waited for (a fetch waiting for memory
-            // that answers queued behind it hold could wait for ever): what is free is taken, and
-            // with nothing free the answer holds one batch per partition.
-            Ok(mut req) => Answer::Later(tokio::spawn(async move {
-                let want =
-                    if req.max_bytes > 0 { (req.max_bytes as usize).min(MAX_FETCH_BYTES) } else { MAX_FETCH_BYTES };
-                let take = crate::memory_permits(&state, want).min(state.memory.available_permits() as u32);
-                let permit = if take > 0 { state.memory.clone().try_acquire_many_owned(take).ok() } else { None };
-                let granted = permit.as_ref().map_or(0, |p| p.num_permits() * 1024);
-                req.max_bytes = granted.clamp(1, want) as i32;
-                let frame = encode(api, version, corr, &fetch(state, req).await)?;
-                Ok(Some(Bytes::from_owner(Held { frame, _permit: permit })))
-            })),
+            // The answer's memory (up to its max_bytes) comes from the connection's budget, taken
+            // before the reads and held with the frame until it is written, less what the frame
+            // does not use. It is never waited for (the connection's own answers queued behind
+            // the fetch hold what it would wait for): what is free is taken, and with nothing
+            // free the answer holds the first batch of its first partition.
+            Ok(mut req) => {
+                let budget = budget.clone();
+                Answer::Later(tokio::spawn(async move {
+                    let want =
+                        if req.max_bytes > 0 { (req.max_bytes as usize).min(MAX_FETCH_BYTES) } else { MAX_FETCH_BYTES };
+                    let take = crate::conn::kib(want).min(budget.available_permits() as u32);
+                    let mut permit = if take > 0 { budget.try_acquire_many_owned(take).ok() } else { None };
+                    let granted = permit.as_ref().map_or(0, |p| p.num_permits() * 1024);
+                    req.max_bytes = granted.clamp(1, want) as i32;
+                    let frame = encode(api, version, corr, &fetch(state, req).await)?;
+                    // Only what the frame holds stays taken until it is written.
+                    if let Some(p) = permit.as_mut() {
+                        let used = crate::conn::kib(frame.len()) as usize;
+                        if p.num_permits() > used {
+                            drop(p.split(p.num_permits() - used));
+                        }
+                    }
+                    Ok(Some(Bytes::from_owner(Held { frame, _permit: permit })))
+                }))
+            }
             Err(why) => Answer::Close(why),
         },
         ApiKey::ListOffsets => {
@@ -313,13 +324,18 @@ async fn fetch_once(state: &State, req: &FetchRequest, isolation: FetchIsolation
     let max_bytes = if req.max_bytes > 0 { (req.max_bytes as usize).min(MAX_FETCH_BYTES) } else { MAX_FETCH_BYTES };
     let mut allotted = max_bytes;
     let mut reads = Vec::new();
+    let mut issued = false;
     for topic in &req.topics {
         for p in &topic.partitions {
             let tp = TopicPartition::new(topic.topic.0.as_str(), p.partition);
             let read = state.topics.has(&tp).then(|| {
                 let max = (p.partition_max_bytes.max(0) as usize).min(allotted);
                 allotted -= max;
-                state.engine.fetch_isolated(&tp, p.fetch_offset, max as u32, isolation)
+                // Only the request's first partition returns its first batch whatever its size
+                // (Kafka's minOneMessage): the others stay within what they were allotted.
+                let first = !issued;
+                issued = true;
+                state.engine.fetch_isolated_bounded(&tp, p.fetch_offset, max as u32, isolation, first)
             });
             reads.push((p.partition, read));
         }

@@ -55,16 +55,14 @@ pub struct ServerConfig {
     /// Create a topic a client asks Metadata about (Kafka's `auto.create.topics.enable`, default
     /// true).
     pub auto_create_topics: bool,
-    /// The largest request frame taken (Kafka's `socket.request.max.bytes`, 100 MiB).
+    /// The largest request frame taken (Kafka's `socket.request.max.bytes`, 100 MiB), and the
+    /// most request and answer bytes one connection holds at once (its requests' bytes as they
+    /// arrive, until their answers are written; its fetch answers'): past it the connection's
+    /// reading waits for its own answers to go out, as Kafka serves a connection one request at
+    /// a time. The server's memory for requests is at most this times `max_connections`.
     pub max_request_bytes: usize,
     /// The most connections served at once.
     pub max_connections: usize,
-    /// Request and answer bytes held at once over every connection (a request's from its size
-    /// word until its answer is written; a fetch answer's max_bytes from its start): past it,
-    /// connections wait before reading more (Kafka bounds the same with one request at a time
-    /// per connection and `queued.max.request.bytes`). Default 1 GiB; at least
-    /// `max_request_bytes`.
-    pub max_in_flight_bytes: usize,
     /// Threads of the request runtime (default 1: the shards do the storage work).
     pub network_threads: usize,
     /// The host and port Metadata gives clients (Kafka's `advertised.listeners`); default the
@@ -84,7 +82,6 @@ impl ServerConfig {
             auto_create_topics: true,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
-            max_in_flight_bytes: 1 << 30,
             network_threads: 1,
             advertised: None,
             stop_on_signals: false,
@@ -115,11 +112,6 @@ pub enum ServerError {
 
 pub type Result<T> = std::result::Result<T, ServerError>;
 
-/// Permits of [`State::memory`] for `bytes` (one per KiB, never more than there are).
-pub(crate) fn memory_permits(state: &State, bytes: usize) -> u32 {
-    (bytes.div_ceil(1024).min(state.config.max_in_flight_bytes.div_ceil(1024))).min(u32::MAX as usize) as u32
-}
-
 /// What every connection shares.
 pub(crate) struct State {
     pub(crate) engine: Engine,
@@ -128,8 +120,6 @@ pub(crate) struct State {
     pub(crate) coordinator: txn::Coordinator,
     /// Woken whenever an append is acknowledged: fetches waiting for `min_bytes` look again.
     pub(crate) appended: tokio::sync::Notify,
-    /// [`ServerConfig::max_in_flight_bytes`] in KiB permits.
-    pub(crate) memory: Arc<tokio::sync::Semaphore>,
     /// The host and port given to clients in Metadata (the address listened on).
     pub(crate) advertised: (String, i32),
     pub(crate) config: ServerConfig,
@@ -186,12 +176,6 @@ pub fn start(mut config: ServerConfig) -> Result<Running> {
     if config.default_partitions < 1 {
         return Err(ServerError::Config(format!("partitions = {}: at least 1", config.default_partitions)));
     }
-    if config.max_in_flight_bytes < config.max_request_bytes {
-        return Err(ServerError::Config(format!(
-            "max in-flight bytes {} below max request bytes {}",
-            config.max_in_flight_bytes, config.max_request_bytes
-        )));
-    }
     if config.max_connections == 0 || config.network_threads == 0 {
         return Err(ServerError::Config("max connections and network threads must be at least 1".into()));
     }
@@ -217,7 +201,6 @@ pub fn start(mut config: ServerConfig) -> Result<Running> {
         producer_ids,
         coordinator,
         appended: tokio::sync::Notify::new(),
-        memory: Arc::new(tokio::sync::Semaphore::new(config.max_in_flight_bytes.div_ceil(1024))),
         advertised: match &config.advertised {
             Some((host, port)) => (host.clone(), *port as i32),
             None => (addr.ip().to_string(), addr.port() as i32),

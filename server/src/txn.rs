@@ -64,6 +64,11 @@ pub(crate) struct TxnMeta {
     pub(crate) partitions: BTreeSet<(String, i32)>,
     pub(crate) last_update_ms: i64,
     pub(crate) start_ms: i64,
+    /// The epoch a producer may still name besides the current one (Kafka's
+    /// `lastProducerEpoch`, KIP-360/588): the one it asked to bump from, or the one a timeout
+    /// fenced. Kept in memory only (TransactionLogValue v0 has no field for it): after a restart
+    /// such a producer is fenced and starts again with InitProducerId.
+    pub(crate) last_epoch: Option<i16>,
 }
 
 /// `TransactionLogKey` v0: version, then the transactional id as a Kafka string.
@@ -175,7 +180,16 @@ pub(crate) fn decode_value(b: &[u8]) -> Result<TxnMeta, String> {
     if !r.0.is_empty() {
         return Err(bad());
     }
-    Ok(TxnMeta { producer_id, producer_epoch, timeout_ms, status, partitions, last_update_ms, start_ms })
+    Ok(TxnMeta {
+        producer_id,
+        producer_epoch,
+        timeout_ms,
+        status,
+        partitions,
+        last_update_ms,
+        start_ms,
+        last_epoch: None,
+    })
 }
 
 fn now_ms() -> i64 {
@@ -277,17 +291,21 @@ impl Coordinator {
             partitions: BTreeSet::new(),
             last_update_ms: now_ms(),
             start_ms: -1,
+            // A bump asked from an epoch leaves that epoch nameable for a retry.
+            last_epoch: expected.map(|(_, epoch)| epoch),
         };
         let next = match txns.get(id).cloned() {
             None => fresh(state.producer_ids.next().map_err(|_| E::CoordinatorNotAvailable.code())?, 0),
             Some(mut m) => {
                 if let Some((pid, epoch)) = expected {
-                    // KIP-360/588: the producer may know the current epoch or the one before it
-                    // (its own InitProducerId retried, or its transaction aborted on timeout).
-                    if pid != m.producer_id || (epoch != m.producer_epoch && epoch != m.producer_epoch - 1) {
+                    // KIP-360/588: the producer names the current epoch, or the last one it may
+                    // still name (its own InitProducerId retried, or its transaction aborted on
+                    // timeout); any other is a fenced instance.
+                    let last = pid == m.producer_id && Some(epoch) == m.last_epoch;
+                    if !last && (pid, epoch) != (m.producer_id, m.producer_epoch) {
                         return Err(E::ProducerFenced.code());
                     }
-                    if epoch == m.producer_epoch - 1 && m.status == Status::Empty {
+                    if last && m.status == Status::Empty {
                         // A retry of the InitProducerId that gave the current epoch.
                         return Ok((m.producer_id, m.producer_epoch));
                     }
@@ -429,6 +447,7 @@ impl Coordinator {
         id: &str,
         mut m: TxnMeta,
     ) -> Result<TxnMeta, Code> {
+        m.last_epoch = Some(m.producer_epoch);
         m.producer_epoch = m.producer_epoch.saturating_add(1);
         m.status = Status::PrepareAbort;
         m.last_update_ms = now_ms();
@@ -537,6 +556,7 @@ mod tests {
             partitions: [("a".to_string(), 0), ("a".to_string(), 2), ("b".to_string(), 1)].into_iter().collect(),
             last_update_ms: 1_700_000_000_123,
             start_ms: 1_700_000_000_000,
+            last_epoch: None,
         };
         let v = encode_value(&m);
         // version, pid, epoch, timeout, status, 2 topics: "a" [0, 2], "b" [1], two timestamps.

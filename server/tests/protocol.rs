@@ -94,6 +94,20 @@ impl Client {
     }
 }
 
+/// Whole batches in a fetch answer's records.
+struct BatchCount;
+
+impl BatchCount {
+    fn of(records: &[u8]) -> usize {
+        let (mut at, mut n) = (0, 0);
+        while at + 12 <= records.len() {
+            at += 12 + i32::from_be_bytes(records[at + 8..at + 12].try_into().unwrap()) as usize;
+            n += 1;
+        }
+        n
+    }
+}
+
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
@@ -332,6 +346,17 @@ fn init_pid(c: &mut Client, txn: &str, timeout_ms: i32) -> (i16, i64, i16) {
     (r.error_code, r.producer_id.0, r.producer_epoch)
 }
 
+/// InitProducerId naming the producer's id and epoch (KIP-360).
+fn init_pid_from(c: &mut Client, txn: &str, pid: i64, epoch: i16) -> (i16, i64, i16) {
+    let mut req = kafka_protocol::messages::InitProducerIdRequest::default();
+    req.transactional_id = Some(kafka_protocol::messages::TransactionalId(StrBytes::from_string(txn.into())));
+    req.transaction_timeout_ms = 60_000;
+    req.producer_id = kafka_protocol::messages::ProducerId(pid);
+    req.producer_epoch = epoch;
+    let r: kafka_protocol::messages::InitProducerIdResponse = c.call(ApiKey::InitProducerId, 4, &req);
+    (r.error_code, r.producer_id.0, r.producer_epoch)
+}
+
 fn add_partition(c: &mut Client, txn: &str, pid: i64, epoch: i16, topic: &str, partition: i32) -> i16 {
     let mut t = kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
     t.name = name(topic);
@@ -375,18 +400,26 @@ fn the_coordinator_fences_commits_aborts_and_keeps_its_state_across_a_restart() 
     assert_eq!(init_pid(&mut c, "tx", 60_000), (0, pid, 1), "a second instance bumps the epoch");
     assert_eq!(init_pid(&mut c, "tx", 0).0, 50, "INVALID_TRANSACTION_TIMEOUT");
     assert_eq!(init_pid(&mut c, "", 60_000).0, 42, "INVALID_REQUEST: an empty transactional id");
-    assert_eq!(end_txn(&mut c, "tx", pid, 1, true), 48, "INVALID_TXN_STATE: nothing begun");
-    assert_eq!(add_partition(&mut c, "tx", pid, 0, "orders", 0), 90, "PRODUCER_FENCED: the old epoch");
+    // KIP-360: a producer bumping from its epoch gets the next; its retry gets the same; an
+    // instance that held an older epoch is fenced.
+    assert_eq!(init_pid_from(&mut c, "tx", pid, 1), (0, pid, 2));
+    assert_eq!(init_pid_from(&mut c, "tx", pid, 1), (0, pid, 2), "a retry");
+    assert_eq!(init_pid(&mut c, "tx", 60_000), (0, pid, 3), "a new instance, no epoch named");
+    assert_eq!(init_pid_from(&mut c, "tx", pid, 1).0, 90, "the old instance is fenced");
+    assert_eq!(init_pid_from(&mut c, "tx", pid, 2).0, 90, "so is the one before the new");
+    let epoch = 3;
+    assert_eq!(end_txn(&mut c, "tx", pid, epoch, true), 48, "INVALID_TXN_STATE: nothing begun");
+    assert_eq!(add_partition(&mut c, "tx", pid, 1, "orders", 0), 90, "PRODUCER_FENCED: an old epoch");
     assert_eq!(add_partition(&mut c, "tx", pid + 1, 1, "orders", 0), 49, "INVALID_PRODUCER_ID_MAPPING");
-    assert_eq!(add_partition(&mut c, "tx", pid, 1, "orders", 9), 3);
-    assert_eq!(add_partition(&mut c, "tx", pid, 1, "orders", 0), 0);
-    assert_eq!(produce(&mut c, "orders", 0, txn_batch(pid, 1, 0, b"kept")), (0, 0));
-    assert_eq!(end_txn(&mut c, "tx", pid, 1, true), 0);
-    assert_eq!(end_txn(&mut c, "tx", pid, 1, true), 0, "a retried commit");
-    assert_eq!(end_txn(&mut c, "tx", pid, 1, false), 48, "abort after commit");
+    assert_eq!(add_partition(&mut c, "tx", pid, epoch, "orders", 9), 3);
+    assert_eq!(add_partition(&mut c, "tx", pid, epoch, "orders", 0), 0);
+    assert_eq!(produce(&mut c, "orders", 0, txn_batch(pid, epoch, 0, b"kept")), (0, 0));
+    assert_eq!(end_txn(&mut c, "tx", pid, epoch, true), 0);
+    assert_eq!(end_txn(&mut c, "tx", pid, epoch, true), 0, "a retried commit");
+    assert_eq!(end_txn(&mut c, "tx", pid, epoch, false), 48, "abort after commit");
     // A second transaction left open across a restart.
-    assert_eq!(add_partition(&mut c, "tx", pid, 1, "orders", 0), 0);
-    assert_eq!(produce(&mut c, "orders", 0, txn_batch(pid, 1, 1, b"dropped")), (0, 2));
+    assert_eq!(add_partition(&mut c, "tx", pid, epoch, "orders", 0), 0);
+    assert_eq!(produce(&mut c, "orders", 0, txn_batch(pid, epoch, 1, b"dropped")), (0, 2));
     let f = fetch(&mut c, "orders", 0, 1);
     assert_eq!(f.responses[0].partitions[0].last_stable_offset, 2, "the open transaction holds the LSO");
     assert_eq!(produce(&mut c, TXN_TOPIC_NAME, 0, batch(&[b"x"], 0)).0, 17, "the coordinator's topic");
@@ -395,9 +428,9 @@ fn the_coordinator_fences_commits_aborts_and_keeps_its_state_across_a_restart() 
 
     let r = server(dir.path(), |_| {});
     let mut c = Client::connect(&r);
-    // The state came back: the next instance is epoch 2 after aborting the open transaction
-    // under epoch 2 (fencing) and bumping again.
-    assert_eq!(init_pid(&mut c, "tx", 60_000), (0, pid, 3));
+    // The state came back: the next instance is epoch 5, after the open transaction was
+    // aborted under epoch 4 (fencing epoch 3) and the epoch bumped again.
+    assert_eq!(init_pid(&mut c, "tx", 60_000), (0, pid, 5));
     let f = fetch(&mut c, "orders", 0, 1);
     let p = &f.responses[0].partitions[0];
     assert_eq!((p.high_watermark, p.last_stable_offset), (4, 4));
@@ -507,15 +540,16 @@ fn pipelined_requests_are_answered_in_order() {
     r.shutdown().unwrap();
 }
 
-/// Under a memory budget of one request, pipelined requests wait for the answers before them
-/// to be written (no deadlock), and a fetch gets what memory is free, at least one batch.
+/// A connection holds at most max_request_bytes of requests and answers: pipelined requests
+/// past it wait for the answers before them to be written (no deadlock), a fetch answer holds
+/// what is free of it, and a connection that announces a request and stalls holds nothing.
 #[test]
-fn a_small_memory_budget_serves_everything_in_turn() {
+fn a_connection_serves_everything_in_turn_within_its_memory() {
     let dir = tempfile::tempdir().unwrap();
-    let r = server(dir.path(), |c| {
-        c.max_request_bytes = 64 << 10;
-        c.max_in_flight_bytes = 64 << 10;
-    });
+    let r = server(dir.path(), |c| c.max_request_bytes = 64 << 10);
+    // Stalled after announcing a request of the largest size: the others are served.
+    let mut stalled = Client::connect(&r);
+    stalled.s.write_all(&(64i32 << 10).to_be_bytes()).unwrap();
     let mut c = Client::connect(&r);
     metadata(&mut c, "tight", true);
     let first = c.corr + 1;
@@ -538,9 +572,18 @@ fn a_small_memory_budget_serves_everything_in_turn() {
         let p = ProduceResponse::decode(&mut b, 9).unwrap();
         assert_eq!(p.responses[0].partition_responses[0].base_offset, i as i64);
     }
+    // 64 KiB of answer: one 40 KB batch (two would not fit).
     let f = fetch(&mut c, "tight", 0, 0);
     let records = f.responses[0].partitions[0].records.as_ref().unwrap();
-    assert!(records.len() > 40_000, "at least the first batch: {}", records.len());
+    let batches = BatchCount::of(records);
+    assert_eq!(batches, 1, "{} bytes", records.len());
+    drop((c, stalled));
+    r.shutdown().unwrap();
+    // With room, several.
+    let r = server(dir.path(), |_| {});
+    let mut c = Client::connect(&r);
+    let f = fetch(&mut c, "tight", 0, 0);
+    assert_eq!(BatchCount::of(f.responses[0].partitions[0].records.as_ref().unwrap()), 12);
     drop(c);
     r.shutdown().unwrap();
 }

@@ -36,16 +36,13 @@ pub struct Args {
     /// Do not create topics on first use (Kafka's auto.create.topics.enable=false).
     #[arg(long)]
     no_auto_create: bool,
-    /// The largest request taken, in bytes (Kafka's socket.request.max.bytes).
+    /// The largest request taken, in bytes (Kafka's socket.request.max.bytes), and the most
+    /// request and answer bytes one connection holds at once.
     #[arg(long, default_value_t = seglog_server::DEFAULT_MAX_REQUEST_BYTES)]
     max_request_bytes: usize,
     /// Connections served at once.
     #[arg(long, default_value_t = seglog_server::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
-    /// Request and answer bytes held at once over all connections; past it, connections wait
-    /// (default 1 GiB; at least --max-request-bytes).
-    #[arg(long, default_value_t = 1 << 30)]
-    max_in_flight_bytes: usize,
     /// HOST:PORT given to clients in Metadata (Kafka's advertised.listeners); default the
     /// --listen address, which must then not be a wildcard such as 0.0.0.0.
     #[arg(long)]
@@ -62,7 +59,6 @@ pub fn run(a: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     config.auto_create_topics = !a.no_auto_create;
     config.max_request_bytes = a.max_request_bytes;
     config.max_connections = a.max_connections;
-    config.max_in_flight_bytes = a.max_in_flight_bytes;
     config.stop_on_signals = true;
     if let Some(adv) = &a.advertise {
         let (host, port) = adv.rsplit_once(':').ok_or_else(|| format!("--advertise {adv}: expected HOST:PORT"))?;

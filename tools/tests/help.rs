@@ -39,7 +39,6 @@ fn every_subcommand_documents_flags_and_exit_codes() {
                 "--max-request-bytes",
                 "--max-connections",
                 "--advertise",
-                "--max-in-flight-bytes",
             ][..],
         ),
         ("index-report", &["--interval", "--plot", "--every", "--json"][..]),

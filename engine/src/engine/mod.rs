@@ -346,9 +346,11 @@ impl Engine {
     /// leaves the renamed directory, which the next [`Engine::open`] removes. Deleting a
     /// partition that is neither open nor on disk is [`Error::UnknownPartition`].
     pub fn delete_partition(&self, tp: &TopicPartition) -> Result<()> {
+        // Forgotten first: whatever happens below, the startup checkpoints' values for it are
+        // stale (a failed deletion leaves a partition that reopens from its own files).
+        self.forgotten.lock().unwrap_or_else(|p| p.into_inner()).insert((tp.topic.clone(), tp.partition));
         let name = tp.clone();
         self.call(self.shard_of(tp), |done| Request::Delete { tp: name, done }).wait()?;
-        self.forgotten.lock().unwrap_or_else(|p| p.into_inner()).insert((tp.topic.clone(), tp.partition));
         self.checkpoint()
     }
 
@@ -410,9 +412,23 @@ impl Engine {
         max_bytes: u32,
         isolation: FetchIsolation,
     ) -> Completion<FetchData> {
+        self.fetch_isolated_bounded(tp, offset, max_bytes, isolation, true)
+    }
+
+    /// [`Engine::fetch_isolated`], with Kafka's `minOneMessage` as `min_one`: when false, a first
+    /// batch larger than `max_bytes` is not returned (no records, the offsets still answered), as
+    /// Kafka reads the partitions after the first of a fetch whose budget is spent.
+    pub fn fetch_isolated_bounded(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+        max_bytes: u32,
+        isolation: FetchIsolation,
+        min_one: bool,
+    ) -> Completion<FetchData> {
         let tp = tp.clone();
         let upper = FetchUpper::Isolation(isolation);
-        self.call(self.shard_of(&tp), |done| Request::Fetch { tp, offset, max_bytes, upper, min_one: true, done })
+        self.call(self.shard_of(&tp), |done| Request::Fetch { tp, offset, max_bytes, upper, min_one, done })
     }
 
     /// Offset lookup by timestamp or special value (see [`crate::log::Log::offset_for_time`]).

@@ -1081,7 +1081,10 @@ impl Shard {
             .join(crate::format::filename::deleted_partition_dir_name(tp.dir_name().as_str(), &unique_id()));
         self.storage.rename(&dir, &gone)?;
         self.storage.sync_dir(&self.data_dir)?;
-        super::remove_partition_dir(&*self.storage, &gone)
+        // Deleted from here on: a directory that cannot be removed now is removed at the next
+        // start (Kafka's deletion retries too).
+        let _ = super::remove_partition_dir(&*self.storage, &gone);
+        Ok(())
     }
 
     fn snapshot_stats(&self) -> ShardStats {

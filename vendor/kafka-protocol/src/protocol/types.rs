@@ -993,9 +993,10 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
         match Int32.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
-                // seglog's patch: capacity bounded by the bytes left, so a hostile length
-                // prefix cannot make the allocator abort the process (upstream PRs #152, #161).
-                let mut result = Vec::with_capacity((n as usize).min(buf.remaining()));
+                // seglog's patch: capacity bounded by the bytes left (and 1,024 elements; push
+                // grows it), so a hostile length prefix cannot make the allocator abort the
+                // process (upstream PRs #152, #161).
+                let mut result = Vec::with_capacity((n as usize).min(buf.remaining()).min(1024));
                 for _ in 0..n {
                     result.push(self.0.decode(buf)?);
                 }
@@ -1104,7 +1105,7 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for CompactArray<E> {
             0 => Ok(None),
             n => {
                 // seglog's patch: capacity bounded by the bytes left (see Array above).
-                let mut result = Vec::with_capacity(((n - 1) as usize).min(buf.remaining()));
+                let mut result = Vec::with_capacity(((n - 1) as usize).min(buf.remaining()).min(1024));
                 for _ in 1..n {
                     result.push(self.0.decode(buf)?);
                 }
