@@ -59,8 +59,9 @@ impl Client {
         b.to_vec()
     }
 
-    /// The next answer's body (after its header), or `None` when the server closed the connection.
-    fn read_answer(&mut self, api: ApiKey, version: i16) -> Option<Bytes> {
+    /// The next answer's correlation id and body (after its header), or `None` when the server
+    /// closed the connection.
+    fn read_frame(&mut self, api: ApiKey, version: i16) -> Option<(i32, Bytes)> {
         let mut size = [0u8; 4];
         if self.s.read_exact(&mut size).is_err() {
             return None;
@@ -69,8 +70,24 @@ impl Client {
         self.s.read_exact(&mut body).unwrap();
         let mut b = Bytes::from(body);
         let h = ResponseHeader::decode(&mut b, api.response_header_version(version)).unwrap();
-        assert_eq!(h.correlation_id, self.corr);
+        Some((h.correlation_id, b))
+    }
+
+    /// The answer to the last request sent.
+    fn read_answer(&mut self, api: ApiKey, version: i16) -> Option<Bytes> {
+        let (corr, b) = self.read_frame(api, version)?;
+        assert_eq!(corr, self.corr);
         Some(b)
+    }
+
+    /// Sends `requests` (already encoded) in one write, each framed with its size.
+    fn send_pipelined(&mut self, requests: &[Vec<u8>]) {
+        let mut wire = Vec::new();
+        for r in requests {
+            wire.extend_from_slice(&(r.len() as i32).to_be_bytes());
+            wire.extend_from_slice(r);
+        }
+        self.s.write_all(&wire).unwrap();
     }
 
     fn call<T: Encodable, R: Decodable>(&mut self, api: ApiKey, version: i16, req: &T) -> R {
@@ -501,7 +518,7 @@ fn pipelined_requests_are_answered_in_order() {
     metadata(&mut c, "piped", true);
     let first = c.corr + 1;
     let mut kinds = Vec::new();
-    let mut wire = Vec::new();
+    let mut requests = Vec::new();
     for i in 0..40i64 {
         // Produces, with metadata requests between them (answered without waiting on a write).
         let (api, bytes) = if i % 5 == 4 {
@@ -515,20 +532,14 @@ fn pipelined_requests_are_answered_in_order() {
             (ApiKey::Produce, c.request_bytes(ApiKey::Produce, 9, &produce_req("piped", 0, b)))
         };
         kinds.push(api);
-        wire.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
-        wire.extend_from_slice(&bytes);
+        requests.push(bytes);
     }
-    c.s.write_all(&wire).unwrap();
+    c.send_pipelined(&requests);
     let mut next_offset = 0;
     for (i, api) in kinds.into_iter().enumerate() {
         let version = if api == ApiKey::Produce { 9 } else { 12 };
-        let mut size = [0u8; 4];
-        c.s.read_exact(&mut size).unwrap();
-        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-        c.s.read_exact(&mut body).unwrap();
-        let mut b = Bytes::from(body);
-        let h = ResponseHeader::decode(&mut b, api.response_header_version(version)).unwrap();
-        assert_eq!(h.correlation_id, first + i as i32, "answer {i} out of order");
+        let (corr, mut b) = c.read_frame(api, version).unwrap();
+        assert_eq!(corr, first + i as i32, "answer {i} out of order");
         if api == ApiKey::Produce {
             let p = ProduceResponse::decode(&mut b, version).unwrap();
             assert_eq!(p.responses[0].partition_responses[0].base_offset, next_offset);
@@ -553,22 +564,16 @@ fn a_connection_serves_everything_in_turn_within_its_memory() {
     let mut c = Client::connect(&r);
     metadata(&mut c, "tight", true);
     let first = c.corr + 1;
-    let mut wire = Vec::new();
-    for i in 0..12i64 {
-        let b = batch(&[&vec![i as u8; 40_000]], 1_700_000_000_000 + i);
-        let bytes = c.request_bytes(ApiKey::Produce, 9, &produce_req("tight", 0, b));
-        wire.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
-        wire.extend_from_slice(&bytes);
-    }
-    c.s.write_all(&wire).unwrap();
+    let requests: Vec<Vec<u8>> = (0..12i64)
+        .map(|i| {
+            let b = batch(&[&vec![i as u8; 40_000]], 1_700_000_000_000 + i);
+            c.request_bytes(ApiKey::Produce, 9, &produce_req("tight", 0, b))
+        })
+        .collect();
+    c.send_pipelined(&requests);
     for i in 0..12 {
-        let mut size = [0u8; 4];
-        c.s.read_exact(&mut size).unwrap();
-        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-        c.s.read_exact(&mut body).unwrap();
-        let mut b = Bytes::from(body);
-        let h = ResponseHeader::decode(&mut b, ApiKey::Produce.response_header_version(9)).unwrap();
-        assert_eq!(h.correlation_id, first + i);
+        let (corr, mut b) = c.read_frame(ApiKey::Produce, 9).unwrap();
+        assert_eq!(corr, first + i);
         let p = ProduceResponse::decode(&mut b, 9).unwrap();
         assert_eq!(p.responses[0].partition_responses[0].base_offset, i as i64);
     }
