@@ -180,15 +180,20 @@ async fn serve(stream: TcpStream, state: Arc<State>) -> Result<(), String> {
                     Some(p) => p.merge(more),
                     None => permit = Some(more),
                 }
-                let start = body.len();
+                // Read into the spare capacity (no zeroing pass over bytes about to be
+                // overwritten); `reserve_exact` keeps the buffer at the request's size.
+                let end = body.len() + chunk;
                 body.reserve_exact(chunk);
-                body.resize(start + chunk, 0);
-                rd.read_exact(&mut body[start..]).await.map_err(|e| match e.kind() {
-                    std::io::ErrorKind::UnexpectedEof => {
-                        format!("the connection ended inside a request of {size} bytes")
+                while body.len() < end {
+                    let n = (&mut rd)
+                        .take((end - body.len()) as u64)
+                        .read_buf(&mut body)
+                        .await
+                        .map_err(|e| format!("read: {e}"))?;
+                    if n == 0 {
+                        return Err(format!("the connection ended inside a request of {size} bytes"));
                     }
-                    _ => format!("read: {e}"),
-                })?;
+                }
             }
             let answer = handlers::dispatch(&state, Bytes::from(body), &budget);
             let close = matches!(answer, Answer::Close(_));
