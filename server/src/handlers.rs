@@ -264,6 +264,7 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
                     Ok(info) => {
                         p.base_offset = info.first_offset;
                         p.log_append_time_ms = info.log_append_time_ms;
+                        p.log_start_offset = info.log_start_offset;
                     }
                     Err((error_code, message)) => {
                         p.error_code = error_code;

@@ -236,6 +236,11 @@ fn produce_and_fetch_keep_the_clients_batches_and_refuse_bad_ones_without_a_trac
     let sent = batch(&[b"one", b"two", b"three"], 1_700_000_000_000);
     assert_eq!(produce(&mut c, "events", 0, sent.clone()), (0, 0));
     assert_eq!(produce(&mut c, "events", 0, batch(&[b"four"], 1_700_000_000_100)), (0, 3));
+    // The answer carries the partition's log start, as Kafka's does (a producer reads it after
+    // UNKNOWN_PRODUCER_ID to tell a retention-removed producer from a lost one).
+    let answer: ProduceResponse =
+        c.call(ApiKey::Produce, 9, &produce_req("events", 1, batch(&[b"x"], 1_700_000_000_000)));
+    assert_eq!(answer.responses[0].partition_responses[0].log_start_offset, 0);
 
     // The fetch returns the client's batch as stored: the same bytes but for the partition
     // leader epoch the leader writes into it (bytes 12..16, outside the CRC).

@@ -111,6 +111,9 @@ fn delete_records_moves_the_log_start_and_drops_whole_segments_below_it() {
     assert!(!t.log.read(45, 1000, None, true).unwrap().records.is_empty());
     // The epoch cache starts at the new log start.
     assert_eq!(t.log.leader_epochs()[0].1, 45);
+    // An append reports the log start it was taken at (a Produce answer carries it).
+    let mut b = batch(&[T0 + 40_000], 40);
+    assert_eq!(t.log.append_as_leader(&mut b, 4).unwrap().log_start_offset, 45);
 }
 
 #[test]

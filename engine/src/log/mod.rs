@@ -161,6 +161,9 @@ pub struct AppendInfo {
     /// Base offset of the segment the batches went to, and their byte position in it.
     pub segment_base_offset: i64,
     pub position: u32,
+    /// The log start offset when the append was taken (Kafka's `LogAppendInfo.logStartOffset`,
+    /// which a Produce answer carries).
+    pub log_start_offset: i64,
     /// Nothing was appended: a batch of the request is a retry of one of its producer's last
     /// five, already in the log; the offsets, `max_timestamp` and `log_append_time_ms` are the
     /// first copy's (its timestamp, as Kafka answers a duplicate), the counts 0,
@@ -448,7 +451,7 @@ impl Log {
         let producers =
             match self.check_producers(records, &checked, origin, if log_append { Some(now) } else { None })? {
                 Ok(appends) => appends,
-                Err(duplicate) => return Ok(duplicate),
+                Err(duplicate) => return Ok(AppendInfo { log_start_offset: self.log_start_offset, ..duplicate }),
             };
         let mut next = self.log_end_offset;
         let mut headers = Vec::with_capacity(checked.len());
@@ -581,6 +584,7 @@ impl Log {
             bytes: records.len() as u64,
             segment_base_offset: base,
             position,
+            log_start_offset: self.log_start_offset,
             duplicate: false,
         };
         match self.writes {

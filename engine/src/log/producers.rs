@@ -245,6 +245,8 @@ impl Log {
                     bytes: 0,
                     segment_base_offset: -1,
                     position: 0,
+                    // Set by the log, which knows it.
+                    log_start_offset: -1,
                     duplicate: true,
                 }));
             }
