@@ -238,7 +238,7 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
                 None => Err((E::InvalidRecord.code(), Some("no records".to_string()))),
                 Some(records) => Ok(state.engine.append(&tp, records.to_vec(), LEADER_EPOCH)),
             };
-            parts.push((p.index, r));
+            parts.push((p.index, tp, r));
         }
         parts.shrink_to_fit();
         started.push((topic.name, parts));
@@ -250,7 +250,7 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
         for (topic, parts) in started {
             let mut t = produce_response::TopicProduceResponse::default();
             t.name = topic;
-            for (index, r) in parts {
+            for (index, tp, r) in parts {
                 let mut p = produce_response::PartitionProduceResponse::default();
                 p.index = index;
                 p.base_offset = -1;
@@ -262,6 +262,8 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
                 };
                 match r {
                     Ok(info) => {
+                        // Fetches waiting on this partition look again.
+                        state.waiters.wake(&tp);
                         p.base_offset = info.first_offset;
                         p.log_append_time_ms = info.log_append_time_ms;
                         p.log_start_offset = info.log_start_offset;
@@ -275,7 +277,6 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
             }
             out.responses.push(t);
         }
-        state.appended.notify_waiters();
         if acks == 0 {
             // No answer; a refusal closes the connection, which is how Kafka tells an acks=0
             // producer (it then refreshes its metadata and goes on).
@@ -297,19 +298,25 @@ async fn fetch(state: Arc<State>, req: FetchRequest) -> FetchResponse {
     let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_FETCH_WAIT);
     let deadline = tokio::time::Instant::now() + wait;
     let min_bytes = req.min_bytes.max(0) as usize;
+    // Watched before the first read, so an append acknowledged during it is not missed. A fetch
+    // that cannot wait (min_bytes 0, or no wait) answers after one read and watches nothing.
+    let watch = (min_bytes > 0 && !wait.is_zero()).then(|| {
+        let partitions = req
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| TopicPartition::new(t.topic.0.as_str(), p.partition)));
+        state.waiters.watch(partitions.collect())
+    });
     loop {
-        // Registered before the reads, so an append acknowledged during them is not missed.
-        let appended = state.appended.notified();
-        tokio::pin!(appended);
-        appended.as_mut().enable();
         let (out, bytes, failed) = fetch_once(&state, &req, isolation).await;
         // Kafka's rule: answer once min_bytes are there, at the first error, with nothing to
         // fetch, or at the deadline.
+        let Some(watch) = &watch else { return out };
         if failed || bytes >= min_bytes || req.topics.is_empty() || tokio::time::Instant::now() >= deadline {
             return out;
         }
         tokio::select! {
-            _ = appended => {}
+            _ = watch.woken() => {}
             _ = tokio::time::sleep_until(deadline) => {}
         }
     }

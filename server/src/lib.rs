@@ -21,6 +21,7 @@ mod handlers;
 mod producer_ids;
 mod topics;
 mod txn;
+mod waiters;
 
 pub use producer_ids::PRODUCER_IDS_FILE;
 pub use txn::TXN_TOPIC;
@@ -118,8 +119,8 @@ pub(crate) struct State {
     pub(crate) topics: topics::Topics,
     pub(crate) producer_ids: producer_ids::ProducerIds,
     pub(crate) coordinator: txn::Coordinator,
-    /// Woken whenever an append is acknowledged: fetches waiting for `min_bytes` look again.
-    pub(crate) appended: tokio::sync::Notify,
+    /// Fetches waiting for `min_bytes`, woken by the appends to their partitions.
+    pub(crate) waiters: waiters::Waiters,
     /// The host and port given to clients in Metadata (the address listened on).
     pub(crate) advertised: (String, i32),
     pub(crate) config: ServerConfig,
@@ -200,7 +201,7 @@ pub fn start(mut config: ServerConfig) -> Result<Running> {
         topics,
         producer_ids,
         coordinator,
-        appended: tokio::sync::Notify::new(),
+        waiters: waiters::Waiters::default(),
         advertised: match &config.advertised {
             Some((host, port)) => (host.clone(), *port as i32),
             None => (addr.ip().to_string(), addr.port() as i32),

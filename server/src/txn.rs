@@ -500,19 +500,22 @@ impl Coordinator {
         let pending: Vec<_> = m
             .partitions
             .iter()
-            .map(|(t, p)| state.engine.append_txn_marker(&TopicPartition::new(t.as_str(), *p), &marker, LEADER_EPOCH))
+            .map(|(t, p)| {
+                let tp = TopicPartition::new(t.as_str(), *p);
+                let marked = state.engine.append_txn_marker(&tp, &marker, LEADER_EPOCH);
+                (tp, marked)
+            })
             .collect();
         let mut failed = None;
-        for p in pending {
-            match p.await {
-                Ok(_) => {}
+        for (tp, marked) in pending {
+            match marked.await {
+                // The last stable offset moved: read-committed fetches waiting on it look again.
+                Ok(_) => state.waiters.wake(&tp),
                 // A partition no longer here has nothing left to mark.
                 Err(seglog::Error::UnknownPartition { .. }) => {}
                 Err(e) => failed = Some(e),
             }
         }
-        // The last stable offset moved: read-committed fetches waiting for data look again.
-        state.appended.notify_waiters();
         if let Some(e) = failed {
             eprintln!("seglog serve: a marker of transaction {id:?}: {e}");
             return Err(E::CoordinatorNotAvailable.code());

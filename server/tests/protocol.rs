@@ -167,7 +167,13 @@ fn produce(c: &mut Client, topic: &str, partition: i32, records: Vec<u8>) -> (i1
 }
 
 fn fetch(c: &mut Client, topic: &str, offset: i64, isolation: i8) -> FetchResponse {
+    c.call(ApiKey::Fetch, 12, &fetch_req(topic, 0, offset, isolation, 0))
+}
+
+/// A fetch of one partition that waits up to `max_wait_ms` for a byte.
+fn fetch_req(topic: &str, partition: i32, offset: i64, isolation: i8, max_wait_ms: i32) -> FetchRequest {
     let mut p = fetch_request::FetchPartition::default();
+    p.partition = partition;
     p.fetch_offset = offset;
     p.partition_max_bytes = 1 << 20;
     let mut t = fetch_request::FetchTopic::default();
@@ -175,12 +181,12 @@ fn fetch(c: &mut Client, topic: &str, offset: i64, isolation: i8) -> FetchRespon
     t.partitions = vec![p];
     let mut req = FetchRequest::default();
     req.replica_id = kafka_protocol::messages::BrokerId(-1);
-    req.max_wait_ms = 0;
+    req.max_wait_ms = max_wait_ms;
     req.min_bytes = 1;
     req.max_bytes = 1 << 20;
     req.isolation_level = isolation;
     req.topics = vec![t];
-    c.call(ApiKey::Fetch, 12, &req)
+    req
 }
 
 /// Every file under `dir` with its bytes.
@@ -595,5 +601,54 @@ fn a_connection_serves_everything_in_turn_within_its_memory() {
     let f = fetch(&mut c, "tight", 0, 0);
     assert_eq!(BatchCount::of(f.responses[0].partitions[0].records.as_ref().unwrap()), 12);
     drop(c);
+    r.shutdown().unwrap();
+}
+
+/// Whether an answer is waiting to be read, looking for `within` (nothing is consumed).
+fn answer_ready(c: &mut Client, within: Duration) -> bool {
+    c.s.set_read_timeout(Some(within)).unwrap();
+    let ready = c.s.peek(&mut [0u8; 1]).is_ok_and(|n| n > 0);
+    c.s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    ready
+}
+
+#[test]
+fn a_long_poll_is_answered_by_an_append_to_its_partition_or_by_the_commit_that_makes_it_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = server(dir.path(), |c| c.default_partitions = 2);
+    let mut producer = Client::connect(&r);
+    metadata(&mut producer, "polled", true);
+    let mut consumer = Client::connect(&r);
+    // Far longer than the test may take: an answer before it comes from an append.
+    const WAIT_MS: i32 = 60_000;
+    let started = std::time::Instant::now();
+
+    // Read uncommitted, partition 0: an append to partition 1 does not answer it.
+    let req = consumer.request_bytes(ApiKey::Fetch, 12, &fetch_req("polled", 0, 0, 0, WAIT_MS));
+    consumer.send_raw(&req);
+    assert_eq!(produce(&mut producer, "polled", 1, batch(&[b"elsewhere"], 1_700_000_000_000)), (0, 0));
+    assert!(!answer_ready(&mut consumer, Duration::from_millis(300)), "answered without data");
+    assert_eq!(produce(&mut producer, "polled", 0, batch(&[b"here"], 1_700_000_000_000)), (0, 0));
+    let mut b = consumer.read_answer(ApiKey::Fetch, 12).expect("an answer");
+    let f = FetchResponse::decode(&mut b, 12).unwrap();
+    assert_eq!(BatchCount::of(f.responses[0].partitions[0].records.as_ref().unwrap()), 1);
+
+    // Read committed, partition 1, from the end: a transaction's batch is not readable yet, its
+    // commit marker makes it so.
+    let (code, pid, epoch) = init_pid(&mut producer, "poll-tx", 60_000);
+    assert_eq!(code, 0);
+    assert_eq!(add_partition(&mut producer, "poll-tx", pid, epoch, "polled", 1), 0);
+    let req = consumer.request_bytes(ApiKey::Fetch, 12, &fetch_req("polled", 1, 1, 1, WAIT_MS));
+    consumer.send_raw(&req);
+    assert_eq!(produce(&mut producer, "polled", 1, txn_batch(pid, epoch, 0, b"pending")), (0, 1));
+    assert!(!answer_ready(&mut consumer, Duration::from_millis(300)), "an uncommitted batch answered it");
+    assert_eq!(end_txn(&mut producer, "poll-tx", pid, epoch, true), 0);
+    let mut b = consumer.read_answer(ApiKey::Fetch, 12).expect("an answer");
+    let f = FetchResponse::decode(&mut b, 12).unwrap();
+    let p = &f.responses[0].partitions[0];
+    assert_eq!(p.last_stable_offset, 3, "the batch and its marker");
+    assert!(BatchCount::of(p.records.as_ref().unwrap()) >= 1);
+    assert!(started.elapsed() < Duration::from_millis(WAIT_MS as u64 / 2), "answered at the deadline, not by the data");
+    drop((producer, consumer));
     r.shutdown().unwrap();
 }
