@@ -10,13 +10,16 @@ use std::sync::{Arc, Mutex};
 use seglog::TopicPartition;
 use tokio::sync::Notify;
 
+/// Each partition's watching fetches: their watch id and their wake-up.
+type ByPartition = HashMap<TopicPartition, Vec<(u64, Arc<Notify>)>>;
+
 #[derive(Default)]
 pub(crate) struct Waiters {
     /// Fetches watching now: an append checks it before taking the lock, so with no fetch
     /// waiting (a pure produce load) a wake costs one atomic load.
     watching: AtomicUsize,
     next_id: AtomicU64,
-    by_partition: Mutex<HashMap<TopicPartition, Vec<(u64, Arc<Notify>)>>>,
+    by_partition: Mutex<ByPartition>,
 }
 
 /// One fetch's registration; dropping it (the fetch answered, or its connection went away)
@@ -55,7 +58,7 @@ impl Waiters {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TopicPartition, Vec<(u64, Arc<Notify>)>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByPartition> {
         // A panic while holding it cannot leave the map inconsistent (every change is one
         // push or retain), so a poisoned lock is taken as it is.
         self.by_partition.lock().unwrap_or_else(|e| e.into_inner())
