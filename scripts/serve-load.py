@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -62,13 +63,52 @@ def stop_server(proc):
         sys.exit("seglog serve did not stop cleanly: %r" % rest)
 
 
-def wire_run(producer, addr, topic, total_bytes, record_bytes, queued, linger_ms):
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(pid):
+    """CPU seconds (user + system) of the server so far: the whole process (threads that have
+    exited included, such as io_uring's workers) and its network and shard threads."""
+    def times(stat_path):
+        with open(stat_path) as f:
+            stat = f.read()
+        # The command name may hold spaces: the fields after it start at ')'.
+        fields = stat[stat.rindex(")") + 2:].split()
+        return stat[stat.index("(") + 1:stat.rindex(")")], (int(fields[11]) + int(fields[12])) / TICK
+    out = {"process": times("/proc/%d/stat" % pid)[1], "net": 0.0, "shard": 0.0}
+    for task in os.listdir("/proc/%d/task" % pid):
+        try:
+            comm, cpu = times("/proc/%d/task/%s/stat" % (pid, task))
+        except OSError:
+            continue  # exited meanwhile: counted in the process's times
+        if comm == "seglog-net":
+            out["net"] += cpu
+        elif comm.startswith("seglog-shard"):
+            out["shard"] += cpu
+    return out
+
+
+def wire_run(producer, addr, topic, total_bytes, record_bytes, queued, linger_ms, server_pid):
+    """One producer run, with the CPU it and the server took, in seconds per GiB produced."""
     n = total_bytes // record_bytes
+    client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_before = server_cpu(server_pid)
     out = subprocess.run([producer, addr, topic, str(n), str(record_bytes), str(queued), str(linger_ms)],
                          capture_output=True, text=True)
+    server_after = server_cpu(server_pid)
+    client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         sys.exit("the producer failed:\n" + out.stderr)
-    return json.loads(out.stdout)
+    r = json.loads(out.stdout)
+    gib = n * record_bytes / (1 << 30)
+    client = (client_after.ru_utime + client_after.ru_stime - client_before.ru_utime - client_before.ru_stime)
+    cpu = {k: (server_after[k] - server_before[k]) / gib for k in server_after}
+    cpu["client"] = client / gib
+    cpu["server_other"] = cpu["process"] - cpu["net"] - cpu["shard"]
+    # What the machine's cores allow at this CPU cost per byte, client and server together.
+    cpu["ceiling_mb_per_s"] = os.cpu_count() / ((cpu["client"] + cpu["process"]) / (1 << 30)) / 1e6
+    r["cpu_s_per_gib"] = cpu
+    return r
 
 
 def stored_batches(seglog, data):
@@ -116,8 +156,8 @@ def main():
             shutil.rmtree(data, ignore_errors=True)
             proc, addr = start_server(a.seglog, data, mode)
             try:
-                wire = wire_run(producer, addr, "load", total, a.record_bytes, 256, 1)
-                window = wire_run(producer, addr, "load-window", total, a.record_bytes, 32, 0)
+                wire = wire_run(producer, addr, "load", total, a.record_bytes, 256, 1, proc.pid)
+                window = wire_run(producer, addr, "load-window", total, a.record_bytes, 32, 0, proc.pid)
             finally:
                 stop_server(proc)
             stored = stored_batches(a.seglog, data)
@@ -132,23 +172,31 @@ def main():
                       window["p99_us"] / 1000, engine["mb_per_s"], engine["p50_us"] / 1000, engine["p99_us"] / 1000,
                       engine["disk_mb_per_s"], stored["avg_batch_bytes"], stored["records_per_batch"]),
                   flush=True)
+            c = wire["cpu_s_per_gib"]
+            print("      CPU s per GiB: client %.2f, server %.2f (network thread %.2f, shard %.2f, other %.2f);"
+                  " %d cores at that cost: %.0f MB/s = %.2fx the engine" % (
+                      c["client"], c["process"], c["net"], c["shard"], c["server_other"], os.cpu_count(),
+                      c["ceiling_mb_per_s"], c["ceiling_mb_per_s"] / engine["mb_per_s"]), flush=True)
     print()
     print("| mode | wire MB/s | engine MB/s | wire / engine | fio MB/s | window 8: wire MB/s | wire p50 | wire p99 |"
-          " engine p50 | engine p99 | added p99 |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          " engine p50 | engine p99 | added p99 | CPU s/GiB client, server | cores' ceiling / engine |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mode in modes:
         rs = [r for r in runs if r["mode"] == mode]
 
         def med(f):
             return statistics.median(f(r) for r in rs)
         ratios = sorted(r["wire"]["mb_per_s"] / r["engine"]["mb_per_s"] for r in rs)
-        print("| %s | %.0f | %.0f | %.2fx (%.2f-%.2f) | %.0f | %.0f | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms |" % (
+        print("| %s | %.0f | %.0f | %.2fx (%.2f-%.2f) | %.0f | %.0f | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms |"
+              " %.2f, %.2f | %.2fx |" % (
             mode, med(lambda r: r["wire"]["mb_per_s"]), med(lambda r: r["engine"]["mb_per_s"]),
             statistics.median(ratios), ratios[0], ratios[-1], med(lambda r: r["engine"]["disk_mb_per_s"]),
             med(lambda r: r["window"]["mb_per_s"]), med(lambda r: r["window"]["p50_us"]) / 1000,
             med(lambda r: r["window"]["p99_us"]) / 1000, med(lambda r: r["engine"]["p50_us"]) / 1000,
             med(lambda r: r["engine"]["p99_us"]) / 1000,
-            med(lambda r: r["window"]["p99_us"] - r["engine"]["p99_us"]) / 1000))
+            med(lambda r: r["window"]["p99_us"] - r["engine"]["p99_us"]) / 1000,
+            med(lambda r: r["wire"]["cpu_s_per_gib"]["client"]), med(lambda r: r["wire"]["cpu_s_per_gib"]["process"]),
+            med(lambda r: r["wire"]["cpu_s_per_gib"]["ceiling_mb_per_s"] / r["engine"]["mb_per_s"])))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(runs, f, indent=1)
