@@ -324,56 +324,83 @@ async fn fetch(state: Arc<State>, req: FetchRequest) -> FetchResponse {
 
 /// One pass over the fetch's partitions: the answer, the record bytes in it, and whether any
 /// partition answered an error (Kafka answers at once then).
+///
+/// Kafka reads a fetch's partitions in turn, each up to its partition_max_bytes and what
+/// max_bytes leaves after the bytes the partitions before it returned, and returns a first batch
+/// larger than that (minOneMessage) until some partition has returned records. Reading in turn
+/// would cost a shard round trip per partition, so the reads go in waves started together: a
+/// wave takes the next partitions while their whole partition_max_bytes fits in what is left
+/// after the partitions before them in the wave (so each gets exactly Kafka's limit, whatever
+/// those return), and the next wave starts once the sizes are known. Idle partitions return
+/// nothing and cost the rest no budget; with nothing left, the remaining partitions are read
+/// for their offsets only.
 async fn fetch_once(state: &State, req: &FetchRequest, isolation: FetchIsolation) -> (FetchResponse, usize, bool) {
-    // Every partition's read is started at once (they may be on different shards), each bounded
-    // by its partition_max_bytes and by what max_bytes leaves after the partitions before it,
-    // so a request's reads together stay within max_bytes (and one batch each, the least a read
-    // returns); max_bytes is applied exactly as the answers come in.
     let max_bytes = if req.max_bytes > 0 { (req.max_bytes as usize).min(MAX_FETCH_BYTES) } else { MAX_FETCH_BYTES };
-    let mut allotted = max_bytes;
-    let mut reads = Vec::new();
-    let mut issued = false;
-    for topic in &req.topics {
-        for p in &topic.partitions {
+    let partitions: Vec<_> = req.topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t, p))).collect();
+    let mut results = Vec::with_capacity(partitions.len());
+    let (mut left, mut total, mut failed) = (max_bytes, 0usize, false);
+    while results.len() < partitions.len() {
+        let mut room = left;
+        let mut wave = Vec::new();
+        for &(topic, p) in &partitions[results.len() + wave.len()..] {
+            let limit = (p.partition_max_bytes.max(0) as usize).min(left);
+            // Past the first of the wave, a partition whose limit would depend on what the ones
+            // before it return waits for the next wave (with nothing left, every limit is 0).
+            if !wave.is_empty() && limit > room {
+                break;
+            }
+            let limit = limit.min(room);
+            room -= limit;
             let tp = TopicPartition::new(topic.topic.0.as_str(), p.partition);
-            let read = state.topics.has(&tp).then(|| {
-                let max = (p.partition_max_bytes.max(0) as usize).min(allotted);
-                allotted -= max;
-                // Only the request's first partition returns its first batch whatever its size
-                // (Kafka's minOneMessage): the others stay within what they were allotted.
-                let first = !issued;
-                issued = true;
-                state.engine.fetch_isolated_bounded(&tp, p.fetch_offset, max as u32, isolation, first)
-            });
-            reads.push((p.partition, read));
+            // Every partition of a wave that starts with no records returned yet may return a
+            // first batch over its limit (Kafka's minOneMessage); only the answer's first such
+            // batch is kept (below), as Kafka would read only that one.
+            let read = state
+                .topics
+                .has(&tp)
+                .then(|| state.engine.fetch_isolated_bounded(&tp, p.fetch_offset, limit as u32, isolation, total == 0));
+            wave.push((limit, read));
         }
-    }
-    let mut budget = max_bytes;
-    let (mut total, mut failed, mut reads) = (0usize, false, reads.into_iter());
-    let mut out = FetchResponse::default();
-    for topic in &req.topics {
-        let mut t = fetch_response::FetchableTopicResponse::default();
-        t.topic = topic.topic.clone();
-        for _ in &topic.partitions {
-            let (index, read) = reads.next().expect("one read per partition");
-            let mut p = fetch_response::PartitionData::default();
-            p.partition_index = index;
-            p.high_watermark = -1;
-            p.last_stable_offset = -1;
-            p.log_start_offset = -1;
-            p.preferred_read_replica = BrokerId(-1);
-            p.records = Some(Bytes::new());
+        for (limit, read) in wave {
             let r = match read {
                 None => Err(E::UnknownTopicOrPartition.code()),
                 Some(pending) => pending.await.map_err(|e| code(&e)),
             };
-            match r {
+            let r = r.map(|mut data| {
+                let n = data.records.len();
+                // A batch over the limit is kept only as the answer's first records.
+                if n > 0 && (total == 0 || n <= limit) {
+                    total += n;
+                    left = left.saturating_sub(n);
+                } else {
+                    data.records = Default::default();
+                }
+                data
+            });
+            failed |= r.is_err();
+            results.push(r);
+        }
+    }
+    let mut results = results.into_iter();
+    let mut out = FetchResponse::default();
+    for topic in &req.topics {
+        let mut t = fetch_response::FetchableTopicResponse::default();
+        t.topic = topic.topic.clone();
+        for p in &topic.partitions {
+            let mut answer = fetch_response::PartitionData::default();
+            answer.partition_index = p.partition;
+            answer.high_watermark = -1;
+            answer.last_stable_offset = -1;
+            answer.log_start_offset = -1;
+            answer.preferred_read_replica = BrokerId(-1);
+            answer.records = Some(Bytes::new());
+            match results.next().expect("one read per partition") {
                 Ok(data) => {
-                    p.high_watermark = data.high_watermark;
-                    p.last_stable_offset = data.last_stable_offset;
-                    p.log_start_offset = data.log_start_offset;
+                    answer.high_watermark = data.high_watermark;
+                    answer.last_stable_offset = data.last_stable_offset;
+                    answer.log_start_offset = data.log_start_offset;
                     // Null under read uncommitted (Kafka's answer), the list under read committed.
-                    p.aborted_transactions = None;
+                    answer.aborted_transactions = None;
                     if isolation == FetchIsolation::TxnCommitted {
                         let aborted = data.aborted_transactions.iter().map(|a| {
                             let mut x = fetch_response::AbortedTransaction::default();
@@ -381,24 +408,15 @@ async fn fetch_once(state: &State, req: &FetchRequest, isolation: FetchIsolation
                             x.first_offset = a.first_offset;
                             x
                         });
-                        p.aborted_transactions = Some(aborted.collect());
+                        answer.aborted_transactions = Some(aborted.collect());
                     }
-                    // The first records of the answer go whatever their size (Kafka's rule, so
-                    // a batch larger than max_bytes still makes progress); later ones only
-                    // within the budget.
-                    let n = data.records.len();
-                    if n > 0 && (total == 0 || n <= budget) {
-                        budget = budget.saturating_sub(n);
-                        total += n;
-                        p.records = Some(Bytes::from_owner(data.records));
+                    if !data.records.is_empty() {
+                        answer.records = Some(Bytes::from_owner(data.records));
                     }
                 }
-                Err(error_code) => {
-                    p.error_code = error_code;
-                    failed = true;
-                }
+                Err(error_code) => answer.error_code = error_code,
             }
-            t.partitions.push(p);
+            t.partitions.push(answer);
         }
         out.responses.push(t);
     }

@@ -652,3 +652,48 @@ fn a_long_poll_is_answered_by_an_append_to_its_partition_or_by_the_commit_that_m
     drop((producer, consumer));
     r.shutdown().unwrap();
 }
+
+/// Bytes a fetch of "spread" from offset 0 returns for each of `parts`, in that order.
+fn fetch_parts(c: &mut Client, parts: &[i32], partition_max: i32, max_bytes: i32) -> Vec<usize> {
+    let mut req = fetch_req("spread", 0, 0, 0, 0);
+    req.max_bytes = max_bytes;
+    req.topics[0].partitions = parts
+        .iter()
+        .map(|&i| {
+            let mut p = fetch_request::FetchPartition::default();
+            p.partition = i;
+            p.partition_max_bytes = partition_max;
+            p
+        })
+        .collect();
+    let f: FetchResponse = c.call(ApiKey::Fetch, 12, &req);
+    f.responses[0].partitions.iter().map(|p| p.records.as_ref().map_or(0, |r| r.len())).collect()
+}
+
+#[test]
+fn a_fetchs_byte_limits_are_kafkas_whatever_the_partitions_before_return() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = server(dir.path(), |c| c.default_partitions = 4);
+    let mut c = Client::connect(&r);
+    metadata(&mut c, "spread", true);
+    // Partition 0 stays empty; 1 and 2 get one batch of about 570 bytes; 3 one of about 2,070.
+    let small = batch(&[&[7u8; 500]], 1_700_000_000_000);
+    let big = batch(&[&[9u8; 2_000]], 1_700_000_000_000);
+    for p in [1, 2] {
+        assert_eq!(produce(&mut c, "spread", p, small.clone()), (0, 0));
+    }
+    assert_eq!(produce(&mut c, "spread", 3, big.clone()), (0, 0));
+    let (s, b) = (small.len(), big.len());
+    // Kafka's limit for each partition: min(partition max, max bytes less what the partitions
+    // before it returned). The idle partition 0 costs the others nothing.
+    assert_eq!(fetch_parts(&mut c, &[0, 1, 2], 1_000, 1_500), vec![0, s, s]);
+    // What is left for partition 2 (1,000 - 570) is under its batch: nothing.
+    assert_eq!(fetch_parts(&mut c, &[0, 1, 2], 1_000, 1_000), vec![0, s, 0]);
+    // A batch over its partition's limit is returned as the answer's first records
+    // (minOneMessage), even after an idle partition, and not after other records.
+    assert_eq!(fetch_parts(&mut c, &[0, 3, 1], 1_000, 1 << 20), vec![0, b, s]);
+    assert_eq!(fetch_parts(&mut c, &[0, 1, 2, 3], 1_000, 1 << 20), vec![0, s, s, 0]);
+    assert_eq!(fetch_parts(&mut c, &[1, 3], 1_000, 1 << 20), vec![s, 0]);
+    drop(c);
+    r.shutdown().unwrap();
+}
