@@ -291,6 +291,9 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
     Answer::Later(task)
 }
 
+/// Waves of reads a fetch pass makes at most (see `fetch_once`).
+const MAX_FETCH_WAVES: usize = 8;
+
 /// A consumer's fetch: up to the high watermark (read uncommitted) or the last stable offset
 /// with the aborted transactions (read committed); waits up to `max_wait_ms` for `min_bytes`.
 async fn fetch(state: Arc<State>, req: FetchRequest) -> FetchResponse {
@@ -331,52 +334,65 @@ async fn fetch(state: Arc<State>, req: FetchRequest) -> FetchResponse {
 /// would cost a shard round trip per partition, so the reads go in waves started together: a
 /// wave takes the next partitions while their whole partition_max_bytes fits in what is left
 /// after the partitions before them in the wave (so each gets exactly Kafka's limit, whatever
-/// those return), and the next wave starts once the sizes are known. Idle partitions return
-/// nothing and cost the rest no budget; with nothing left, the remaining partitions are read
-/// for their offsets only.
+/// those return), and the next wave starts once the sizes are known. Only a wave's first
+/// partition gets minOneMessage; one that held back a batch over its limit while nothing came
+/// before it starts the next wave, so at most one batch over its limit is read. Idle partitions
+/// return nothing and cost the rest no budget; with nothing left, the remaining partitions are
+/// read for their offsets only. After `MAX_FETCH_WAVES` waves the rest go together, each within
+/// what the ones before it could return (at worst less than Kafka would give them), so a fetch
+/// of many partitions each as large as the whole budget costs a few round trips, not one each.
 async fn fetch_once(state: &State, req: &FetchRequest, isolation: FetchIsolation) -> (FetchResponse, usize, bool) {
     let max_bytes = if req.max_bytes > 0 { (req.max_bytes as usize).min(MAX_FETCH_BYTES) } else { MAX_FETCH_BYTES };
     let partitions: Vec<_> = req.topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t, p))).collect();
     let mut results = Vec::with_capacity(partitions.len());
     let (mut left, mut total, mut failed) = (max_bytes, 0usize, false);
-    while results.len() < partitions.len() {
+    for waves in 1.. {
+        if results.len() == partitions.len() {
+            break;
+        }
         let mut room = left;
         let mut wave = Vec::new();
-        for &(topic, p) in &partitions[results.len() + wave.len()..] {
+        for &(topic, p) in &partitions[results.len()..] {
             let limit = (p.partition_max_bytes.max(0) as usize).min(left);
             // Past the first of the wave, a partition whose limit would depend on what the ones
             // before it return waits for the next wave (with nothing left, every limit is 0).
-            if !wave.is_empty() && limit > room {
+            if !wave.is_empty() && limit > room && waves < MAX_FETCH_WAVES {
                 break;
             }
             let limit = limit.min(room);
             room -= limit;
             let tp = TopicPartition::new(topic.topic.0.as_str(), p.partition);
-            // Every partition of a wave that starts with no records returned yet may return a
-            // first batch over its limit (Kafka's minOneMessage); only the answer's first such
-            // batch is kept (below), as Kafka would read only that one.
+            // Kafka's minOneMessage (a first batch over the limit is returned) holds until some
+            // partition has returned records; it is given only to the first of a wave, so a
+            // fetch reads at most one batch over its limits.
+            let min_one = total == 0 && wave.is_empty();
             let read = state
                 .topics
                 .has(&tp)
-                .then(|| state.engine.fetch_isolated_bounded(&tp, p.fetch_offset, limit as u32, isolation, total == 0));
-            wave.push((limit, read));
+                .then(|| state.engine.fetch_isolated_bounded(&tp, p.fetch_offset, limit as u32, isolation, min_one));
+            wave.push((p.fetch_offset, read));
         }
-        for (limit, read) in wave {
+        let first = results.len();
+        for (offset, read) in wave {
             let r = match read {
                 None => Err(E::UnknownTopicOrPartition.code()),
                 Some(pending) => pending.await.map_err(|e| code(&e)),
             };
-            let r = r.map(|mut data| {
-                let n = data.records.len();
-                // A batch over the limit is kept only as the answer's first records.
-                if n > 0 && (total == 0 || n <= limit) {
-                    total += n;
-                    left = left.saturating_sub(n);
-                } else {
-                    data.records = Default::default();
+            if let Ok(data) = &r {
+                let readable = match isolation {
+                    FetchIsolation::TxnCommitted => data.last_stable_offset,
+                    _ => data.high_watermark,
+                };
+                // Nothing came before it and it held back records it has (its first batch is
+                // over its limit): Kafka would have returned that batch. It starts the next wave,
+                // with minOneMessage; the reads after it in this wave are dropped and made again.
+                if total == 0 && results.len() > first && data.records.is_empty() && offset < readable {
+                    break;
                 }
-                data
-            });
+            }
+            let n = r.as_ref().map_or(0, |data| data.records.len());
+            total += n;
+            left = left.saturating_sub(n);
             failed |= r.is_err();
             results.push(r);
         }
