@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
     ProducerId, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use seglog::log::{FetchIsolation, ListOffset};
+use seglog::log::{FetchData, FetchIsolation, ListOffset};
 use seglog::TopicPartition;
 
 use crate::conn::Answer;
@@ -291,8 +291,16 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
     Answer::Later(task)
 }
 
-/// Waves of reads a fetch pass makes at most (see `fetch_once`).
+/// Waves of reads a fetch pass makes before its remaining partitions go together (see
+/// `fetch_once`).
 const MAX_FETCH_WAVES: usize = 8;
+
+/// One partition of a fetch: its name, what the client asked of it, and whether it is here.
+struct Part<'a> {
+    tp: TopicPartition,
+    asked: &'a kafka_protocol::messages::fetch_request::FetchPartition,
+    known: bool,
+}
 
 /// A consumer's fetch: up to the high watermark (read uncommitted) or the last stable offset
 /// with the aborted transactions (read committed); waits up to `max_wait_ms` for `min_bytes`.
@@ -301,83 +309,108 @@ async fn fetch(state: Arc<State>, req: FetchRequest) -> FetchResponse {
     let wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_FETCH_WAIT);
     let deadline = tokio::time::Instant::now() + wait;
     let min_bytes = req.min_bytes.max(0) as usize;
-    // Watched before the first read, so an append acknowledged during it is not missed. A fetch
-    // that cannot wait (min_bytes 0, or no wait) answers after one read and watches nothing.
-    let watch = (min_bytes > 0 && !wait.is_zero()).then(|| {
-        let partitions = req
-            .topics
-            .iter()
-            .flat_map(|t| t.partitions.iter().map(|p| TopicPartition::new(t.topic.0.as_str(), p.partition)));
-        state.waiters.watch(partitions.collect())
-    });
+    let parts: Vec<Part> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|asked| {
+                let tp = TopicPartition::new(t.topic.0.as_str(), asked.partition);
+                let known = state.topics.has(&tp);
+                Part { tp, asked, known }
+            })
+        })
+        .collect();
+    let mut watch = None;
     loop {
-        let (out, bytes, failed) = fetch_once(&state, &req, isolation).await;
+        let (results, bytes, failed) = fetch_once(&state, &parts, req.max_bytes, isolation).await;
         // Kafka's rule: answer once min_bytes are there, at the first error, with nothing to
         // fetch, or at the deadline.
-        let Some(watch) = &watch else { return out };
-        if failed || bytes >= min_bytes || req.topics.is_empty() || tokio::time::Instant::now() >= deadline {
-            return out;
+        let done = failed || bytes >= min_bytes || parts.is_empty() || tokio::time::Instant::now() >= deadline;
+        if done {
+            return fetch_answer(&req, results, isolation);
         }
-        tokio::select! {
-            _ = watch.woken() => {}
-            _ = tokio::time::sleep_until(deadline) => {}
+        match &watch {
+            // Short: watch the partitions, then read again. An append acknowledged after the
+            // read above is seen by that read or wakes the wait after it.
+            None => watch = Some(state.waiters.watch(parts.iter().map(|p| p.tp.clone()))),
+            Some(watch) => tokio::select! {
+                _ = watch.woken() => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            },
         }
     }
 }
 
-/// One pass over the fetch's partitions: the answer, the record bytes in it, and whether any
-/// partition answered an error (Kafka answers at once then).
+/// One pass over the fetch's partitions: each one's read (or error code), the record bytes in
+/// them, and whether any partition answered an error (Kafka answers at once then).
 ///
 /// Kafka reads a fetch's partitions in turn, each up to its partition_max_bytes and what
 /// max_bytes leaves after the bytes the partitions before it returned, and returns a first batch
 /// larger than that (minOneMessage) until some partition has returned records. Reading in turn
 /// would cost a shard round trip per partition, so the reads go in waves started together: a
-/// wave takes the next partitions while their whole partition_max_bytes fits in what is left
-/// after the partitions before them in the wave (so each gets exactly Kafka's limit, whatever
-/// those return), and the next wave starts once the sizes are known. Only a wave's first
-/// partition gets minOneMessage; one that held back a batch over its limit while nothing came
-/// before it starts the next wave, so at most one batch over its limit is read. Idle partitions
-/// return nothing and cost the rest no budget; with nothing left, the remaining partitions are
-/// read for their offsets only. After `MAX_FETCH_WAVES` waves the rest go together, each within
-/// what the ones before it could return (at worst less than Kafka would give them), so a fetch
-/// of many partitions each as large as the whole budget costs a few round trips, not one each.
-async fn fetch_once(state: &State, req: &FetchRequest, isolation: FetchIsolation) -> (FetchResponse, usize, bool) {
-    let max_bytes = if req.max_bytes > 0 { (req.max_bytes as usize).min(MAX_FETCH_BYTES) } else { MAX_FETCH_BYTES };
-    let partitions: Vec<_> = req.topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t, p))).collect();
-    let mut results = Vec::with_capacity(partitions.len());
+/// wave takes the next partitions while their whole limit fits in what is left after the
+/// partitions before them in the wave (so each gets exactly Kafka's limit, whatever those
+/// return), and the next wave starts once the sizes are known.
+/// - When the limits together exceed max_bytes (waves are possible), each partition's readable
+///   end is looked up first, in one round trip: partitions with nothing to read take no room
+///   (they are read within 0 bytes, for their offsets), nor do unknown ones.
+/// - Only a wave's first partition gets minOneMessage. A later one that held back records while
+///   nothing came before it, or any after a first batch over its limit, starts the next wave; so
+///   at most one batch over its limit is read.
+/// - After `MAX_FETCH_WAVES` waves the remaining partitions go together, each within what the
+///   ones before it could return: when that many waves of partitions with records each return
+///   less than their limit, the later ones get less than Kafka would give them.
+async fn fetch_once(
+    state: &State,
+    parts: &[Part<'_>],
+    max_bytes: i32,
+    isolation: FetchIsolation,
+) -> (Vec<Result<FetchData, i16>>, usize, bool) {
+    let max_bytes = if max_bytes > 0 { (max_bytes as usize).min(MAX_FETCH_BYTES) } else { MAX_FETCH_BYTES };
+    let limit_of = |p: &Part| if p.known { (p.asked.partition_max_bytes.max(0) as usize).min(max_bytes) } else { 0 };
+    let demand = parts.iter().fold(0usize, |sum, p| sum.saturating_add(limit_of(p)));
+    let mut idle = vec![false; parts.len()];
+    if demand > max_bytes {
+        let ends: Vec<_> = parts
+            .iter()
+            .map(|p| p.known.then(|| state.engine.list_offset_isolated(&p.tp, ListOffset::Latest, isolation)))
+            .collect();
+        for ((p, end), idle) in parts.iter().zip(ends).zip(idle.iter_mut()) {
+            if let Some(end) = end {
+                *idle = matches!(end.await, Ok(Some(end)) if p.asked.fetch_offset >= end.offset);
+            }
+        }
+    }
+    let mut results = Vec::with_capacity(parts.len());
     let (mut left, mut total, mut failed) = (max_bytes, 0usize, false);
     for waves in 1.. {
-        if results.len() == partitions.len() {
+        if results.len() == parts.len() {
             break;
         }
         let mut room = left;
         let mut wave = Vec::new();
-        for &(topic, p) in &partitions[results.len()..] {
-            let limit = (p.partition_max_bytes.max(0) as usize).min(left);
+        for (i, p) in parts.iter().enumerate().skip(results.len()) {
+            let want = if idle[i] { 0 } else { limit_of(p).min(left) };
             // Past the first of the wave, a partition whose limit would depend on what the ones
             // before it return waits for the next wave (with nothing left, every limit is 0).
-            if !wave.is_empty() && limit > room && waves < MAX_FETCH_WAVES {
+            if !wave.is_empty() && want > room && waves < MAX_FETCH_WAVES {
                 break;
             }
-            let limit = limit.min(room);
+            let limit = want.min(room);
             room -= limit;
-            let tp = TopicPartition::new(topic.topic.0.as_str(), p.partition);
-            // Kafka's minOneMessage (a first batch over the limit is returned) holds until some
-            // partition has returned records; it is given only to the first of a wave, so a
-            // fetch reads at most one batch over its limits.
             let min_one = total == 0 && wave.is_empty();
-            let read = state
-                .topics
-                .has(&tp)
-                .then(|| state.engine.fetch_isolated_bounded(&tp, p.fetch_offset, limit as u32, isolation, min_one));
-            wave.push((p.fetch_offset, read));
+            let read = p.known.then(|| {
+                state.engine.fetch_isolated_bounded(&p.tp, p.asked.fetch_offset, limit as u32, isolation, min_one)
+            });
+            wave.push((limit, p.asked.fetch_offset, read));
         }
         let first = results.len();
-        for (offset, read) in wave {
+        for (limit, offset, read) in wave {
             let r = match read {
                 None => Err(E::UnknownTopicOrPartition.code()),
                 Some(pending) => pending.await.map_err(|e| code(&e)),
             };
+            let n = r.as_ref().map_or(0, |data| data.records.len());
             if let Ok(data) = &r {
                 let readable = match isolation {
                     FetchIsolation::TxnCommitted => data.last_stable_offset,
@@ -386,17 +419,26 @@ async fn fetch_once(state: &State, req: &FetchRequest, isolation: FetchIsolation
                 // Nothing came before it and it held back records it has (its first batch is
                 // over its limit): Kafka would have returned that batch. It starts the next wave,
                 // with minOneMessage; the reads after it in this wave are dropped and made again.
-                if total == 0 && results.len() > first && data.records.is_empty() && offset < readable {
+                if total == 0 && results.len() > first && n == 0 && offset < readable {
                     break;
                 }
             }
-            let n = r.as_ref().map_or(0, |data| data.records.len());
             total += n;
             left = left.saturating_sub(n);
             failed |= r.is_err();
             results.push(r);
+            // A first batch over its limit (minOneMessage) leaves less than the partitions
+            // after it in the wave were read within: they are read again with what is left.
+            if n > limit {
+                break;
+            }
         }
     }
+    (results, total, failed)
+}
+
+/// The Fetch answer from each partition's read, in the request's order.
+fn fetch_answer(req: &FetchRequest, results: Vec<Result<FetchData, i16>>, isolation: FetchIsolation) -> FetchResponse {
     let mut results = results.into_iter();
     let mut out = FetchResponse::default();
     for topic in &req.topics {
@@ -436,7 +478,7 @@ async fn fetch_once(state: &State, req: &FetchRequest, isolation: FetchIsolation
         }
         out.responses.push(t);
     }
-    (out, total, failed)
+    out
 }
 
 async fn list_offsets(state: Arc<State>, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {

@@ -106,13 +106,15 @@ impl Topics {
         // Gone from the answers first: no new work is routed to a partition being deleted.
         self.lock().remove(topic);
         for p in (0..count).rev() {
-            let (state, tp) = (state.clone(), TopicPartition::new(topic, p));
+            let tp = TopicPartition::new(topic, p);
+            let (deleting, gone) = (state.clone(), tp.clone());
             // The deletion waits for fsyncs and the checkpoints: off the request threads.
-            let r = tokio::task::spawn_blocking(move || state.engine.delete_partition(&tp)).await;
+            let r = tokio::task::spawn_blocking(move || deleting.engine.delete_partition(&gone)).await;
             let r = r.unwrap_or_else(|e| Err(seglog::Error::InvalidConfig(format!("the deletion task failed: {e}"))));
             match r {
-                // Already gone (an earlier deletion got this far).
-                Ok(()) | Err(seglog::Error::UnknownPartition { .. }) => {}
+                // Already gone (an earlier deletion got this far). Fetches waiting on it answer
+                // now (UNKNOWN_TOPIC_OR_PARTITION), as Kafka completes them.
+                Ok(()) | Err(seglog::Error::UnknownPartition { .. }) => state.waiters.wake(&tp),
                 Err(e) => {
                     // The partitions not deleted are served again, and can be deleted again.
                     self.lock().insert(topic.to_string(), p + 1);

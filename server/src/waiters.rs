@@ -3,15 +3,15 @@
 //! offset, wakes only the fetches that read its partition, so a busy producer does not make
 //! every idle consumer's long poll read its partitions again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use seglog::TopicPartition;
 use tokio::sync::Notify;
 
-/// Each partition's watching fetches: their watch id and their wake-up.
-type ByPartition = HashMap<TopicPartition, Vec<(u64, Arc<Notify>)>>;
+/// Each partition's watching fetches, by watch id.
+type ByPartition = HashMap<TopicPartition, HashMap<u64, Arc<Notify>>>;
 
 #[derive(Default)]
 pub(crate) struct Waiters {
@@ -22,8 +22,8 @@ pub(crate) struct Waiters {
     by_partition: Mutex<ByPartition>,
 }
 
-/// One fetch's registration; dropping it (the fetch answered, or its connection went away)
-/// removes it from every partition it watched.
+/// One fetch's registration; dropping it (when the fetch answers: at the latest its deadline,
+/// also when its client went away meanwhile) removes it from every partition it watched.
 pub(crate) struct Watch<'a> {
     waiters: &'a Waiters,
     id: u64,
@@ -34,12 +34,18 @@ pub(crate) struct Watch<'a> {
 impl Waiters {
     /// Watches `partitions` for appends. Call it before reading them: a wake between the read
     /// and the wait is kept (`Notify` holds a permit), so none is missed.
-    pub(crate) fn watch(&self, partitions: Vec<TopicPartition>) -> Watch<'_> {
+    /// A partition listed twice is watched once.
+    pub(crate) fn watch(&self, partitions: impl IntoIterator<Item = TopicPartition>) -> Watch<'_> {
+        let partitions: Vec<TopicPartition> = partitions.into_iter().collect::<HashSet<_>>().into_iter().collect();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let notify = Arc::new(Notify::new());
         let mut map = self.lock();
         for tp in &partitions {
-            map.entry(tp.clone()).or_default().push((id, notify.clone()));
+            if let Some(watches) = map.get_mut(tp) {
+                watches.insert(id, notify.clone());
+            } else {
+                map.insert(tp.clone(), HashMap::from([(id, notify.clone())]));
+            }
         }
         self.watching.fetch_add(1, Ordering::SeqCst);
         drop(map);
@@ -52,7 +58,7 @@ impl Waiters {
             return;
         }
         if let Some(watches) = self.lock().get(tp) {
-            for (_, n) in watches {
+            for n in watches.values() {
                 n.notify_one();
             }
         }
@@ -66,7 +72,7 @@ impl Waiters {
 
     #[cfg(test)]
     fn registered(&self) -> usize {
-        self.lock().values().map(Vec::len).sum()
+        self.lock().values().map(HashMap::len).sum()
     }
 }
 
@@ -82,9 +88,9 @@ impl Drop for Watch<'_> {
     fn drop(&mut self) {
         let mut map = self.waiters.lock();
         for tp in &self.partitions {
-            if let Some(v) = map.get_mut(tp) {
-                v.retain(|(id, _)| *id != self.id);
-                if v.is_empty() {
+            if let Some(watches) = map.get_mut(tp) {
+                watches.remove(&self.id);
+                if watches.is_empty() {
                     map.remove(tp);
                 }
             }
@@ -103,7 +109,8 @@ mod tests {
         let w = Waiters::default();
         let (a, b) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
         let on_a = w.watch(vec![a.clone()]);
-        let on_b = w.watch(vec![b.clone(), a.clone()]);
+        // Listed twice, watched once.
+        let on_b = w.watch(vec![b.clone(), a.clone(), b.clone()]);
         // Woken before it waits: the permit is kept.
         w.wake(&b);
         tokio::time::timeout(Duration::from_secs(5), on_b.woken()).await.expect("a wake before the wait is kept");

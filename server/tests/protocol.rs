@@ -506,8 +506,16 @@ fn deleted_topics_leave_no_directory_and_come_back_empty() {
     let mut c = Client::connect(&r);
     metadata(&mut c, "temp", true);
     assert_eq!(produce(&mut c, "temp", 1, batch(&[b"a", b"b"], 1_700_000_000_000)), (0, 0));
+    // A long poll on the empty partition 0 (a minute; the read times out after 20 s).
+    let mut poll = Client::connect(&r);
+    let req = poll.request_bytes(ApiKey::Fetch, 12, &fetch_req("temp", 0, 0, 0, 60_000));
+    poll.send_raw(&req);
+    assert!(!answer_ready(&mut poll, Duration::from_millis(200)));
     assert_eq!(delete_topic(&mut c, "temp"), 0);
     assert!(!dir.path().join("temp-0").exists() && !dir.path().join("temp-1").exists());
+    // The deletion answered it.
+    let mut b = poll.read_answer(ApiKey::Fetch, 12).expect("the poll answered by the deletion");
+    assert_eq!(FetchResponse::decode(&mut b, 12).unwrap().responses[0].partitions[0].error_code, 3);
     assert_eq!(metadata(&mut c, "temp", false).topics[0].error_code, 3);
     assert_eq!(produce(&mut c, "temp", 1, batch(&[b"c"], 1_700_000_000_000)).0, 3);
     assert_eq!(delete_topic(&mut c, "temp"), 3, "UNKNOWN_TOPIC_OR_PARTITION");
@@ -673,13 +681,14 @@ fn fetch_parts(c: &mut Client, parts: &[i32], partition_max: i32, max_bytes: i32
 #[test]
 fn a_fetchs_byte_limits_are_kafkas_whatever_the_partitions_before_return() {
     let dir = tempfile::tempdir().unwrap();
-    let r = server(dir.path(), |c| c.default_partitions = 4);
+    let r = server(dir.path(), |c| c.default_partitions = 12);
     let mut c = Client::connect(&r);
     metadata(&mut c, "spread", true);
-    // Partition 0 stays empty; 1 and 2 get one batch of about 570 bytes; 3 one of about 2,070.
+    // Partitions 1, 2, 10 and 11 get one batch of about 570 bytes; 3 one of about 2,070; the
+    // others stay empty.
     let small = batch(&[&[7u8; 500]], 1_700_000_000_000);
     let big = batch(&[&[9u8; 2_000]], 1_700_000_000_000);
-    for p in [1, 2] {
+    for p in [1, 2, 10, 11] {
         assert_eq!(produce(&mut c, "spread", p, small.clone()), (0, 0));
     }
     assert_eq!(produce(&mut c, "spread", 3, big.clone()), (0, 0));
@@ -694,6 +703,16 @@ fn a_fetchs_byte_limits_are_kafkas_whatever_the_partitions_before_return() {
     assert_eq!(fetch_parts(&mut c, &[0, 3, 1], 1_000, 1 << 20), vec![0, b, s]);
     assert_eq!(fetch_parts(&mut c, &[0, 1, 2, 3], 1_000, 1 << 20), vec![0, s, s, 0]);
     assert_eq!(fetch_parts(&mut c, &[1, 3], 1_000, 1 << 20), vec![s, 0]);
+    // After a first batch over its limit, what is left of max bytes (2,000 - 2,070: nothing)
+    // bounds the partitions after it.
+    assert_eq!(fetch_parts(&mut c, &[3, 1], 1_000, 2_000), vec![b, 0]);
+    // Every partition may take the whole budget: each gets what the records before it leave
+    // (1: 2,000; 2: 1,430; 3: 860, under its batch; 10: 860; 11: 290, under its batch), and
+    // the empty ones in between cost nothing.
+    let all: Vec<i32> = (0..12).collect();
+    assert_eq!(fetch_parts(&mut c, &all, 2_000, 2_000), vec![0, s, s, 0, 0, 0, 0, 0, 0, 0, s, 0]);
+    // Unknown partitions cost nothing either.
+    assert_eq!(fetch_parts(&mut c, &[40, 41, 42, 1], 2_000, 2_000), vec![0, 0, 0, s]);
     drop(c);
     r.shutdown().unwrap();
 }
