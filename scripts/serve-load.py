@@ -44,10 +44,11 @@ def build_producer(scratch):
     return exe
 
 
-def start_server(seglog, data, mode):
+def start_server(seglog, data, mode, network_threads):
     # One shard, as the engine's bench below runs.
     proc = subprocess.Popen([seglog, "serve", "--dir", data, "--listen", "127.0.0.1:0", "--io-mode", mode,
-                             "--shards", "1"], stdout=subprocess.PIPE, text=True)
+                             "--shards", "1", "--network-threads", str(network_threads)],
+                            stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     m = re.match(r"seglog serve: listening on (\S+)", line)
     if not m:
@@ -143,6 +144,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--modes", default="direct,buffered")
     ap.add_argument("--record-bytes", type=int, default=4000, help="4 records fill a 16 KiB batch")
+    ap.add_argument("--network-threads", type=int, default=1, help="the server's --network-threads")
     ap.add_argument("--json", help="write every figure here")
     a = ap.parse_args()
     total = a.mb << 20
@@ -154,7 +156,7 @@ def main():
         for mode in modes:
             data = os.path.join(a.dir, "serve-%s-%d" % (mode, rep))
             shutil.rmtree(data, ignore_errors=True)
-            proc, addr = start_server(a.seglog, data, mode)
+            proc, addr = start_server(a.seglog, data, mode, a.network_threads)
             try:
                 wire = wire_run(producer, addr, "load", total, a.record_bytes, 256, 1, proc.pid)
                 window = wire_run(producer, addr, "load-window", total, a.record_bytes, 32, 0, proc.pid)

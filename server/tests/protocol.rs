@@ -531,8 +531,15 @@ fn deleted_topics_leave_no_directory_and_come_back_empty() {
 /// the order they were sent, whatever order the work finishes in.
 #[test]
 fn pipelined_requests_are_answered_in_order() {
+    // With one network thread, and with several (a connection's tasks may then run on any).
+    for threads in [1, 3] {
+        pipelined_requests_are_answered_in_order_with(threads);
+    }
+}
+
+fn pipelined_requests_are_answered_in_order_with(network_threads: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let r = server(dir.path(), |_| {});
+    let r = server(dir.path(), |c| c.network_threads = network_threads);
     let mut c = Client::connect(&r);
     metadata(&mut c, "piped", true);
     let first = c.corr + 1;

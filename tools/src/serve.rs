@@ -43,6 +43,11 @@ pub struct Args {
     /// Connections served at once.
     #[arg(long, default_value_t = seglog_server::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// Threads that read requests, decode them, hand partition work to the shards and write
+    /// answers (Kafka's num.network.threads). One keeps up with a shard or two; more where many
+    /// connections or shards keep one thread busy.
+    #[arg(long, default_value_t = 1)]
+    network_threads: usize,
     /// HOST:PORT given to clients in Metadata (Kafka's advertised.listeners); default the
     /// --listen address, which must then not be a wildcard such as 0.0.0.0.
     #[arg(long)]
@@ -59,6 +64,7 @@ pub fn run(a: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     config.auto_create_topics = !a.no_auto_create;
     config.max_request_bytes = a.max_request_bytes;
     config.max_connections = a.max_connections;
+    config.network_threads = a.network_threads;
     config.stop_on_signals = true;
     if let Some(adv) = &a.advertise {
         let (host, port) = adv.rsplit_once(':').ok_or_else(|| format!("--advertise {adv}: expected HOST:PORT"))?;

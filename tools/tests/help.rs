@@ -38,6 +38,7 @@ fn every_subcommand_documents_flags_and_exit_codes() {
                 "--no-auto-create",
                 "--max-request-bytes",
                 "--max-connections",
+                "--network-threads",
                 "--advertise",
             ][..],
         ),
