@@ -90,12 +90,11 @@ pub(crate) fn dispatch(state: &Arc<State>, mut frame: Bytes, budget: &Arc<tokio:
             Ok(mut req) => {
                 let budget = budget.clone();
                 Answer::Later(tokio::spawn(async move {
-                    let want =
-                        if req.max_bytes > 0 { (req.max_bytes as usize).min(MAX_FETCH_BYTES) } else { MAX_FETCH_BYTES };
+                    let want = fetch_max_bytes(req.max_bytes);
                     let take = crate::conn::kib(want).min(budget.available_permits() as u32);
                     let mut permit = if take > 0 { budget.try_acquire_many_owned(take).ok() } else { None };
                     let granted = permit.as_ref().map_or(0, |p| p.num_permits() * 1024);
-                    req.max_bytes = granted.clamp(1, want) as i32;
+                    req.max_bytes = granted.min(want) as i32;
                     let frame = encode(api, version, corr, &fetch(state, req).await)?;
                     // Only what the frame holds stays taken until it is written.
                     if let Some(p) = permit.as_mut() {
@@ -271,6 +270,9 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
                     Err((error_code, message)) => {
                         p.error_code = error_code;
                         p.error_message = message.map(StrBytes::from_string);
+                        if answers_log_start(error_code) {
+                            p.log_start_offset = log_start(&state, &tp).await;
+                        }
                     }
                 }
                 t.partition_responses.push(p);
@@ -289,6 +291,37 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
         encode(ApiKey::Produce, version, corr, &out).map(Some)
     });
     Answer::Later(task)
+}
+
+/// Whether a refused produce answers with its partition's log start offset, as Kafka's
+/// `ReplicaManager.appendToLocalLog` does for every refusal but these: an unknown or internal
+/// topic, a partition led elsewhere, a batch too large or corrupt, a failed log directory
+/// (-1 for those, `LogAppendInfo.UnknownLogAppendInfo`).
+fn answers_log_start(error_code: i16) -> bool {
+    ![
+        E::UnknownTopicOrPartition,
+        E::InvalidTopicException,
+        E::NotLeaderOrFollower,
+        E::MessageTooLarge,
+        E::RecordListTooLarge,
+        E::CorruptMessage,
+        E::KafkaStorageError,
+    ]
+    .iter()
+    .any(|e| e.code() == error_code)
+}
+
+/// The partition's log start offset, or -1 when it cannot be read (Kafka's answer for a
+/// partition that is not online).
+async fn log_start(state: &State, tp: &TopicPartition) -> i64 {
+    state.engine.with_log(tp, |log| Ok(log.log_start_offset())).await.unwrap_or(-1)
+}
+
+/// A fetch's byte limit: its max_bytes up to the server's own, and 0 for 0 or less (Kafka takes
+/// the smaller of the two as is; with 0 the first partition with records returns its first
+/// batch, minOneMessage, and the others nothing).
+fn fetch_max_bytes(max_bytes: i32) -> usize {
+    (max_bytes.max(0) as usize).min(MAX_FETCH_BYTES)
 }
 
 /// Waves of reads a fetch pass makes before its remaining partitions go together (see
@@ -366,7 +399,7 @@ async fn fetch_once(
     max_bytes: i32,
     isolation: FetchIsolation,
 ) -> (Vec<Result<FetchData, i16>>, usize, bool) {
-    let max_bytes = if max_bytes > 0 { (max_bytes as usize).min(MAX_FETCH_BYTES) } else { MAX_FETCH_BYTES };
+    let max_bytes = fetch_max_bytes(max_bytes);
     let limit_of = |p: &Part| if p.known { (p.asked.partition_max_bytes.max(0) as usize).min(max_bytes) } else { 0 };
     let demand = parts.iter().fold(0usize, |sum, p| sum.saturating_add(limit_of(p)));
     let mut idle = vec![false; parts.len()];
@@ -399,16 +432,21 @@ async fn fetch_once(
             let limit = want.min(room);
             room -= limit;
             let min_one = total == 0 && wave.is_empty();
-            let read = p.known.then(|| {
-                state.engine.fetch_isolated_bounded(&p.tp, p.asked.fetch_offset, limit as u32, isolation, min_one)
-            });
+            let read = if !p.known {
+                Err(E::UnknownTopicOrPartition.code())
+            } else if p.asked.partition_max_bytes < 0 {
+                // Kafka's segment read refuses a negative size (IllegalArgumentException).
+                Err(E::UnknownServerError.code())
+            } else {
+                Ok(state.engine.fetch_isolated_bounded(&p.tp, p.asked.fetch_offset, limit as u32, isolation, min_one))
+            };
             wave.push((limit, p.asked.fetch_offset, read));
         }
         let first = results.len();
         for (limit, offset, read) in wave {
             let r = match read {
-                None => Err(E::UnknownTopicOrPartition.code()),
-                Some(pending) => pending.await.map_err(|e| code(&e)),
+                Err(refused) => Err(refused),
+                Ok(pending) => pending.await.map_err(|e| code(&e)),
             };
             let n = r.as_ref().map_or(0, |data| data.records.len());
             if let Ok(data) = &r {

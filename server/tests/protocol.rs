@@ -295,7 +295,26 @@ fn produce_and_fetch_keep_the_clients_batches_and_refuse_bad_ones_without_a_trac
     let big = vec![7u8; 1_100_000];
     assert_eq!(produce(&mut c, "events", 0, batch(&[&big], 1_700_000_000_300)).0, 10, "MESSAGE_TOO_LARGE");
     assert_eq!(produce(&mut c, "events", 0, b"garbage".to_vec()).0, 2, "a frame that is no batch");
+    // A refusal answers the partition's log start, as Kafka does, except for the refusals
+    // Kafka answers -1 for: an unknown partition, a batch too large or corrupt.
+    let refused = |c: &mut Client, partition: i32, records: Vec<u8>| {
+        let r: ProduceResponse = c.call(ApiKey::Produce, 9, &produce_req("events", partition, records));
+        let p = &r.responses[0].partition_responses[0];
+        (p.error_code, p.log_start_offset)
+    };
+    let mut bad_crc = batch(&[b"x"], 1_700_000_000_200);
+    bad_crc[last] ^= 0xff;
+    assert_eq!(refused(&mut c, 0, bad_crc), (2, -1));
+    assert_eq!(refused(&mut c, 7, batch(&[b"x"], 0)), (3, -1));
+    assert_eq!(refused(&mut c, 0, batch(&[&big], 1_700_000_000_300)), (10, -1));
     assert_eq!(snapshot(dir.path()), before, "a refused produce changed the directory");
+    let idempotent = |seq: i32| {
+        let mut b = BatchBuilder::new().producer(4242, 0, seq);
+        b.push(1_700_000_000_400, None, Some(b"x"), &[]);
+        b.build().unwrap()
+    };
+    assert_eq!(refused(&mut c, 1, idempotent(0)), (0, 0));
+    assert_eq!(refused(&mut c, 1, idempotent(5)), (45, 0), "OUT_OF_ORDER_SEQUENCE_NUMBER");
     r.shutdown().unwrap();
 }
 
@@ -735,6 +754,18 @@ fn a_fetchs_byte_limits_are_kafkas_whatever_the_partitions_before_return() {
     assert_eq!(fetch_parts(&mut c, &all, 2_000, 2_000), vec![0, s, s, 0, 0, 0, 0, 0, 0, 0, s, 0]);
     // Unknown partitions cost nothing either.
     assert_eq!(fetch_parts(&mut c, &[40, 41, 42, 1], 2_000, 2_000), vec![0, 0, 0, s]);
+    // A max_bytes of 0 or less is 0, as Kafka takes it: the first partition with records
+    // returns its first batch (minOneMessage), the others nothing.
+    for max in [0, -7] {
+        assert_eq!(fetch_parts(&mut c, &[0, 1, 2], 1_000, max), vec![0, s, 0], "max_bytes {max}");
+    }
+    // A negative partition_max_bytes is refused as Kafka's segment read refuses it
+    // (UNKNOWN_SERVER_ERROR), without reading; the fetch answers at once.
+    let mut req = fetch_req("spread", 1, 0, 0, 5_000);
+    req.topics[0].partitions[0].partition_max_bytes = -1;
+    let f: FetchResponse = c.call(ApiKey::Fetch, 12, &req);
+    let p = &f.responses[0].partitions[0];
+    assert_eq!((p.error_code, p.records.as_ref().map_or(0, |r| r.len())), (-1, 0));
     drop(c);
     r.shutdown().unwrap();
 }
