@@ -43,6 +43,23 @@ impl Ring {
         })
     }
 
+    /// Lets the ring run up to `at_least` blocking reads and writes of regular files at once on
+    /// its kernel workers, where the kernel's own limit is lower ([`MIN_IO_WORKERS`]). A kernel
+    /// without the call (before 5.15) keeps its limit.
+    pub(super) fn allow_io_workers(&mut self, at_least: u32) {
+        if self.io_workers().is_some_and(|now| now < at_least) {
+            let _ = self.ring.submitter().register_iowq_max_workers(&mut [at_least, 0]);
+        }
+    }
+
+    /// The ring's limit on kernel workers for blocking reads and writes of regular files (None
+    /// where the kernel cannot tell).
+    pub(super) fn io_workers(&mut self) -> Option<u32> {
+        // Zeros change nothing and read back the limits in place.
+        let mut limits = [0u32, 0];
+        self.ring.submitter().register_iowq_max_workers(&mut limits).ok().map(|()| limits[0])
+    }
+
     /// Registers the thread's write-buffer pool on this ring (the thread's own ring only): on
     /// first use a sparse table of [`pool::MAX_REGISTERED_CHUNKS`] buffers, then every chunk the
     /// pool has handed out and that is not yet registered, at its index. A refusal (old kernel,
@@ -595,6 +612,9 @@ impl Ring {
             Ok(mut fresh) => {
                 // The new ring registers the pool afresh on its next submission.
                 fresh.thread_ring = self.thread_ring;
+                if fresh.thread_ring {
+                    fresh.allow_io_workers(MIN_IO_WORKERS);
+                }
                 fresh.async_batches = std::mem::take(&mut self.async_batches);
                 fresh.next_async = self.next_async;
                 drop(std::mem::replace(self, fresh))
@@ -633,6 +653,7 @@ pub(crate) fn with_thread_ring<R>(f: impl FnOnce(&mut Ring) -> R) -> io::Result<
             match Ring::new(RING_ENTRIES) {
                 Ok(mut r) => {
                     r.thread_ring = true;
+                    r.allow_io_workers(MIN_IO_WORKERS);
                     // A dead ring's asynchronous batches (all drained when it died) keep their
                     // results and ids for whoever still holds their tickets.
                     if let Some(old) = slot.as_mut() {

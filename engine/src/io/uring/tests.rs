@@ -734,3 +734,18 @@ fn wait_eventfd_wakes_and_times_out() {
         }
     }
 }
+
+#[test]
+fn a_threads_ring_runs_at_least_min_io_workers_blocking_writes_at_once() {
+    // A thread of its own: its ring is made here, with the limit raised.
+    std::thread::spawn(|| {
+        let limit = with_thread_ring(|ring| ring.io_workers()).unwrap();
+        let limit = limit.expect("the kernel reports its io-wq limits (Linux 5.15 and later)");
+        assert!(limit >= MIN_IO_WORKERS, "{limit} workers");
+        // A one-off ring of the same thread shares the thread's workers and their limit.
+        let mut other = Ring::new(TEMP_RING_ENTRIES).unwrap();
+        assert_eq!(other.io_workers(), Some(limit));
+    })
+    .join()
+    .unwrap();
+}
