@@ -246,6 +246,9 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
     let state = state.clone();
     let task = tokio::spawn(async move {
         let mut out = ProduceResponse::default();
+        // Refusals that answer their partition's log start, looked up together once every
+        // append of the request is settled (none for acks=0: there is no answer).
+        let mut log_starts = Vec::new();
         for (topic, parts) in started {
             let mut t = produce_response::TopicProduceResponse::default();
             t.name = topic;
@@ -255,29 +258,37 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
                 p.base_offset = -1;
                 p.log_append_time_ms = -1;
                 p.log_start_offset = -1;
-                let r = match r {
-                    Ok(pending) => pending.await.map_err(|e| (code(&e), Some(e.to_string()))),
-                    Err(e) => Err(e),
-                };
                 match r {
-                    Ok(info) => {
-                        // Fetches waiting on this partition look again.
-                        state.waiters.wake(&tp);
-                        p.base_offset = info.first_offset;
-                        p.log_append_time_ms = info.log_append_time_ms;
-                        p.log_start_offset = info.log_start_offset;
-                    }
+                    Ok(pending) => match pending.await {
+                        Ok(info) => {
+                            // Fetches waiting on this partition look again.
+                            state.waiters.wake(&tp);
+                            p.base_offset = info.first_offset;
+                            p.log_append_time_ms = info.log_append_time_ms;
+                            p.log_start_offset = info.log_start_offset;
+                        }
+                        Err(e) => {
+                            p.error_code = code(&e);
+                            p.error_message = Some(StrBytes::from_string(e.to_string()));
+                            if acks != 0 && answers_log_start(p.error_code) {
+                                let at = (out.responses.len(), t.partition_responses.len());
+                                log_starts.push((at, state.engine.with_log(&tp, |log| Ok(log.log_start_offset()))));
+                            }
+                        }
+                    },
+                    // Refused before the engine saw it: Kafka answers -1 for these.
                     Err((error_code, message)) => {
                         p.error_code = error_code;
                         p.error_message = message.map(StrBytes::from_string);
-                        if answers_log_start(error_code) {
-                            p.log_start_offset = log_start(&state, &tp).await;
-                        }
                     }
                 }
                 t.partition_responses.push(p);
             }
             out.responses.push(t);
+        }
+        for ((topic, part), start) in log_starts {
+            // -1 when it cannot be read, Kafka's answer for a partition that is not online.
+            out.responses[topic].partition_responses[part].log_start_offset = start.await.unwrap_or(-1);
         }
         if acks == 0 {
             // No answer; a refusal closes the connection, which is how Kafka tells an acks=0
@@ -293,28 +304,23 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
     Answer::Later(task)
 }
 
-/// Whether a refused produce answers with its partition's log start offset, as Kafka's
-/// `ReplicaManager.appendToLocalLog` does for every refusal but these: an unknown or internal
-/// topic, a partition led elsewhere, a batch too large or corrupt, a failed log directory
-/// (-1 for those, `LogAppendInfo.UnknownLogAppendInfo`).
+/// Whether the engine's refusal of an append answers its partition's log start offset, as
+/// Kafka's `ReplicaManager.appendToLocalLog` does for every refusal but these: an unknown
+/// partition, a partition led elsewhere, a batch too large or corrupt, a failed log directory
+/// (-1 for those, `LogAppendInfo.UnknownLogAppendInfo`). A full shard queue (REQUEST_TIMED_OUT)
+/// answers -1 too, rather than queue a lookup behind it.
 fn answers_log_start(error_code: i16) -> bool {
     ![
         E::UnknownTopicOrPartition,
-        E::InvalidTopicException,
         E::NotLeaderOrFollower,
         E::MessageTooLarge,
         E::RecordListTooLarge,
         E::CorruptMessage,
         E::KafkaStorageError,
+        E::RequestTimedOut,
     ]
     .iter()
     .any(|e| e.code() == error_code)
-}
-
-/// The partition's log start offset, or -1 when it cannot be read (Kafka's answer for a
-/// partition that is not online).
-async fn log_start(state: &State, tp: &TopicPartition) -> i64 {
-    state.engine.with_log(tp, |log| Ok(log.log_start_offset())).await.unwrap_or(-1)
 }
 
 /// A fetch's byte limit: its max_bytes up to the server's own, and 0 for 0 or less (Kafka takes
@@ -431,36 +437,45 @@ async fn fetch_once(
             }
             let limit = want.min(room);
             room -= limit;
-            let min_one = total == 0 && wave.is_empty();
-            let read = if !p.known {
-                Err(E::UnknownTopicOrPartition.code())
-            } else if p.asked.partition_max_bytes < 0 {
-                // Kafka's segment read refuses a negative size (IllegalArgumentException).
-                Err(E::UnknownServerError.code())
-            } else {
-                Ok(state.engine.fetch_isolated_bounded(&p.tp, p.asked.fetch_offset, limit as u32, isolation, min_one))
-            };
-            wave.push((limit, p.asked.fetch_offset, read));
+            // A negative partition_max_bytes reads within 0 bytes, for its offsets (below).
+            let negative = p.asked.partition_max_bytes < 0;
+            let min_one = total == 0 && wave.is_empty() && !negative;
+            let read = p.known.then(|| {
+                state.engine.fetch_isolated_bounded(&p.tp, p.asked.fetch_offset, limit as u32, isolation, min_one)
+            });
+            wave.push((limit, p.asked.fetch_offset, negative, read));
         }
         let first = results.len();
-        for (limit, offset, read) in wave {
+        for (limit, offset, negative, read) in wave {
             let r = match read {
-                Err(refused) => Err(refused),
-                Ok(pending) => pending.await.map_err(|e| code(&e)),
+                None => Err(E::UnknownTopicOrPartition.code()),
+                Some(pending) => pending.await.map_err(|e| code(&e)),
             };
             let n = r.as_ref().map_or(0, |data| data.records.len());
-            if let Ok(data) = &r {
-                let readable = match isolation {
-                    FetchIsolation::TxnCommitted => data.last_stable_offset,
-                    _ => data.high_watermark,
-                };
-                // Nothing came before it and it held back records it has (its first batch is
-                // over its limit): Kafka would have returned that batch. It starts the next wave,
-                // with minOneMessage; the reads after it in this wave are dropped and made again.
-                if total == 0 && results.len() > first && n == 0 && offset < readable {
-                    break;
+            let r = match r {
+                Ok(data) => {
+                    let readable = match isolation {
+                        FetchIsolation::TxnCommitted => data.last_stable_offset,
+                        _ => data.high_watermark,
+                    };
+                    if negative && offset < readable {
+                        // Kafka's segment read refuses a negative size (IllegalArgumentException),
+                        // and is reached only with records to read: out of range and caught-up
+                        // fetches answer as any other.
+                        Err(E::UnknownServerError.code())
+                    } else {
+                        // Nothing came before it and it held back records it has (its first
+                        // batch is over its limit): Kafka would have returned that batch. It
+                        // starts the next wave, with minOneMessage; the reads after it in this
+                        // wave are dropped and made again.
+                        if total == 0 && results.len() > first && n == 0 && offset < readable {
+                            break;
+                        }
+                        Ok(data)
+                    }
                 }
-            }
+                Err(e) => Err(e),
+            };
             total += n;
             left = left.saturating_sub(n);
             failed |= r.is_err();

@@ -759,13 +759,19 @@ fn a_fetchs_byte_limits_are_kafkas_whatever_the_partitions_before_return() {
     for max in [0, -7] {
         assert_eq!(fetch_parts(&mut c, &[0, 1, 2], 1_000, max), vec![0, s, 0], "max_bytes {max}");
     }
-    // A negative partition_max_bytes is refused as Kafka's segment read refuses it
-    // (UNKNOWN_SERVER_ERROR), without reading; the fetch answers at once.
-    let mut req = fetch_req("spread", 1, 0, 0, 5_000);
-    req.topics[0].partitions[0].partition_max_bytes = -1;
-    let f: FetchResponse = c.call(ApiKey::Fetch, 12, &req);
-    let p = &f.responses[0].partitions[0];
-    assert_eq!((p.error_code, p.records.as_ref().map_or(0, |r| r.len())), (-1, 0));
+    // A negative partition_max_bytes: where there are records to read, refused as Kafka's
+    // segment read refuses it (UNKNOWN_SERVER_ERROR), and the fetch answers at once; at the end
+    // of the partition (1) it waits as any fetch there, and past it (5) it is out of range.
+    for (offset, want, waits) in [(0i64, -1i16, false), (1, 0, true), (5, 1, false)] {
+        let mut req = fetch_req("spread", 1, offset, 0, 2_000);
+        req.topics[0].partitions[0].partition_max_bytes = -1;
+        let started = std::time::Instant::now();
+        let f: FetchResponse = c.call(ApiKey::Fetch, 12, &req);
+        let took = started.elapsed();
+        let p = &f.responses[0].partitions[0];
+        assert_eq!((p.error_code, p.records.as_ref().map_or(0, |r| r.len())), (want, 0), "offset {offset}");
+        assert_eq!(took >= Duration::from_millis(1_900), waits, "offset {offset}: {took:?}");
+    }
     drop(c);
     r.shutdown().unwrap();
 }
