@@ -43,17 +43,19 @@ impl Ring {
         })
     }
 
-    /// Lets the ring run up to `at_least` blocking reads and writes of regular files at once on
-    /// its kernel workers, where the kernel's own limit is lower ([`MIN_IO_WORKERS`]). A kernel
-    /// without the call (before 5.15) keeps its limit.
+    /// Lets this thread run up to `at_least` blocking reads and writes of regular files at once
+    /// on its kernel workers, where the kernel's own limit is lower ([`MIN_IO_WORKERS`]). The
+    /// limit is the thread's (its rings share one io-wq), so a ring that replaces the thread's
+    /// ring keeps it. A kernel without the call (before 5.15) keeps its limit; the kernel also
+    /// caps it at RLIMIT_NPROC.
     pub(super) fn allow_io_workers(&mut self, at_least: u32) {
         if self.io_workers().is_some_and(|now| now < at_least) {
             let _ = self.ring.submitter().register_iowq_max_workers(&mut [at_least, 0]);
         }
     }
 
-    /// The ring's limit on kernel workers for blocking reads and writes of regular files (None
-    /// where the kernel cannot tell).
+    /// This thread's limit on kernel workers for blocking reads and writes of regular files
+    /// (None where the kernel cannot tell).
     pub(super) fn io_workers(&mut self) -> Option<u32> {
         // Zeros change nothing and read back the limits in place.
         let mut limits = [0u32, 0];
@@ -612,9 +614,6 @@ impl Ring {
             Ok(mut fresh) => {
                 // The new ring registers the pool afresh on its next submission.
                 fresh.thread_ring = self.thread_ring;
-                if fresh.thread_ring {
-                    fresh.allow_io_workers(MIN_IO_WORKERS);
-                }
                 fresh.async_batches = std::mem::take(&mut self.async_batches);
                 fresh.next_async = self.next_async;
                 drop(std::mem::replace(self, fresh))
