@@ -58,14 +58,14 @@ const TEMP_RING_ENTRIES: u32 = 16;
 /// the file, and an O_DSYNC one that changes metadata) runs on one of the thread's io-wq workers
 /// for its whole length. The kernel allows at most min(entries of the thread's first ring, 4 x
 /// online CPUs) of them, 8 on a 2-core machine: a shard with 64 partitions writing had 8 writes
-/// on the device, the rest queued behind them. Measured with the durable sweep at 64 partitions (2 repetitions each,
-/// `--sweep-sync-methods dsync-writes --sweep-zero-fill auto --sweep-preallocate false`): 191
-/// MB/s and a p99 of 12.9 ms with one append in flight per partition against 156 MB/s and 25.9
-/// ms at 8 workers; 474 MB/s and 29.5 ms with 8 in flight against 334 MB/s and 42.1 ms. At
-/// 1,000 partitions of the `partitions` workload, 1.15-1.23x fio's many-files job with 32-128
-/// workers against 0.79x and 0.97x with 8 (docs/benchmarks.md). A worker is a kernel thread made when work waits
-/// and gone after a few idle seconds; a machine with more CPUs already allows more, and is left
-/// as it is.
+/// on the device, the rest queued behind them. Measured with the durable sweep at 64 partitions
+/// (2 repetitions each, `--sweep-sync-methods dsync-writes --sweep-zero-fill auto
+/// --sweep-preallocate false`): 191 MB/s and a p99 of 12.9 ms with one append in flight per
+/// partition against 156 MB/s and 25.9 ms at 8 workers; 474 MB/s and 29.5 ms with 8 in flight
+/// against 334 MB/s and 42.1 ms. At 1,000 partitions of the `partitions` workload, 1.15-1.23x
+/// fio's many-files job with 32-128 workers against 0.79x and 0.97x with 8 (docs/benchmarks.md).
+/// A worker is a kernel thread made when work waits and gone after a few idle seconds; a
+/// machine with more CPUs already allows more, and is left as it is.
 pub(crate) const MIN_IO_WORKERS: u32 = 64;
 /// Largest read or write put in one entry (the kernel caps a single transfer near 2 GiB anyway).
 const MAX_RW_CHUNK: usize = 1 << 30;
