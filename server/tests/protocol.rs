@@ -284,37 +284,32 @@ fn produce_and_fetch_keep_the_clients_batches_and_refuse_bad_ones_without_a_trac
         }
     }
 
-    // Refusals, each leaving every file as it was.
+    // Refusals, each leaving every file as it was. Each answers its partition's log start, as
+    // Kafka does, except those Kafka answers -1 for: an unknown partition, a batch too large or
+    // corrupt.
+    let refused = |c: &mut Client, topic: &str, partition: i32, records: Vec<u8>| {
+        let r: ProduceResponse = c.call(ApiKey::Produce, 9, &produce_req(topic, partition, records));
+        let p = &r.responses[0].partition_responses[0];
+        (p.error_code, p.log_start_offset)
+    };
     let before = snapshot(dir.path());
     let mut bad_crc = batch(&[b"x"], 1_700_000_000_200);
     let last = bad_crc.len() - 1;
     bad_crc[last] ^= 0xff;
-    assert_eq!(produce(&mut c, "events", 0, bad_crc).0, 2, "CORRUPT_MESSAGE");
-    assert_eq!(produce(&mut c, "events", 7, batch(&[b"x"], 0)).0, 3, "UNKNOWN_TOPIC_OR_PARTITION");
-    assert_eq!(produce(&mut c, "ghost", 0, batch(&[b"x"], 0)).0, 3);
+    assert_eq!(refused(&mut c, "events", 0, bad_crc), (2, -1), "CORRUPT_MESSAGE");
+    assert_eq!(refused(&mut c, "events", 7, batch(&[b"x"], 0)), (3, -1), "UNKNOWN_TOPIC_OR_PARTITION");
+    assert_eq!(refused(&mut c, "ghost", 0, batch(&[b"x"], 0)), (3, -1));
     let big = vec![7u8; 1_100_000];
-    assert_eq!(produce(&mut c, "events", 0, batch(&[&big], 1_700_000_000_300)).0, 10, "MESSAGE_TOO_LARGE");
-    assert_eq!(produce(&mut c, "events", 0, b"garbage".to_vec()).0, 2, "a frame that is no batch");
-    // A refusal answers the partition's log start, as Kafka does, except for the refusals
-    // Kafka answers -1 for: an unknown partition, a batch too large or corrupt.
-    let refused = |c: &mut Client, partition: i32, records: Vec<u8>| {
-        let r: ProduceResponse = c.call(ApiKey::Produce, 9, &produce_req("events", partition, records));
-        let p = &r.responses[0].partition_responses[0];
-        (p.error_code, p.log_start_offset)
-    };
-    let mut bad_crc = batch(&[b"x"], 1_700_000_000_200);
-    bad_crc[last] ^= 0xff;
-    assert_eq!(refused(&mut c, 0, bad_crc), (2, -1));
-    assert_eq!(refused(&mut c, 7, batch(&[b"x"], 0)), (3, -1));
-    assert_eq!(refused(&mut c, 0, batch(&[&big], 1_700_000_000_300)), (10, -1));
+    assert_eq!(refused(&mut c, "events", 0, batch(&[&big], 1_700_000_000_300)), (10, -1), "MESSAGE_TOO_LARGE");
+    assert_eq!(refused(&mut c, "events", 0, b"garbage".to_vec()), (2, -1), "a frame that is no batch");
     assert_eq!(snapshot(dir.path()), before, "a refused produce changed the directory");
     let idempotent = |seq: i32| {
         let mut b = BatchBuilder::new().producer(4242, 0, seq);
         b.push(1_700_000_000_400, None, Some(b"x"), &[]);
         b.build().unwrap()
     };
-    assert_eq!(refused(&mut c, 1, idempotent(0)), (0, 0));
-    assert_eq!(refused(&mut c, 1, idempotent(5)), (45, 0), "OUT_OF_ORDER_SEQUENCE_NUMBER");
+    assert_eq!(refused(&mut c, "events", 1, idempotent(0)), (0, 0));
+    assert_eq!(refused(&mut c, "events", 1, idempotent(5)), (45, 0), "OUT_OF_ORDER_SEQUENCE_NUMBER");
     r.shutdown().unwrap();
 }
 
