@@ -430,6 +430,9 @@ impl IoFile for LazyFile {
     fn raw_fd(&self) -> Option<RawFd> {
         None
     }
+    fn descriptor_handle(&self) -> Result<Option<Arc<dyn IoFile>>> {
+        self.pin().map(Some)
+    }
     fn direct_alignment(&self) -> Option<DirectAlignment> {
         match self.alignment.get() {
             Some(a) => *a,

@@ -300,6 +300,24 @@ pub trait IoFile: Send + Sync + Debug {
     /// For a lazily opened file: closes its descriptor now if nothing is using it (it opens
     /// again on next use). Other files stay open.
     fn close_if_idle(&self) {}
+    /// For a file that may hold no descriptor (a lazily opened one): a handle that holds one,
+    /// open, for as long as it lives, so that operations on it can go into a batch for
+    /// [`Storage::submit`]. `None`: this handle is the one to use.
+    fn descriptor_handle(&self) -> Result<Option<std::sync::Arc<dyn IoFile>>> {
+        Ok(None)
+    }
+}
+
+/// fdatasync's of `files` in one submission, so that a backend with a ring runs them at once
+/// (their device cache flushes merge) instead of one after the other; the first failure,
+/// naming its file, once all have finished.
+pub(crate) fn sync_data_together(storage: &dyn Storage, files: &[&std::sync::Arc<dyn IoFile>]) -> Result<()> {
+    let mut ops = Vec::with_capacity(files.len());
+    for (i, f) in files.iter().enumerate() {
+        let file = f.descriptor_handle()?.unwrap_or_else(|| (*f).clone());
+        ops.push(IoOp { file, kind: IoOpKind::SyncData, tag: i as u64, link_next: false });
+    }
+    storage.submit(ops).into_iter().try_for_each(|c| c.result.map(drop))
 }
 
 /// A [`Storage::filesystem_syncer`]: each call makes the whole filesystem durable.

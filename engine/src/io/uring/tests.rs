@@ -754,3 +754,34 @@ fn a_threads_ring_runs_at_least_min_io_workers_blocking_writes_at_once() {
     .join()
     .unwrap();
 }
+
+#[test]
+fn fdatasyncs_together_go_out_in_one_submission_even_for_closed_lazy_files() {
+    use crate::io::file_cache::{FileCache, LazyFile, Reopen};
+    let dir = test_dir();
+    let s: Arc<dyn Storage> = Arc::new(UringStorage::new(IoMode::Buffered).unwrap());
+    let cache = FileCache::new(16);
+    let files: Vec<Arc<dyn IoFile>> = (0..3)
+        .map(|i| {
+            let f = LazyFile::create(
+                s.clone(),
+                &dir.path().join(format!("{i}.index")),
+                OpenMode::CreateNew,
+                Reopen::Plain,
+                &cache,
+            )
+            .unwrap();
+            f.write_all_at(&pattern(4096, i as u8), 0).unwrap();
+            // No descriptor left: the batch has to open each file again.
+            f.close_if_idle();
+            f as Arc<dyn IoFile>
+        })
+        .collect();
+    assert_eq!(cache.stats().open, 0);
+    let before = thread_stats();
+    crate::io::sync_data_together(s.as_ref(), &files.iter().collect::<Vec<_>>()).unwrap();
+    let d = delta(before);
+    assert_eq!(d.fsyncs, 3, "{d:?}");
+    // One after the other would take an io_uring_enter each.
+    assert!(d.enters < 3, "the three fdatasync's were not submitted together: {d:?}");
+}
