@@ -1610,7 +1610,7 @@ impl Driver<'_> {
             self.bars.step(format!("{tag}: partitions sweep {label}"));
             settle(base, &mut self.skipped);
             let side = partitions::run_seglog(base, setup, &key, plan, self.plan.pin_client)?;
-            let (mut fio, mut fio_job) = (None, None);
+            let (mut fio, mut fio_job, mut fio_same) = (None, None, None);
             if self.use_fio {
                 let job = ManyFilesWrite::beside(&side.report, &key, plan);
                 self.bars.step(format!("{tag}: partitions sweep {label}, fio"));
@@ -1620,8 +1620,21 @@ impl Driver<'_> {
                     Err(e) => warn(&mut self.skipped, format!("fio, partitions sweep {label}: {e}")),
                 }
                 fio_job = Some(job.describe());
+                if let Some(same) = job.same_pattern(side.report.batch_bytes as u64) {
+                    self.bars.step(format!("{tag}: partitions sweep {label}, fio with seglog's writes"));
+                    settle(base, &mut self.skipped);
+                    match same.run(base) {
+                        Ok(mut f) => {
+                            f.mb_per_s *= same.useful_share();
+                            fio_same = Some(f);
+                        }
+                        Err(e) => {
+                            warn(&mut self.skipped, format!("fio, partitions sweep {label}, seglog's writes: {e}"))
+                        }
+                    }
+                }
             }
-            self.partitions_runs.push(PartitionsRun { rep, key, seglog: side, fio_job, fio });
+            self.partitions_runs.push(PartitionsRun { rep, key, seglog: side, fio_job, fio, fio_same });
             self.bars.done();
         }
         Ok(())

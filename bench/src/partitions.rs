@@ -42,6 +42,13 @@ pub const MAX_P99_RATIO: f64 = 10.0;
 pub const MAX_IDLE_BYTES: f64 = 64.0 * 1024.0;
 pub const PROOF_PARTITIONS: usize = 10_000;
 
+/// The size of each partition's first batch, appended before the measured ones. Not a multiple
+/// of the 4 KiB block: every later batch then starts and ends inside a block, as a producer's
+/// batches do.
+pub const FIRST_BATCH_BYTES: usize = 128;
+/// The block an O_DIRECT write of a partition starts and ends on.
+const BLOCK: u64 = 4096;
+
 /// How appends spread over the partitions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -181,7 +188,7 @@ pub fn run_seglog(
     let open_s = open_all(&engine)?;
     // A small first batch: what an idle partition holds is then the engine's, not the
     // producer's freed batches kept by the allocator.
-    let small = make_batch(128, 1, crate::workload::first_timestamp_ms());
+    let small = make_batch(FIRST_BATCH_BYTES, 1, crate::workload::first_timestamp_ms());
     let t = Instant::now();
     let firsts: Vec<_> = tps.iter().map(|tp| engine.append(tp, small.clone(), 0)).collect();
     for f in firsts {
@@ -238,6 +245,9 @@ pub struct ManyFilesWrite {
     pub direct: bool,
     /// The Zipf exponent when files are Zipf-drawn.
     pub zipf: Option<f64>,
+    /// Bytes each write of a file rewrites of the one before it (0: none): each write starts
+    /// this far before the end of the last (`--rw=write:-N`).
+    pub overlap: u64,
 }
 
 impl ManyFilesWrite {
@@ -250,7 +260,30 @@ impl ManyFilesWrite {
             bytes: (r.bytes / bs).max(key.partitions as u64) * bs,
             direct: r.mode == seglog::IoMode::Direct.name(),
             zipf: (key.skew == Skew::Zipf).then_some(plan.zipf_s),
+            overlap: 0,
         }
+    }
+
+    /// The same appends written as seglog's O_DIRECT writes are at one append in flight per
+    /// partition, when every one of them has the same shape: batches of whole blocks after a
+    /// first batch that is not, so each write of a batch also rewrites the block the last one
+    /// ended in (five blocks for four of data at 16 KiB). As many writes per file, each a block
+    /// longer and starting a block before the end of the last. Its MB/s counts the device's
+    /// bytes; [`ManyFilesWrite::useful_share`] turns them into appended bytes.
+    pub fn same_pattern(&self, batch_bytes: u64) -> Option<ManyFilesWrite> {
+        let shaped =
+            batch_bytes > 0 && batch_bytes.is_multiple_of(BLOCK) && !(FIRST_BATCH_BYTES as u64).is_multiple_of(BLOCK);
+        (self.direct && self.zipf.is_none() && shaped && self.bs == batch_bytes).then(|| ManyFilesWrite {
+            bs: self.bs + BLOCK,
+            bytes: self.bytes / self.bs * (self.bs + BLOCK),
+            overlap: BLOCK,
+            ..self.clone()
+        })
+    }
+
+    /// The share of the job's bytes that are new data (all of them without overlap).
+    pub fn useful_share(&self) -> f64 {
+        (self.bs - self.overlap) as f64 / self.bs as f64
     }
 
     /// fio's arguments with the files in `dir`. Each file may take every byte (a Zipf-drawn
@@ -259,7 +292,8 @@ impl ManyFilesWrite {
         let files = self.files.max(1) as u64;
         let per_file = match self.zipf {
             Some(_) => self.bytes,
-            None => (self.bytes / files).max(self.bs) / self.bs * self.bs,
+            // Each write advances the file by bs - overlap; the last one ends overlap further.
+            None => (self.bytes / files).max(self.bs) / self.bs * (self.bs - self.overlap) + self.overlap,
         };
         vec![
             "--name=many-files".to_string(),
@@ -267,7 +301,10 @@ impl ManyFilesWrite {
             format!("--nrfiles={files}"),
             format!("--filesize={per_file}"),
             format!("--io_size={}", self.bytes),
-            "--rw=write".into(),
+            match self.overlap {
+                0 => "--rw=write".into(),
+                n => format!("--rw=write:-{n}"),
+            },
             format!("--bs={}", self.bs),
             format!("--iodepth={files}"),
             format!("--direct={}", self.direct as u8),
@@ -284,9 +321,10 @@ impl ManyFilesWrite {
 
     pub fn describe(&self) -> String {
         format!(
-            "{} files, bs={}, qd={}, {}, {}",
+            "{} files, bs={}{}, qd={}, {}, {}",
             self.files,
             self.bs,
+            if self.overlap > 0 { format!(" overlapping by {}", self.overlap) } else { String::new() },
             self.files,
             if self.direct { "O_DIRECT" } else { "buffered" },
             self.zipf.map_or("round-robin".into(), |s| format!("zipf:{s}"))
@@ -308,6 +346,9 @@ pub struct PartitionsRun {
     pub seglog: SeglogSide,
     pub fio_job: Option<String>,
     pub fio: Option<FioResult>,
+    /// fio's job with seglog's write pattern ([`ManyFilesWrite::same_pattern`]), where there is
+    /// one: its result, its MB/s already turned into appended bytes.
+    pub fio_same: Option<FioResult>,
 }
 
 /// One point over its repetitions (medians).
@@ -332,6 +373,9 @@ pub struct PartitionsPoint {
     pub fio_p99_us: f64,
     pub throughput_ratio: Option<f64>,
     pub p99_ratio: Option<f64>,
+    /// fio with seglog's write pattern, in appended bytes ([`PartitionsRun::fio_same`]).
+    pub fio_same_mb_per_s: Option<f64>,
+    pub same_throughput_ratio: Option<f64>,
     /// At [`PROOF_PARTITIONS`] with fio's figures: the three bounds met.
     pub proof_met: Option<bool>,
 }
@@ -357,6 +401,9 @@ pub fn summarize(runs: &[PartitionsRun]) -> Vec<PartitionsPoint> {
                 some(&|r| r.fio.filter(|f| f.mb_per_s > 0.0).map(|f| r.seglog.report.mb_per_s / f.mb_per_s));
             let p99_ratio =
                 some(&|r| r.fio.filter(|f| f.lat_p99_us > 0.0).map(|f| r.seglog.report.latency.p99_us / f.lat_p99_us));
+            let fio_same_mb = some(&|r| r.fio_same.map(|f| f.mb_per_s));
+            let same_throughput_ratio =
+                some(&|r| r.fio_same.filter(|f| f.mb_per_s > 0.0).map(|f| r.seglog.report.mb_per_s / f.mb_per_s));
             let idle = m(&|r| r.seglog.idle_bytes_per_partition);
             let proof_met = match (throughput_ratio, p99_ratio) {
                 (Some(t), Some(p)) if key.partitions == PROOF_PARTITIONS => {
@@ -383,6 +430,8 @@ pub fn summarize(runs: &[PartitionsRun]) -> Vec<PartitionsPoint> {
                 fio_p99_us: fio_p99.unwrap_or(0.0),
                 throughput_ratio,
                 p99_ratio,
+                fio_same_mb_per_s: fio_same_mb,
+                same_throughput_ratio,
                 proof_met,
             }
         })
@@ -412,11 +461,11 @@ pub fn render(points: &[PartitionsPoint], plan: &PartitionsPlan, setup: &Setup) 
     );
     let _ = writeln!(
         s,
-        "  fio beside each point: one file per partition, bs = batch, qd = partitions, new files; open/first/reopen: seconds to create the partitions, to give each its first append and flush_all, and to open the engine and every partition again after the clean shutdown; pool: the write-buffer pool (within its budget); idle: resident memory per idle partition beyond the pool"
+        "  fio beside each point: one file per partition, bs = batch, qd = partitions, new files; same: fio again with seglog's O_DIRECT writes at one append in flight (each a block longer, rewriting the block the last one ended in), in appended MB/s, at the uniform points; open/first/reopen: seconds to create the partitions, to give each its first append and flush_all, and to open the engine and every partition again after the clean shutdown; pool: the write-buffer pool (within its budget); idle: resident memory per idle partition beyond the pool"
     );
     let _ = writeln!(
         s,
-        "  {:>6} {:<7} | {:>6} {:>6} {:>6} | {:>7} {:>9} {:>9} {:>9} {:>5} | {:>7} {:>9} | {:>6} {:>6} | {:>7} {:>7} {:>8}",
+        "  {:>6} {:<7} | {:>6} {:>6} {:>6} | {:>7} {:>9} {:>9} {:>9} {:>5} | {:>7} {:>9} | {:>6} {:>6} | {:>7} {:>6} | {:>7} {:>7} {:>8}",
         "parts",
         "skew",
         "open s",
@@ -431,6 +480,8 @@ pub fn render(points: &[PartitionsPoint], plan: &PartitionsPlan, setup: &Setup) 
         "fio p99",
         "MB/s x",
         "p99 x",
+        "same MB/s",
+        "same x",
         "RSS MB",
         "pool MB",
         "idle KiB"
@@ -438,7 +489,7 @@ pub fn render(points: &[PartitionsPoint], plan: &PartitionsPlan, setup: &Setup) 
     for p in points {
         let _ = writeln!(
             s,
-            "  {:>6} {:<7} | {:>6.2} {:>6.2} {:>6.2} | {:>7} {:>9} {:>9} {:>9} {:>5.2} | {:>7} {:>9} | {:>6} {:>6} | {:>7} {:>7} {:>8.1}",
+            "  {:>6} {:<7} | {:>6.2} {:>6.2} {:>6.2} | {:>7} {:>9} {:>9} {:>9} {:>5.2} | {:>7} {:>9} | {:>6} {:>6} | {:>9} {:>6} | {:>7} {:>7} {:>8.1}",
             p.key.partitions,
             p.key.skew.name(),
             p.open_s,
@@ -453,6 +504,8 @@ pub fn render(points: &[PartitionsPoint], plan: &PartitionsPlan, setup: &Setup) 
             num(p.fio_p99_us),
             ratio(p.throughput_ratio),
             ratio(p.p99_ratio),
+            p.fio_same_mb_per_s.map_or("-".into(), num),
+            ratio(p.same_throughput_ratio),
             num(p.rss_after_mb),
             num(p.pool_mb),
             p.idle_kib_per_partition
@@ -490,7 +543,7 @@ mod tests {
     /// skew's file choice.
     #[test]
     fn the_many_files_job_has_one_write_in_flight_per_file() {
-        let job = ManyFilesWrite { files: 1000, bs: 16_384, bytes: 1 << 30, direct: true, zipf: None };
+        let job = ManyFilesWrite { files: 1000, bs: 16_384, bytes: 1 << 30, direct: true, zipf: None, overlap: 0 };
         let args = job.args(Path::new("/d"));
         for want in [
             "--directory=/d",
@@ -508,6 +561,26 @@ mod tests {
         let args = zipf.args(Path::new("/d"));
         assert!(args.iter().any(|a| a == "--file_service_type=zipf:1.1"), "{args:?}");
         assert!(args.iter().any(|a| a == "--filesize=1073741824"), "{args:?}");
+    }
+
+    /// seglog's writes at one append in flight: as many writes per file, each a block longer
+    /// and starting a block before the end of the last, so the file ends where seglog's `.log`
+    /// data does; only where every write has that shape.
+    #[test]
+    fn the_same_pattern_job_rewrites_a_block_per_write() {
+        let job =
+            ManyFilesWrite { files: 1000, bs: 16_384, bytes: 1000 * 64 * 16_384, direct: true, zipf: None, overlap: 0 };
+        let same = job.same_pattern(16_384).unwrap();
+        assert_eq!((same.bs, same.overlap, same.bytes), (20_480, 4096, 1000 * 64 * 20_480));
+        assert!((same.useful_share() - 0.8).abs() < 1e-9);
+        let args = same.args(Path::new("/d"));
+        for want in ["--rw=write:-4096", "--bs=20480", "--iodepth=1000", &format!("--filesize={}", 64 * 16_384 + 4096)]
+        {
+            assert!(args.iter().any(|a| a == want), "no {want} in {args:?}");
+        }
+        assert!(job.same_pattern(16_000).is_none(), "batches that are not whole blocks vary in shape");
+        assert!(ManyFilesWrite { direct: false, ..job.clone() }.same_pattern(16_384).is_none(), "page cache");
+        assert!(ManyFilesWrite { zipf: Some(1.1), ..job }.same_pattern(16_384).is_none(), "several appends a write");
     }
 
     /// The points: skew only where there is more than one partition.
