@@ -416,3 +416,26 @@ fn a_multi_batch_append_never_overflows_the_indexes() {
         assert_consistent(&t.log);
     }
 }
+
+/// The seal's fdatasync's go out together; a failed one still fails the roll, with an error that
+/// names its file, and the old segment stays the active one. On the simulated disk each of the
+/// three fails in turn: `.log`, `.index`, `.timeindex`.
+#[test]
+fn a_failed_fdatasync_of_any_sealed_file_fails_the_roll_naming_it() {
+    use seglog::io::sim::{Fault, SimStorage};
+    use seglog::log::{Log, LogOptions};
+    use std::sync::Arc;
+
+    for (k, suffix) in [(1, ".log"), (2, ".index"), (3, ".timeindex")] {
+        let sim = SimStorage::new();
+        let options = LogOptions { storage: Arc::new(sim.clone()), config: config(1 << 20), ..seglog_tests::log_options() };
+        let mut log = Log::open("/data/t-0", options).unwrap();
+        for i in 0..3 {
+            log.append_as_leader(&mut batch_of_size(100, T0 + i), 0).unwrap();
+        }
+        sim.inject(Fault::Sync(sim.counters().syncs + k));
+        let e = log.roll(None).unwrap_err().to_string();
+        assert!(e.contains(&format!("00000000000000000000{suffix}")), "fault {k}: {e}");
+        assert_eq!(segment_bases(&log), vec![0], "fault {k}");
+    }
+}

@@ -303,7 +303,7 @@ pub trait IoFile: Send + Sync + Debug {
     /// For a file that may hold no descriptor (a lazily opened one): a handle that holds one,
     /// open, for as long as it lives, so that operations on it can go into a batch for
     /// [`Storage::submit`]. `None`: this handle is the one to use.
-    fn descriptor_handle(&self) -> Result<Option<std::sync::Arc<dyn IoFile>>> {
+    fn descriptor_handle(&self) -> Result<Option<Arc<dyn IoFile>>> {
         Ok(None)
     }
 }
@@ -311,7 +311,7 @@ pub trait IoFile: Send + Sync + Debug {
 /// fdatasync's of `files` in one submission, so that a backend with a ring runs them at once
 /// (their device cache flushes merge) instead of one after the other; the first failure,
 /// naming its file, once all have finished.
-pub(crate) fn sync_data_together(storage: &dyn Storage, files: &[&std::sync::Arc<dyn IoFile>]) -> Result<()> {
+pub(crate) fn sync_data_together(storage: &dyn Storage, files: &[&Arc<dyn IoFile>]) -> Result<()> {
     let mut ops = Vec::with_capacity(files.len());
     for (i, f) in files.iter().enumerate() {
         let file = f.descriptor_handle()?.unwrap_or_else(|| (*f).clone());

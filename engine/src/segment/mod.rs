@@ -188,10 +188,7 @@ impl Segment {
     }
     /// The `.log` file, open, with a descriptor that stays valid while the handle is held.
     pub fn pinned_log_file(&self) -> Result<Arc<dyn IoFile>> {
-        match &self.lazy_log {
-            Some(lf) => lf.pin(),
-            None => Ok(self.log.clone()),
-        }
+        Ok(self.log.descriptor_handle()?.unwrap_or_else(|| self.log.clone()))
     }
 
     fn indexes(&self) -> Result<IndexView<'_>> {
