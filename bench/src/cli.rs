@@ -1620,7 +1620,7 @@ impl Driver<'_> {
                     Err(e) => warn(&mut self.skipped, format!("fio, partitions sweep {label}: {e}")),
                 }
                 fio_job = Some(job.describe());
-                if let Some(same) = job.same_pattern(side.report.batch_bytes as u64) {
+                if let Some(same) = job.same_pattern(&side.report, setup.segment_bytes as u64) {
                     self.bars.step(format!("{tag}: partitions sweep {label}, fio with seglog's writes"));
                     settle(base, &mut self.skipped);
                     match same.run(base) {

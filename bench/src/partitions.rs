@@ -47,7 +47,8 @@ pub const PROOF_PARTITIONS: usize = 10_000;
 /// batches do.
 pub const FIRST_BATCH_BYTES: usize = 128;
 /// The block an O_DIRECT write of a partition starts and ends on.
-const BLOCK: u64 = 4096;
+const BLOCK_BYTES: u64 = 4096;
+const _: () = assert!(!(FIRST_BATCH_BYTES as u64).is_multiple_of(BLOCK_BYTES));
 
 /// How appends spread over the partitions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
@@ -247,43 +248,46 @@ pub struct ManyFilesWrite {
     pub zipf: Option<f64>,
     /// Bytes each write of a file rewrites of the one before it (0: none): each write starts
     /// this far before the end of the last (`--rw=write:-N`).
-    pub overlap: u64,
+    pub overlap_bytes: u64,
 }
 
 impl ManyFilesWrite {
     /// The job beside seglog's run `r` at `key`: what it appended, at its batch size.
     pub fn beside(r: &RunReport, key: &PointKey, plan: &PartitionsPlan) -> ManyFilesWrite {
-        let bs = ((r.batch_bytes as u64).div_ceil(4096)).max(1) * 4096;
+        let bs = ((r.batch_bytes as u64).div_ceil(BLOCK_BYTES)).max(1) * BLOCK_BYTES;
         ManyFilesWrite {
             files: key.partitions,
             bs,
             bytes: (r.bytes / bs).max(key.partitions as u64) * bs,
             direct: r.mode == seglog::IoMode::Direct.name(),
             zipf: (key.skew == Skew::Zipf).then_some(plan.zipf_s),
-            overlap: 0,
+            overlap_bytes: 0,
         }
     }
 
-    /// The same appends written as seglog's O_DIRECT writes are at one append in flight per
-    /// partition, when every one of them has the same shape: batches of whole blocks after a
-    /// first batch that is not, so each write of a batch also rewrites the block the last one
-    /// ended in (five blocks for four of data at 16 KiB). As many writes per file, each a block
-    /// longer and starting a block before the end of the last. Its MB/s counts the device's
-    /// bytes; [`ManyFilesWrite::useful_share`] turns them into appended bytes.
-    pub fn same_pattern(&self, batch_bytes: u64) -> Option<ManyFilesWrite> {
-        let shaped =
-            batch_bytes > 0 && batch_bytes.is_multiple_of(BLOCK) && !(FIRST_BATCH_BYTES as u64).is_multiple_of(BLOCK);
-        (self.direct && self.zipf.is_none() && shaped && self.bs == batch_bytes).then(|| ManyFilesWrite {
-            bs: self.bs + BLOCK,
-            bytes: self.bytes / self.bs * (self.bs + BLOCK),
-            overlap: BLOCK,
+    /// The same appends written as seglog's O_DIRECT writes were in run `r` at one append in
+    /// flight per partition, when every one of them has the same shape: batches of whole blocks
+    /// after a first batch that is not, so each write of a batch also rewrites the block the
+    /// last one ended in (five blocks for four of data at 16 KiB). As many writes per file, each
+    /// a block longer and starting a block before the end of the last. Not where a partition
+    /// rolled (a new segment starts on a block, its writes rewrite nothing) or zero fill wrote
+    /// ahead (writes fio does not make). Its MB/s counts the device's bytes;
+    /// [`ManyFilesWrite::useful_share`] turns them into appended bytes.
+    pub fn same_pattern(&self, r: &RunReport, segment_bytes: u64) -> Option<ManyFilesWrite> {
+        let per_file = self.bytes / self.files.max(1) as u64;
+        let no_roll = FIRST_BATCH_BYTES as u64 + per_file <= segment_bytes;
+        let shaped = self.bs == r.batch_bytes as u64 && r.zero_fills == 0 && no_roll;
+        (self.direct && self.zipf.is_none() && shaped).then(|| ManyFilesWrite {
+            bs: self.bs + BLOCK_BYTES,
+            bytes: self.bytes / self.bs * (self.bs + BLOCK_BYTES),
+            overlap_bytes: BLOCK_BYTES,
             ..self.clone()
         })
     }
 
     /// The share of the job's bytes that are new data (all of them without overlap).
     pub fn useful_share(&self) -> f64 {
-        (self.bs - self.overlap) as f64 / self.bs as f64
+        (self.bs - self.overlap_bytes) as f64 / self.bs as f64
     }
 
     /// fio's arguments with the files in `dir`. Each file may take every byte (a Zipf-drawn
@@ -293,7 +297,7 @@ impl ManyFilesWrite {
         let per_file = match self.zipf {
             Some(_) => self.bytes,
             // Each write advances the file by bs - overlap; the last one ends overlap further.
-            None => (self.bytes / files).max(self.bs) / self.bs * (self.bs - self.overlap) + self.overlap,
+            None => (self.bytes / files).max(self.bs) / self.bs * (self.bs - self.overlap_bytes) + self.overlap_bytes,
         };
         vec![
             "--name=many-files".to_string(),
@@ -301,7 +305,7 @@ impl ManyFilesWrite {
             format!("--nrfiles={files}"),
             format!("--filesize={per_file}"),
             format!("--io_size={}", self.bytes),
-            match self.overlap {
+            match self.overlap_bytes {
                 0 => "--rw=write".into(),
                 n => format!("--rw=write:-{n}"),
             },
@@ -324,7 +328,7 @@ impl ManyFilesWrite {
             "{} files, bs={}{}, qd={}, {}, {}",
             self.files,
             self.bs,
-            if self.overlap > 0 { format!(" overlapping by {}", self.overlap) } else { String::new() },
+            if self.overlap_bytes > 0 { format!(" overlapping by {}", self.overlap_bytes) } else { String::new() },
             self.files,
             if self.direct { "O_DIRECT" } else { "buffered" },
             self.zipf.map_or("round-robin".into(), |s| format!("zipf:{s}"))
@@ -543,7 +547,8 @@ mod tests {
     /// skew's file choice.
     #[test]
     fn the_many_files_job_has_one_write_in_flight_per_file() {
-        let job = ManyFilesWrite { files: 1000, bs: 16_384, bytes: 1 << 30, direct: true, zipf: None, overlap: 0 };
+        let job =
+            ManyFilesWrite { files: 1000, bs: 16_384, bytes: 1 << 30, direct: true, zipf: None, overlap_bytes: 0 };
         let args = job.args(Path::new("/d"));
         for want in [
             "--directory=/d",
@@ -568,19 +573,34 @@ mod tests {
     /// data does; only where every write has that shape.
     #[test]
     fn the_same_pattern_job_rewrites_a_block_per_write() {
-        let job =
-            ManyFilesWrite { files: 1000, bs: 16_384, bytes: 1000 * 64 * 16_384, direct: true, zipf: None, overlap: 0 };
-        let same = job.same_pattern(16_384).unwrap();
-        assert_eq!((same.bs, same.overlap, same.bytes), (20_480, 4096, 1000 * 64 * 20_480));
+        let job = ManyFilesWrite {
+            files: 1000,
+            bs: 16_384,
+            bytes: 1000 * 64 * 16_384,
+            direct: true,
+            zipf: None,
+            overlap_bytes: 0,
+        };
+        let run = RunReport { batch_bytes: 16_384, ..RunReport::default() };
+        let segment = 32 << 20;
+        let same = job.same_pattern(&run, segment).unwrap();
+        assert_eq!((same.bs, same.overlap_bytes, same.bytes), (20_480, 4096, 1000 * 64 * 20_480));
         assert!((same.useful_share() - 0.8).abs() < 1e-9);
         let args = same.args(Path::new("/d"));
         for want in ["--rw=write:-4096", "--bs=20480", "--iodepth=1000", &format!("--filesize={}", 64 * 16_384 + 4096)]
         {
             assert!(args.iter().any(|a| a == want), "no {want} in {args:?}");
         }
-        assert!(job.same_pattern(16_000).is_none(), "batches that are not whole blocks vary in shape");
-        assert!(ManyFilesWrite { direct: false, ..job.clone() }.same_pattern(16_384).is_none(), "page cache");
-        assert!(ManyFilesWrite { zipf: Some(1.1), ..job }.same_pattern(16_384).is_none(), "several appends a write");
+        let odd = RunReport { batch_bytes: 16_000, ..run.clone() };
+        assert!(job.same_pattern(&odd, segment).is_none(), "batches that are not whole blocks vary in shape");
+        let zero_filled = RunReport { zero_fills: 3, ..run.clone() };
+        assert!(job.same_pattern(&zero_filled, segment).is_none(), "zero fill writes what fio does not");
+        assert!(job.same_pattern(&run, 64 * 16_384).is_none(), "a rolled segment starts on a block");
+        assert!(ManyFilesWrite { direct: false, ..job.clone() }.same_pattern(&run, segment).is_none(), "page cache");
+        assert!(
+            ManyFilesWrite { zipf: Some(1.1), ..job }.same_pattern(&run, segment).is_none(),
+            "several appends a write"
+        );
     }
 
     /// The points: skew only where there is more than one partition.
