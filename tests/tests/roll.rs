@@ -428,7 +428,8 @@ fn a_failed_fdatasync_of_any_sealed_file_fails_the_roll_naming_it() {
 
     for (k, suffix) in [(1, ".log"), (2, ".index"), (3, ".timeindex")] {
         let sim = SimStorage::new();
-        let options = LogOptions { storage: Arc::new(sim.clone()), config: config(1 << 20), ..seglog_tests::log_options() };
+        let options =
+            LogOptions { storage: Arc::new(sim.clone()), config: config(1 << 20), ..seglog_tests::log_options() };
         let mut log = Log::open("/data/t-0", options).unwrap();
         for i in 0..3 {
             log.append_as_leader(&mut batch_of_size(100, T0 + i), 0).unwrap();
