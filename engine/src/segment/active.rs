@@ -451,8 +451,8 @@ impl ActiveSegment {
         if self.file.len()? != self.seg.size as u64 {
             self.file.set_len(self.seg.size as u64)?;
         }
-        // The three fdatasync's at once: one after the other they were most of a roll, which
-        // every partition of the shard waits for.
+        // The three fdatasync's at once: one after the other they were about a third of a roll,
+        // which every partition of the shard waits for.
         let files: Vec<&Arc<dyn IoFile>> =
             std::iter::once(&self.file).chain(self.seg.offset_index.file()).chain(self.seg.time_index.file()).collect();
         crate::io::sync_data_together(self.storage.as_ref(), &files)
