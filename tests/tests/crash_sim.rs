@@ -515,7 +515,19 @@ fn run_open(wl: &Workload, sim: &SimStorage) -> (Model, bool, Option<Log>) {
                     Ok(l) => {
                         // A follower's truncation can leave the log end past its last batch
                         // (Kafka's too); the open ends the log after that batch, and the
-                        // appends from there on are not durable until flushed.
+                        // appends from there on are not durable until flushed. Never before it.
+                        let data_end = model.batches.last().map_or(0, |b| b.next);
+                        if l.log_end_offset() < data_end {
+                            live_failure(
+                                wl,
+                                i,
+                                step,
+                                format!(
+                                    "the clean reopen ends at {}, its last batch at {data_end}",
+                                    l.log_end_offset()
+                                ),
+                            );
+                        }
                         model.durable_next = model.durable_next.min(l.log_end_offset());
                         log = l;
                         true
