@@ -359,6 +359,16 @@ pub trait Storage: Send + Sync + Debug {
     /// Collects the completions of finished asynchronous batches (the io_uring backends: no
     /// system call when none finished). Nothing to do for backends that run batches at once.
     fn poll_async(&self) {}
+    /// Moves into `out` the [`AsyncIo::key`] of every asynchronous batch submitted on this
+    /// thread that completed since the last call, each once (whether or not it was claimed
+    /// since), and returns true; from the first call on the backend keeps that list. False
+    /// when the backend cannot tell (the default): the caller then polls each batch it has in
+    /// flight. It lets a caller with thousands of batches in flight visit only those that are
+    /// done.
+    fn take_finished_async(&self, out: &mut Vec<u64>) -> bool {
+        let _ = out;
+        false
+    }
     /// True when asynchronous batches have completions waiting to be collected by
     /// [`Storage::poll_async`] or [`Storage::claim_async`] (the io_uring backends: a look at
     /// shared memory, no system call).
@@ -510,6 +520,18 @@ pub enum AsyncIo {
     /// In flight in a backend that keeps its own table of batches, under this id (the
     /// simulator, or a [`Storage`] of your own).
     Queued(u64),
+}
+
+impl AsyncIo {
+    /// What [`Storage::take_finished_async`] names this batch by once it completes; `None`
+    /// for a batch that is done already.
+    pub fn key(&self) -> Option<u64> {
+        match self {
+            AsyncIo::Ready(_) => None,
+            AsyncIo::Ring(t) => Some(u64::from(t.id())),
+            AsyncIo::Queued(id) => Some(*id),
+        }
+    }
 }
 
 /// [`Storage::claim_async`] for a backend that runs every batch at once: a ready batch is done,

@@ -130,6 +130,9 @@ pub(crate) struct Ring {
     /// Batches submitted without waiting, by id (see the module docs).
     async_batches: HashMap<u32, AsyncBatch>,
     next_async: u32,
+    /// Ids of the asynchronous batches that completed since [`Ring::take_finished`] last took
+    /// them; `None` until it is first called (a thread that never asks keeps no list).
+    finished: Option<Vec<u32>>,
     /// The POLL_ADD on the shard's doorbell.
     doorbell: Doorbell,
     /// The eventfd registered with this ring (io_uring_register_eventfd), made on first

@@ -37,6 +37,7 @@ impl Ring {
             ext_arg,
             async_batches: HashMap::new(),
             next_async: 0,
+            finished: None,
             doorbell: Doorbell::Idle,
             completion_fd: None,
             _not_send: PhantomData,
@@ -200,11 +201,32 @@ impl Ring {
                 if slot.is_none() {
                     *slot = Some(r);
                     b.left -= 1;
+                    if b.left == 0 {
+                        name_finished(&mut self.finished, id);
+                    }
                 }
             }
             if b.left == 0 && b.abandoned {
                 self.async_batches.remove(&id);
             }
+        }
+    }
+
+    /// Takes over the asynchronous batches of the ring it replaces (all drained, so their results
+    /// and ids stay good for whoever still holds their tickets), its next id and its list of
+    /// completed batches.
+    fn take_async_state(&mut self, old: &mut Ring) {
+        self.async_batches = std::mem::take(&mut old.async_batches);
+        self.next_async = old.next_async;
+        self.finished = old.finished.take();
+    }
+
+    /// Moves into `out` the ids of the asynchronous batches that completed since the last call
+    /// (each once, whoever claims it), and from this first call on keeps count of them.
+    pub(super) fn take_finished(&mut self, out: &mut Vec<u64>) {
+        match self.finished.as_mut() {
+            Some(f) => out.extend(f.drain(..).map(u64::from)),
+            None => self.finished = Some(Vec::new()),
         }
     }
 
@@ -428,6 +450,9 @@ impl Ring {
                     *slot = Some(-errno);
                     b.left -= 1;
                     todo -= 1;
+                    if b.left == 0 {
+                        name_finished(&mut self.finished, id);
+                    }
                 }
             }
         }
@@ -614,8 +639,7 @@ impl Ring {
             Ok(mut fresh) => {
                 // The new ring registers the pool afresh on its next submission.
                 fresh.thread_ring = self.thread_ring;
-                fresh.async_batches = std::mem::take(&mut self.async_batches);
-                fresh.next_async = self.next_async;
+                fresh.take_async_state(self);
                 drop(std::mem::replace(self, fresh))
             }
             Err(_) => self.dead = Some(errno),
@@ -627,6 +651,14 @@ impl Drop for Ring {
     fn drop(&mut self) {
         // Never unmap the ring (and free the operations' buffers) with a write in the kernel.
         self.drain_async();
+    }
+}
+
+/// Books asynchronous batch `id` as completed, if the thread keeps count
+/// ([`Ring::take_finished`]).
+fn name_finished(finished: &mut Option<Vec<u32>>, id: u32) {
+    if let Some(f) = finished {
+        f.push(id);
     }
 }
 
@@ -656,8 +688,7 @@ pub(crate) fn with_thread_ring<R>(f: impl FnOnce(&mut Ring) -> R) -> io::Result<
                     // A dead ring's asynchronous batches (all drained when it died) keep their
                     // results and ids for whoever still holds their tickets.
                     if let Some(old) = slot.as_mut() {
-                        r.async_batches = std::mem::take(&mut old.async_batches);
-                        r.next_async = old.next_async;
+                        r.take_async_state(old);
                     }
                     *slot = Some(r)
                 }

@@ -338,6 +338,12 @@ pub(crate) fn poll_async() {
     });
 }
 
+/// See [`Storage::take_finished_async`]: the ids of this thread's ring (made here if the thread
+/// has none yet, so that its batches are counted from the start); false if no ring can be had.
+pub(crate) fn take_finished_async(out: &mut Vec<u64>) -> bool {
+    with_thread_ring(|ring| ring.thread_ring.then(|| ring.take_finished(out)).is_some()).unwrap_or(false)
+}
+
 /// See [`Storage::completions_waiting`].
 pub(crate) fn completions_waiting() -> bool {
     THREAD_RING
@@ -510,6 +516,10 @@ impl Storage for UringStorage {
 
     fn poll_async(&self) {
         poll_async();
+    }
+
+    fn take_finished_async(&self, out: &mut Vec<u64>) -> bool {
+        take_finished_async(out)
     }
 
     fn completions_waiting(&self) -> bool {

@@ -736,6 +736,49 @@ fn wait_eventfd_wakes_and_times_out() {
 }
 
 #[test]
+fn completed_async_batches_are_named_once_whoever_claims_them() {
+    use crate::io::{AsyncIo, AsyncOutcome};
+    // On a thread of its own: the thread's ring starts counting at the first call.
+    std::thread::spawn(|| {
+        let dir = test_dir();
+        let s = UringStorage::new(IoMode::Direct).unwrap();
+        let f = s.open_log(&dir.path().join("a.log"), OpenMode::CreateNew).unwrap();
+        let mut ids = Vec::new();
+        // Before the first call nothing is kept: a batch done then is never named.
+        let early = s.submit_async(vec![vec![write_op(&f, &pattern(4096, 1), 0, 1, false)]]).pop().unwrap();
+        let Ok(AsyncOutcome::Done(_)) = s.claim_async(early, true) else { panic!("waited") };
+        assert!(s.take_finished_async(&mut ids), "the io_uring backend names finished batches");
+        assert!(ids.is_empty(), "{ids:?}");
+        let batches: Vec<Vec<IoOp>> =
+            (0..3u64).map(|i| vec![write_op(&f, &pattern(4096, i as u8), (i + 1) * 4096, i, false)]).collect();
+        let mut pending: Vec<AsyncIo> = s.submit_async(batches);
+        let keys: Vec<u64> = pending.iter().map(|p| p.key().expect("in flight on the ring")).collect();
+        // One claimed by waiting, before anyone asked what finished: still named, once.
+        let first = pending.remove(0);
+        let Ok(AsyncOutcome::Done(_)) = s.claim_async(first, true) else { panic!("waited") };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ids.len() < keys.len() {
+            assert!(Instant::now() < deadline, "named {ids:?} of {keys:?}");
+            s.poll_async();
+            s.take_finished_async(&mut ids);
+        }
+        ids.sort_unstable();
+        let mut want = keys.clone();
+        want.sort_unstable();
+        assert_eq!(ids, want);
+        // Each named batch is done: a claim without waiting gets it.
+        for p in pending {
+            assert!(matches!(s.claim_async(p, false), Ok(AsyncOutcome::Done(_))));
+        }
+        ids.clear();
+        s.take_finished_async(&mut ids);
+        assert!(ids.is_empty(), "named twice: {ids:?}");
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
 fn a_threads_ring_runs_at_least_min_io_workers_blocking_writes_at_once() {
     std::thread::spawn(|| {
         // A thread whose first ring is small: the kernel's limit is at most its 16 entries,
