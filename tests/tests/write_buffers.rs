@@ -290,3 +290,52 @@ fn the_write_buffer_budget_bounds_a_shards_chunks() {
     assert!(peaks[0].1 > 0, "{mode}: the budget never made appends wait");
     assert!(peaks[1].0 >= PARTITIONS as u64, "{mode}: without the budget the peak is {}", peaks[1].0);
 }
+
+/// With many partitions writing at once, the shard looks at a partition for a completed write
+/// once per write where the storage names the batches that completed (the io_uring modes), not
+/// at every partition in flight each loop turn: the turn's cost follows what completed, not what
+/// is outstanding (issue 17: thousands of partitions on a shard).
+#[test]
+fn a_shard_looks_only_at_partitions_whose_write_completed() {
+    for mode in [IoMode::Direct, IoMode::Buffered] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = EngineConfig::new(dir.path());
+        cfg.io_mode = mode;
+        cfg.shards = Some(1);
+        cfg.durability = Durability::None;
+        let e = Engine::open(cfg).unwrap();
+        if stats(&e).io_mode != Some(mode) {
+            // Without io_uring every write is done at submission: nothing to tell apart.
+            eprintln!("skipped {mode}: the engine runs in {:?}", stats(&e).io_mode);
+            continue;
+        }
+        let tps: Vec<TopicPartition> = (0..300).map(|p| TopicPartition::new("many", p)).collect();
+        for tp in &tps {
+            e.open_partition(tp, None).wait().unwrap();
+        }
+        let before = stats(&e);
+        let started = std::time::Instant::now();
+        for round in 0..4u32 {
+            // One append in flight per partition, all at once.
+            let pending: Vec<_> = tps.iter().map(|tp| e.append(tp, batch(round, 3000), 0)).collect();
+            for p in pending {
+                p.wait().unwrap();
+            }
+        }
+        let s = stats(&e);
+        let (writes, checks) = (s.flushes - before.flushes, s.completion_checks - before.completion_checks);
+        let sweeps = s.completion_sweeps - before.completion_sweeps;
+        assert!(writes >= 4 && writes <= 4 * tps.len() as u64, "{mode}: {writes} writes");
+        // A sweep of every partition in flight only as a backstop, after a second without a
+        // completion (a stall of the disk), at most once a second.
+        let most_sweeps = started.elapsed().as_secs() + 1;
+        assert!(sweeps <= most_sweeps, "{mode}: {sweeps} sweeps in {:?}", started.elapsed());
+        let most = writes + sweeps * tps.len() as u64;
+        assert!(checks <= most, "{mode}: {checks} looks for {writes} writes and {sweeps} sweeps");
+        for tp in &tps {
+            let f = e.fetch(tp, 3, 1 << 20, None).wait().unwrap();
+            assert_eq!((f.log_end_offset, f.records.is_empty()), (4, false), "{mode}: {tp}");
+        }
+        e.shutdown().unwrap();
+    }
+}

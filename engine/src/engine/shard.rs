@@ -75,6 +75,13 @@ pub struct ShardStats {
     /// over `EngineConfig::write_buffer_budget_bytes` (each collects completed writes first,
     /// and waits for one if none had completed).
     pub budget_waits: u64,
+    /// Partitions looked at for a completed write: one per write where the storage names the
+    /// batches that completed (the io_uring modes), plus those of `completion_sweeps`.
+    pub completion_checks: u64,
+    /// Times every partition with a write in flight was looked at: at each loop turn where the
+    /// storage cannot name the batches that completed; where it can, only as a backstop after
+    /// a second of writes in flight with none found done (at most once a second).
+    pub completion_sweeps: u64,
 }
 
 pub(crate) struct Shard {
@@ -135,7 +142,23 @@ pub(crate) struct Shard {
     waiting: HashMap<TopicPartition, Vec<Ack>>,
     /// Appends covered by the partition's write in flight (one per partition at a time), with
     /// the moment it was handed to the kernel.
-    in_flight: HashMap<TopicPartition, (std::time::Instant, Vec<Ack>)>,
+    /// Per partition with a write in flight: when it was submitted, the appends it carries, and
+    /// its batch's [`AsyncIo::key`] (`None`: done at submission).
+    in_flight: HashMap<TopicPartition, (std::time::Instant, Vec<Ack>, Option<u64>)>,
+    /// The storage names the batches that completed ([`Storage::take_finished_async`]): only
+    /// their partitions are looked at for completions, not every one in flight.
+    tracks_finished: bool,
+    /// When a looked-at write was last found done, and when every partition in flight was last
+    /// looked at: a backstop should a completion ever go unnamed (a ring that could not be
+    /// replaced) is a look at all of them after a second without one, at most once a second.
+    last_progress: std::time::Instant,
+    last_full_check: std::time::Instant,
+    /// The partition of each data batch in flight, by [`AsyncIo::key`] (when `tracks_finished`).
+    batch_owner: HashMap<u64, TopicPartition>,
+    /// Partitions whose write was done when it was submitted (no key), to acknowledge next.
+    done_at_submit: Vec<TopicPartition>,
+    /// Reused for the ids [`Storage::take_finished_async`] hands back.
+    finished_ids: Vec<u64>,
     /// The shared flush of [`SyncMethod::Syncfs`] under [`Durability::EveryBatch`]: appends
     /// whose write completed wait in it for a syncfs. `None` under any other setting.
     shared: Option<SharedFlush>,
@@ -234,6 +257,12 @@ impl Shard {
             closed: HashMap::new(),
             waiting: HashMap::new(),
             in_flight: HashMap::new(),
+            tracks_finished: false,
+            last_progress: std::time::Instant::now(),
+            last_full_check: std::time::Instant::now(),
+            batch_owner: HashMap::new(),
+            done_at_submit: Vec::new(),
+            finished_ids: Vec::new(),
             refilling: None,
             last_write_appends: HashMap::new(),
             zero_fill_share: 0,
@@ -248,6 +277,8 @@ impl Shard {
                 self.stats.core = None;
             }
         }
+        // On this thread: its ring counts the batches that complete from here on.
+        self.tracks_finished = self.storage.take_finished_async(&mut self.finished_ids);
         let mut batch = std::collections::VecDeque::new();
         loop {
             let mut disconnected = false;
@@ -683,12 +714,27 @@ impl Shard {
         // Timed from before the submission: in the io_uring modes the kernel issues the writes
         // inside it, in sync mode it performs them there.
         let submitted = std::time::Instant::now();
+        if self.in_flight.is_empty() {
+            // The backstop's second counts from here, not from the last write before an idle
+            // spell.
+            self.last_progress = submitted;
+        }
         let mut ios = self.storage.submit_async(batches).into_iter();
         for ((tp, synced_up_to), io) in started.into_iter().zip(ios.by_ref().take(data)) {
+            let key = io.key();
+            if self.tracks_finished {
+                match key {
+                    Some(k) => {
+                        let earlier = self.batch_owner.insert(k, tp.clone());
+                        debug_assert!(earlier.is_none(), "batch key {k} of {tp} still names {earlier:?}");
+                    }
+                    None => self.done_at_submit.push(tp.clone()),
+                }
+            }
             let log = self.logs.get_mut(&tp).expect("checked above");
             log.writes_started(io, synced_up_to);
             let acks = self.waiting.remove(&tp).unwrap_or_default();
-            self.in_flight.insert(tp, (submitted, acks));
+            self.in_flight.insert(tp, (submitted, acks, key));
         }
         for (tp, io) in zero_tps.into_iter().zip(ios) {
             self.logs.get_mut(&tp).expect("checked above").zero_fill_started(io);
@@ -744,10 +790,12 @@ impl Shard {
             return flushed;
         }
         self.storage.poll_async();
-        // Only partitions whose write is done are cloned out: this runs on every loop turn.
-        let mut done = Vec::new();
-        for tp in self.in_flight.keys() {
-            let outcome = match self.logs.get_mut(tp) {
+        // This runs on every loop turn: with thousands of partitions writing, only those whose
+        // batch completed are looked at; only partitions whose write is done are cloned out.
+        let (logs, checks) = (&mut self.logs, &mut self.stats.completion_checks);
+        let mut outcome = |tp: &TopicPartition| {
+            *checks += 1;
+            match logs.get_mut(tp) {
                 None => Some(Err("the partition is not open".to_string())),
                 Some(log) => match log.poll_writes(false) {
                     Some(r) => Some(r.map_err(|e| e.to_string())),
@@ -755,12 +803,40 @@ impl Shard {
                     None if !log.writes_outstanding() => Some(Ok(())),
                     None => None,
                 },
-            };
-            if let Some(outcome) = outcome {
-                done.push((tp.clone(), outcome));
+            }
+        };
+        let mut done = Vec::new();
+        let mut ids = std::mem::take(&mut self.finished_ids);
+        let stalled = |t: std::time::Instant| t.elapsed() >= Duration::from_secs(1);
+        let full = !self.tracks_finished
+            || (stalled(self.last_progress) && stalled(self.last_full_check))
+            || !self.storage.take_finished_async(&mut ids);
+        if !full {
+            let named = ids.drain(..).filter_map(|id| self.batch_owner.remove_entry(&id));
+            let at_submit = std::mem::take(&mut self.done_at_submit).into_iter().map(|tp| (None, tp));
+            for (key, tp) in at_submit.chain(named.map(|(id, tp)| (Some(id), tp))) {
+                // Only the write in flight now: not one acknowledged meanwhile (a close waited
+                // for it), whose partition may have started another since.
+                if self.in_flight.get(&tp).is_some_and(|w| w.2 == key) {
+                    if let Some(o) = outcome(&tp) {
+                        done.push((tp, o));
+                    }
+                }
+            }
+        } else {
+            self.last_full_check = std::time::Instant::now();
+            self.stats.completion_sweeps += 1;
+            for tp in self.in_flight.keys() {
+                if let Some(o) = outcome(tp) {
+                    done.push((tp.clone(), o));
+                }
             }
         }
+        self.finished_ids = ids;
         let any = !done.is_empty();
+        if any {
+            self.last_progress = std::time::Instant::now();
+        }
         let mut next = BTreeSet::new();
         for (tp, outcome) in done {
             self.acknowledge(&tp, outcome);
@@ -775,7 +851,7 @@ impl Shard {
 
     /// Completes the appends carried by `tp`'s finished write with its outcome.
     fn acknowledge(&mut self, tp: &TopicPartition, outcome: std::result::Result<(), String>) {
-        let Some((submitted, acks)) = self.in_flight.remove(tp) else {
+        let Some((submitted, acks, _)) = self.in_flight.remove(tp) else {
             return;
         };
         self.stats.write_latency.record(submitted.elapsed());
