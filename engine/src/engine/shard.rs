@@ -826,6 +826,9 @@ impl Shard {
         } else {
             self.last_full_check = std::time::Instant::now();
             self.stats.completion_sweeps += 1;
+            // The sweep looks at these too (and a ring that cannot be had any more makes every
+            // write one of them: kept, they would pile up).
+            self.done_at_submit.clear();
             for tp in self.in_flight.keys() {
                 if let Some(o) = outcome(tp) {
                     done.push((tp.clone(), o));
