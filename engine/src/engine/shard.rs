@@ -84,6 +84,14 @@ pub struct ShardStats {
     pub completion_sweeps: u64,
 }
 
+/// A partition's write in flight: when it was handed to the kernel, the appends it carries, and
+/// its batch's [`AsyncIo::key`] (`None`: done at submission).
+struct WriteInFlight {
+    submitted: std::time::Instant,
+    acks: Vec<Ack>,
+    key: Option<u64>,
+}
+
 pub(crate) struct Shard {
     core: Option<usize>,
     rx: Receiver<Request>,
@@ -142,9 +150,7 @@ pub(crate) struct Shard {
     waiting: HashMap<TopicPartition, Vec<Ack>>,
     /// Appends covered by the partition's write in flight (one per partition at a time), with
     /// the moment it was handed to the kernel.
-    /// Per partition with a write in flight: when it was submitted, the appends it carries, and
-    /// its batch's [`AsyncIo::key`] (`None`: done at submission).
-    in_flight: HashMap<TopicPartition, (std::time::Instant, Vec<Ack>, Option<u64>)>,
+    in_flight: HashMap<TopicPartition, WriteInFlight>,
     /// The storage names the batches that completed ([`Storage::take_finished_async`]): only
     /// their partitions are looked at for completions, not every one in flight.
     tracks_finished: bool,
@@ -152,7 +158,7 @@ pub(crate) struct Shard {
     /// looked at: a backstop should a completion ever go unnamed (a ring that could not be
     /// replaced) is a look at all of them after a second without one, at most once a second.
     last_progress: std::time::Instant,
-    last_full_check: std::time::Instant,
+    last_sweep: std::time::Instant,
     /// The partition of each data batch in flight, by [`AsyncIo::key`] (when `tracks_finished`).
     batch_owner: HashMap<u64, TopicPartition>,
     /// Partitions whose write was done when it was submitted (no key), to acknowledge next.
@@ -259,7 +265,7 @@ impl Shard {
             in_flight: HashMap::new(),
             tracks_finished: false,
             last_progress: std::time::Instant::now(),
-            last_full_check: std::time::Instant::now(),
+            last_sweep: std::time::Instant::now(),
             batch_owner: HashMap::new(),
             done_at_submit: Vec::new(),
             finished_ids: Vec::new(),
@@ -734,7 +740,7 @@ impl Shard {
             let log = self.logs.get_mut(&tp).expect("checked above");
             log.writes_started(io, synced_up_to);
             let acks = self.waiting.remove(&tp).unwrap_or_default();
-            self.in_flight.insert(tp, (submitted, acks, key));
+            self.in_flight.insert(tp, WriteInFlight { submitted, acks, key });
         }
         for (tp, io) in zero_tps.into_iter().zip(ios) {
             self.logs.get_mut(&tp).expect("checked above").zero_fill_started(io);
@@ -808,23 +814,26 @@ impl Shard {
         let mut done = Vec::new();
         let mut ids = std::mem::take(&mut self.finished_ids);
         let stalled = |t: std::time::Instant| t.elapsed() >= Duration::from_secs(1);
-        let full = !self.tracks_finished
-            || (stalled(self.last_progress) && stalled(self.last_full_check))
+        // A sweep of every partition in flight where the storage cannot name completed batches,
+        // and as the backstop; otherwise the names are taken (only then: a sweep leaves them for
+        // the next turn, which skips those it already acknowledged).
+        let sweep = !self.tracks_finished
+            || (stalled(self.last_progress) && stalled(self.last_sweep))
             || !self.storage.take_finished_async(&mut ids);
-        if !full {
+        if !sweep {
             let named = ids.drain(..).filter_map(|id| self.batch_owner.remove_entry(&id));
             let at_submit = std::mem::take(&mut self.done_at_submit).into_iter().map(|tp| (None, tp));
             for (key, tp) in at_submit.chain(named.map(|(id, tp)| (Some(id), tp))) {
                 // Only the write in flight now: not one acknowledged meanwhile (a close waited
                 // for it), whose partition may have started another since.
-                if self.in_flight.get(&tp).is_some_and(|w| w.2 == key) {
+                if self.in_flight.get(&tp).is_some_and(|w| w.key == key) {
                     if let Some(o) = outcome(&tp) {
                         done.push((tp, o));
                     }
                 }
             }
         } else {
-            self.last_full_check = std::time::Instant::now();
+            self.last_sweep = std::time::Instant::now();
             self.stats.completion_sweeps += 1;
             // The sweep looks at these too (and a ring that cannot be had any more makes every
             // write one of them: kept, they would pile up).
@@ -854,7 +863,7 @@ impl Shard {
 
     /// Completes the appends carried by `tp`'s finished write with its outcome.
     fn acknowledge(&mut self, tp: &TopicPartition, outcome: std::result::Result<(), String>) {
-        let Some((submitted, acks, _)) = self.in_flight.remove(tp) else {
+        let Some(WriteInFlight { submitted, acks, .. }) = self.in_flight.remove(tp) else {
             return;
         };
         self.stats.write_latency.record(submitted.elapsed());
