@@ -339,3 +339,73 @@ fn a_shard_looks_only_at_partitions_whose_write_completed() {
         e.shutdown().unwrap();
     }
 }
+
+/// The shard's timed work (every 10 ms: flushes that `flush.ms` calls for, deleted files whose
+/// delay ran out) looks only at the logs that may have some, not at every open one: idle
+/// partitions cost it nothing (issue 17). Those that have some still get it done.
+#[test]
+fn timed_work_looks_only_at_partitions_that_have_some() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = EngineConfig::new(dir.path());
+    cfg.shards = Some(1);
+    cfg.durability = Durability::None;
+    let e = Engine::open(cfg).unwrap();
+    let idle: Vec<TopicPartition> = (0..300).map(|p| TopicPartition::new("idle", p)).collect();
+    for tp in &idle {
+        e.open_partition(tp, None).wait().unwrap();
+        e.append(tp, batch(0, 500), 0).wait().unwrap();
+    }
+    let before = stats(&e);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let visits = stats(&e).timed_work_visits - before.timed_work_visits;
+    assert_eq!(visits, 0, "300 partitions with nothing timed to do were looked at {visits} times in 200 ms");
+
+    // flush.ms: looked at until the flush it calls for is done.
+    let flushed = TopicPartition::new("flushed", 0);
+    let config = seglog::LogConfig { flush_ms: 30, ..Default::default() };
+    e.open_partition(&flushed, Some(config)).wait().unwrap();
+    e.append(&flushed, batch(0, 500), 0).wait().unwrap();
+    let recovery_point = || e.with_log(&flushed, |l| Ok(l.recovery_point())).wait().unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while recovery_point() < 1 && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(recovery_point(), 1, "flush.ms = 30 flushed the partition's append");
+
+    // file.delete.delay.ms: the `.deleted` files go once the delay has run out.
+    let trimmed = TopicPartition::new("trimmed", 0);
+    let config = seglog::LogConfig { segment_bytes: 4096, file_delete_delay_ms: 30, ..Default::default() };
+    e.open_partition(&trimmed, Some(config)).wait().unwrap();
+    for i in 0..4 {
+        e.append(&trimmed, batch(i, 3000), 0).wait().unwrap();
+    }
+    let start = e
+        .with_log(&trimmed, |l| {
+            l.set_high_watermark(l.log_end_offset());
+            l.delete_records(3)
+        })
+        .wait()
+        .unwrap();
+    assert_eq!(start, 3);
+    let part_dir = dir.path().join(trimmed.dir_name());
+    let deleted = || {
+        std::fs::read_dir(&part_dir)
+            .unwrap()
+            .filter(|f| f.as_ref().unwrap().path().to_string_lossy().ends_with(".deleted"))
+            .count()
+    };
+    assert!(deleted() > 0, "delete_records left its segments renamed .deleted for the delay");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while deleted() > 0 && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(deleted(), 0, "the .deleted files were removed after file.delete.delay.ms");
+    let visits = stats(&e).timed_work_visits - before.timed_work_visits;
+    assert!(visits > 0, "the two partitions with timed work were looked at");
+
+    // Idle again: the two are looked at no more.
+    let before = stats(&e);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(stats(&e).timed_work_visits - before.timed_work_visits, 0, "no log has timed work left");
+    e.shutdown().unwrap();
+}

@@ -1,7 +1,7 @@
 //! One shard: a thread pinned to a core, owning its partitions' logs. See the engine module docs
 //! for the loop.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,6 +82,10 @@ pub struct ShardStats {
     /// storage cannot name the batches that completed; where it can, only as a backstop after
     /// a second of writes in flight with none found done (at most once a second).
     pub completion_sweeps: u64,
+    /// Logs looked at by the shard's timed work (every 10 ms) between retention passes: only
+    /// those that may have a flush due or deleted files waiting ([`Log::has_timed_work`]), so
+    /// that idle partitions add nothing.
+    pub timed_work_visits: u64,
 }
 
 /// A partition's write in flight: when it was handed to the kernel, the appends it carries, and
@@ -143,6 +147,11 @@ pub(crate) struct Shard {
     next_retention_ms: i64,
     last_periodic: std::time::Instant,
     logs: HashMap<TopicPartition, Log>,
+    /// The open logs that may have timed work to do ([`Log::has_timed_work`]): a flush that
+    /// `flush.ms` or `flush.messages` may call for, or deleted files waiting for their delay.
+    /// Only these are looked at every tick of [`Shard::periodic`], so that idle partitions
+    /// cost the shard nothing between retention passes.
+    timed: HashSet<TopicPartition>,
     /// Partitions closed by [`super::Engine::close_partition`] (or to be opened again after a
     /// failure), until they are opened again.
     closed: HashMap<TopicPartition, Closed>,
@@ -260,6 +269,7 @@ impl Shard {
             storage,
             dir_lock,
             logs: HashMap::new(),
+            timed: HashSet::new(),
             closed: HashMap::new(),
             waiting: HashMap::new(),
             in_flight: HashMap::new(),
@@ -416,29 +426,50 @@ impl Shard {
         }
     }
 
-    /// Timed work: group-commit fsyncs that are due, retention, expired `.deleted` files.
+    /// Timed work: group-commit fsyncs that are due, retention, expired `.deleted` files. Every
+    /// tick looks only at the logs in [`Shard::timed`]; a retention pass, every
+    /// `retention_check_interval_ms`, looks at all of them.
     fn periodic(&mut self) {
         self.last_periodic = std::time::Instant::now();
         let now = crate::config::Clock::now_ms(&crate::config::SystemClock);
-        let interval = match self.durability {
-            Durability::Interval { flush_ms, flush_messages } => Some((flush_ms, flush_messages)),
-            _ => None,
-        };
-        for log in self.logs.values_mut() {
+        let interval = self.flush_interval();
+        if now >= self.next_retention_ms {
+            self.next_retention_ms = now.saturating_add(self.retention_check_interval_ms);
+            for (tp, log) in self.logs.iter_mut() {
+                let _ = log.apply_retention();
+                if log.has_timed_work(interval) && !self.timed.contains(tp) {
+                    self.timed.insert(tp.clone());
+                }
+            }
+        }
+        let logs = &mut self.logs;
+        let visits = &mut self.stats.timed_work_visits;
+        self.timed.retain(|tp| {
+            let Some(log) = logs.get_mut(tp) else { return false };
+            *visits += 1;
             if log.flush_due(now, interval) {
                 let _ = log.flush();
             }
-        }
-        if now >= self.next_retention_ms {
-            self.next_retention_ms = now.saturating_add(self.retention_check_interval_ms);
-            for log in self.logs.values_mut() {
-                let _ = log.apply_retention();
-            }
-        }
-        for log in self.logs.values_mut() {
             if log.pending_deletions() > 0 {
                 let _ = log.delete_expired_files();
             }
+            log.has_timed_work(interval)
+        });
+    }
+
+    /// The engine-wide flush interval `(flush_ms, flush_messages)` of [`Durability::Interval`].
+    fn flush_interval(&self) -> Option<(i64, i64)> {
+        match self.durability {
+            Durability::Interval { flush_ms, flush_messages } => Some((flush_ms, flush_messages)),
+            _ => None,
+        }
+    }
+
+    /// Adds `tp` to the logs with timed work if it has some now.
+    fn note_timed_work(&mut self, tp: &TopicPartition) {
+        let interval = self.flush_interval();
+        if !self.timed.contains(tp) && self.logs.get(tp).is_some_and(|l| l.has_timed_work(interval)) {
+            self.timed.insert(tp.clone());
         }
     }
 
@@ -565,9 +596,10 @@ impl Shard {
             }
             self.epochs.submit(&tp, log);
             if log.unwritten_bytes() > 0 {
-                dirty.insert(tp);
+                dirty.insert(tp.clone());
             }
         }
+        self.note_timed_work(&tp);
     }
 
     /// Appends to the partition's memory tail; the append is acknowledged once the turn's write
@@ -580,6 +612,7 @@ impl Shard {
         done: crate::completion::Completer<AppendInfo>,
         dirty: &mut BTreeSet<TopicPartition>,
     ) {
+        let interval = self.flush_interval();
         let Some(log) = self.logs.get_mut(&tp) else {
             done.complete(Err(unknown(&tp)));
             return;
@@ -595,6 +628,9 @@ impl Shard {
                 self.epochs.submit(&tp, log);
                 self.stats.appended_batches += info.batches as u64;
                 self.stats.appended_bytes += info.bytes;
+                if log.has_timed_work(interval) && !self.timed.contains(&tp) {
+                    self.timed.insert(tp.clone());
+                }
                 // One clone of the name per partition and turn, not per append.
                 if !dirty.contains(&tp) {
                     dirty.insert(tp.clone());
@@ -642,10 +678,7 @@ impl Shard {
         // The `negative-control` feature is TEST ONLY: EveryBatch then acknowledges without the
         // fdatasync, so the power-cut tests can show that they catch a missing fsync.
         let every_batch = self.durability == Durability::EveryBatch && !cfg!(feature = "negative-control");
-        let interval = match self.durability {
-            Durability::Interval { flush_ms, flush_messages } => Some((flush_ms, flush_messages)),
-            _ => None,
-        };
+        let interval = self.flush_interval();
         let now = crate::config::Clock::now_ms(&crate::config::SystemClock);
         let mut started: Vec<(TopicPartition, Option<i64>)> = Vec::new();
         let mut batches = Vec::new();
@@ -1019,6 +1052,7 @@ impl Shard {
         let zero_fill = zero_fill_share(self.zero_fill_bytes, opening);
         let data_dir = self.data_dir.clone();
         let single_replica = self.single_replica;
+        let interval = self.flush_interval();
         let mut opened = Vec::new();
         let load = |(mut l, done): (Load, Completer<crate::log::LoadReport>)| {
             l.options.tail_cache_bytes = tail;
@@ -1033,6 +1067,9 @@ impl Shard {
                     // Kafka's leader with itself as the only in-sync replica moves its high
                     // watermark to its log end as it becomes leader.
                     log.set_high_watermark(log.log_end_offset());
+                }
+                if log.has_timed_work(interval) {
+                    self.timed.insert(tp.clone());
                 }
                 self.logs.insert(tp.clone(), log);
                 opened.push(tp);
@@ -1107,6 +1144,7 @@ impl Shard {
             self.wait_flush();
         }
         let log = self.logs.remove(tp).expect("checked above");
+        self.timed.remove(tp);
         self.last_write_appends.remove(tp);
         self.share_budgets();
         // The appends written and waiting for a shared flush are settled by the close's fsync

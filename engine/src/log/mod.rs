@@ -683,6 +683,16 @@ impl Log {
         self.unflushed_messages >= msgs || (ms != i64::MAX && now_ms.saturating_sub(since) >= ms)
     }
 
+    /// True while timed work may have something to do for this log: messages not yet flushed
+    /// under a finite `flush.messages` or `flush.ms` (or an engine-wide `interval`, see
+    /// [`Log::flush_due`]), or a deleted segment's files waiting for `file.delete.delay.ms`
+    /// ([`Log::delete_expired_files`]). A log for which it is false stays so until it is
+    /// appended to, truncated or has segments deleted.
+    pub fn has_timed_work(&self, interval: Option<(i64, i64)>) -> bool {
+        let flushes = interval.is_some() || self.config.flush_ms != i64::MAX || self.config.flush_messages != i64::MAX;
+        (flushes && self.unflushed_messages > 0) || !self.pending_deletes.is_empty()
+    }
+
     /// Kafka's `maybeRoll`.
     fn maybe_roll(
         &mut self,
