@@ -82,9 +82,10 @@ pub struct ShardStats {
     /// storage cannot name the batches that completed; where it can, only as a backstop after
     /// a second of writes in flight with none found done (at most once a second).
     pub completion_sweeps: u64,
-    /// Logs looked at by the shard's timed work (every 10 ms) between retention passes: only
-    /// those that may have a flush due or deleted files waiting ([`Log::has_timed_work`]), so
-    /// that idle partitions add nothing.
+    /// Logs looked at by the shard's timed work (at most every 10 ms; an idle shard's each time
+    /// its wait of up to 100 ms ends): only those that may have a flush due or deleted files
+    /// waiting ([`Log::has_timed_work`]), so that idle partitions add nothing. A retention
+    /// pass's walk over every log is not counted.
     pub timed_work_visits: u64,
 }
 
@@ -437,9 +438,7 @@ impl Shard {
             self.next_retention_ms = now.saturating_add(self.retention_check_interval_ms);
             for (tp, log) in self.logs.iter_mut() {
                 let _ = log.apply_retention();
-                if log.has_timed_work(interval) && !self.timed.contains(tp) {
-                    self.timed.insert(tp.clone());
-                }
+                list_timed(&mut self.timed, tp, log, interval);
             }
         }
         let logs = &mut self.logs;
@@ -453,7 +452,8 @@ impl Shard {
             if log.pending_deletions() > 0 {
                 let _ = log.delete_expired_files();
             }
-            log.has_timed_work(interval)
+            log.timed_listed = log.has_timed_work(interval);
+            log.timed_listed
         });
     }
 
@@ -462,14 +462,6 @@ impl Shard {
         match self.durability {
             Durability::Interval { flush_ms, flush_messages } => Some((flush_ms, flush_messages)),
             _ => None,
-        }
-    }
-
-    /// Adds `tp` to the logs with timed work if it has some now.
-    fn note_timed_work(&mut self, tp: &TopicPartition) {
-        let interval = self.flush_interval();
-        if !self.timed.contains(tp) && self.logs.get(tp).is_some_and(|l| l.has_timed_work(interval)) {
-            self.timed.insert(tp.clone());
         }
     }
 
@@ -588,6 +580,10 @@ impl Shard {
     fn with_log(&mut self, tp: TopicPartition, f: super::request::LogFn, dirty: &mut BTreeSet<TopicPartition>) {
         let before = self.logs.get(&tp).map(|l| l.log_end_offset());
         f(self.logs.get_mut(&tp));
+        let interval = self.flush_interval();
+        if let Some(log) = self.logs.get_mut(&tp) {
+            list_timed(&mut self.timed, &tp, log, interval);
+        }
         if let (Some(log), Some(before)) = (self.logs.get(&tp), before) {
             // A truncation: what waits for a shared flush covers no offset past the cut (the
             // offsets appended there after it are other bytes, written after that flush).
@@ -596,10 +592,9 @@ impl Shard {
             }
             self.epochs.submit(&tp, log);
             if log.unwritten_bytes() > 0 {
-                dirty.insert(tp.clone());
+                dirty.insert(tp);
             }
         }
-        self.note_timed_work(&tp);
     }
 
     /// Appends to the partition's memory tail; the append is acknowledged once the turn's write
@@ -628,16 +623,23 @@ impl Shard {
                 self.epochs.submit(&tp, log);
                 self.stats.appended_batches += info.batches as u64;
                 self.stats.appended_bytes += info.bytes;
-                if log.has_timed_work(interval) && !self.timed.contains(&tp) {
-                    self.timed.insert(tp.clone());
-                }
+                list_timed(&mut self.timed, &tp, log, interval);
                 // One clone of the name per partition and turn, not per append.
                 if !dirty.contains(&tp) {
                     dirty.insert(tp.clone());
                 }
                 self.waiting.entry(tp).or_default().push((done, info));
             }
-            Err(e) => done.complete(Err(e)),
+            Err(e) => {
+                // Refused after its batches went in (a producer-state step failing after the
+                // append; an I/O error failed the log instead): they are in the log all the
+                // same, so they are written and flushed as any others.
+                list_timed(&mut self.timed, &tp, log, interval);
+                if log.unwritten_bytes() > 0 && !dirty.contains(&tp) {
+                    dirty.insert(tp);
+                }
+                done.complete(Err(e));
+            }
         }
     }
 
@@ -1052,7 +1054,6 @@ impl Shard {
         let zero_fill = zero_fill_share(self.zero_fill_bytes, opening);
         let data_dir = self.data_dir.clone();
         let single_replica = self.single_replica;
-        let interval = self.flush_interval();
         let mut opened = Vec::new();
         let load = |(mut l, done): (Load, Completer<crate::log::LoadReport>)| {
             l.options.tail_cache_bytes = tail;
@@ -1068,9 +1069,9 @@ impl Shard {
                     // watermark to its log end as it becomes leader.
                     log.set_high_watermark(log.log_end_offset());
                 }
-                if log.has_timed_work(interval) {
-                    self.timed.insert(tp.clone());
-                }
+                // A loaded log has no timed work yet (nothing unflushed, no `.deleted` file
+                // waiting: the load removes those), so it is not listed in `timed`.
+                debug_assert!(!log.has_timed_work(Some((0, 1))), "{tp}: a loaded log with timed work");
                 self.logs.insert(tp.clone(), log);
                 opened.push(tp);
                 done.complete(Ok(report));
@@ -1244,6 +1245,15 @@ fn written(shared: &mut Option<SharedFlush>, log: &mut Log, tp: TopicPartition, 
 /// Completes `acks`, appends of `log` that are as durable as the engine was asked for; with
 /// [`super::EngineConfig::single_replica`] the high watermark moves past them first, so a
 /// producer that consumes right after its acknowledgement sees its records.
+/// Lists `tp` in the shard's logs with timed work if it has some now and is not listed yet (the
+/// log's own flag, so that an append hashes nothing here).
+fn list_timed(timed: &mut HashSet<TopicPartition>, tp: &TopicPartition, log: &mut Log, interval: Option<(i64, i64)>) {
+    if !log.timed_listed && log.has_timed_work(interval) {
+        log.timed_listed = true;
+        timed.insert(tp.clone());
+    }
+}
+
 fn acknowledged(log: &mut Log, acks: Vec<Ack>, single_replica: bool) {
     if single_replica {
         if let Some(end) = acks.iter().map(|(_, info)| info.last_offset + 1).max() {

@@ -103,6 +103,7 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
         txn: Default::default(),
         txn_cache: Default::default(),
         pending_deletes: Vec::new(),
+        timed_listed: false,
         first_unflushed_ms: None,
         resources,
         _locks: locks,

@@ -281,6 +281,9 @@ pub struct Log {
     txn: txn_index::TxnIndexes,
     txn_cache: txn_index::TxnCache,
     pending_deletes: Vec<maintenance::PendingDelete>,
+    /// Listed in its engine shard's set of logs with timed work (the shard's bookkeeping, so
+    /// that an append checks it without hashing the partition's name).
+    pub(crate) timed_listed: bool,
     /// When the oldest append not yet covered by an fsync was made.
     first_unflushed_ms: Option<i64>,
     /// What its segments' indexes and files are held under ([`LogOptions::resources`]).
@@ -690,7 +693,7 @@ impl Log {
     /// appended to, truncated or has segments deleted.
     pub fn has_timed_work(&self, interval: Option<(i64, i64)>) -> bool {
         let flushes = interval.is_some() || self.config.flush_ms != i64::MAX || self.config.flush_messages != i64::MAX;
-        (flushes && self.unflushed_messages > 0) || !self.pending_deletes.is_empty()
+        (flushes && self.unflushed_messages > 0) || self.pending_deletions() > 0
     }
 
     /// Kafka's `maybeRoll`.
