@@ -581,10 +581,8 @@ impl Shard {
         let before = self.logs.get(&tp).map(|l| l.log_end_offset());
         f(self.logs.get_mut(&tp));
         let interval = self.flush_interval();
-        if let Some(log) = self.logs.get_mut(&tp) {
+        if let (Some(log), Some(before)) = (self.logs.get_mut(&tp), before) {
             list_timed(&mut self.timed, &tp, log, interval);
-        }
-        if let (Some(log), Some(before)) = (self.logs.get(&tp), before) {
             // A truncation: what waits for a shared flush covers no offset past the cut (the
             // offsets appended there after it are other bytes, written after that flush).
             if let Some(shared) = self.shared.as_mut().filter(|_| log.log_end_offset() < before) {
@@ -1242,9 +1240,6 @@ fn written(shared: &mut Option<SharedFlush>, log: &mut Log, tp: TopicPartition, 
     }
 }
 
-/// Completes `acks`, appends of `log` that are as durable as the engine was asked for; with
-/// [`super::EngineConfig::single_replica`] the high watermark moves past them first, so a
-/// producer that consumes right after its acknowledgement sees its records.
 /// Lists `tp` in the shard's logs with timed work if it has some now and is not listed yet (the
 /// log's own flag, so that an append hashes nothing here).
 fn list_timed(timed: &mut HashSet<TopicPartition>, tp: &TopicPartition, log: &mut Log, interval: Option<(i64, i64)>) {
@@ -1254,6 +1249,9 @@ fn list_timed(timed: &mut HashSet<TopicPartition>, tp: &TopicPartition, log: &mu
     }
 }
 
+/// Completes `acks`, appends of `log` that are as durable as the engine was asked for; with
+/// [`super::EngineConfig::single_replica`] the high watermark moves past them first, so a
+/// producer that consumes right after its acknowledgement sees its records.
 fn acknowledged(log: &mut Log, acks: Vec<Ack>, single_replica: bool) {
     if single_replica {
         if let Some(end) = acks.iter().map(|(_, info)| info.last_offset + 1).max() {
