@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// How far past its data [`ActiveSegment::keep_length_ahead`] sets a direct-mode `.log`'s
+/// length: one `ftruncate` per 512 KiB to 1 MiB of appends.
+const LENGTH_LEAD: u64 = 1 << 20;
+
 /// A new segment's index file as a [`LazyFile`]: created if missing, opened otherwise, and
 /// emptied.
 fn create_index_file(storage: &Arc<dyn Storage>, path: &Path, res: &SegmentResources) -> Result<Arc<LazyFile>> {
@@ -108,6 +112,7 @@ impl ActiveSegment {
             roll_jitter_ms,
             settings,
             zero: ZeroFillState::default(),
+            length_ahead: 0,
         }
     }
 
@@ -252,6 +257,9 @@ impl ActiveSegment {
         self.seg.size = m.position;
         // The file now ends at the cut: nothing past it is known to be zeros.
         self.zero.zeroed_to = 0;
+        if self.length_ahead != u64::MAX {
+            self.length_ahead = 0;
+        }
         if self.seg.size == 0 {
             self.created_ms = now_ms;
             self.rolling_based_timestamp = None;
@@ -299,6 +307,7 @@ impl ActiveSegment {
             !sync || self.tail.writes_in_flight() == 0,
             "an fdatasync taken with data writes in flight would not cover them"
         );
+        self.keep_length_ahead();
         let mut ops = self.tail.prepare_write(self.file.clone(), tag, span);
         // A data write must never race a zero write over the same bytes: when the data has
         // caught up with zero writes still in flight (a lead too short for the rate), wait.
@@ -320,6 +329,42 @@ impl ActiveSegment {
             ops.push(IoOp { file: self.file.clone(), kind: IoOpKind::SyncData, tag, link_next: false });
         }
         ops
+    }
+
+    /// In direct mode without preallocation or zero fill, keeps the `.log`'s length (sparse: no
+    /// blocks reserved) between half of [`LENGTH_LEAD`] and all of it past the block the data
+    /// ends in, so that the appends' O_DIRECT writes land inside the file's size. ext4 runs an
+    /// O_DIRECT write that extends the file on an io-wq worker that waits for the device and then
+    /// updates the size; a write inside the size skips both. Kafka's `preallocate` sets the
+    /// length the same way (to `segment.bytes`, which for ten thousand partitions would show ten
+    /// thousand files of that length). Like preallocated space, the length past the data is cut
+    /// at seal and close, and after a crash recovery cuts the zeros as a torn tail.
+    ///
+    /// Only while no write of this file is in flight: a size change waits for the file's
+    /// O_DIRECT writes in flight (`inode_dio_wait`), which would stall the shard. Best effort: a
+    /// failed `ftruncate` leaves the appends extending the file, as without this.
+    fn keep_length_ahead(&mut self) {
+        if self.settings.preallocate_bytes > 0
+            || self.settings.zero_fill_bytes > 0
+            || self.length_ahead == u64::MAX
+            || self.file.direct_alignment().is_none()
+            || self.tail.writes_in_flight() > 0
+        {
+            return;
+        }
+        let align = self.tail.align().max(1);
+        let end = (self.seg.size as u64).div_ceil(align) * align;
+        if end + LENGTH_LEAD / 2 <= self.length_ahead {
+            return;
+        }
+        let target = (end + LENGTH_LEAD).min(self.settings.segment_bytes as u64);
+        if target <= end {
+            return;
+        }
+        self.length_ahead = match self.file.set_len(target) {
+            Ok(()) => target,
+            Err(_) => u64::MAX,
+        };
     }
 
     /// Applies the outcome of the writes of [`ActiveSegment::take_writes`] (possibly turned into

@@ -547,6 +547,9 @@ pub struct ActiveSegment {
     settings: SegmentSettings,
     /// Zero fill's state ([`ActiveSegment::take_zero_fill`]).
     zero: ZeroFillState,
+    /// The length [`ActiveSegment::take_writes`] last gave the `.log` ahead of its data (0:
+    /// none yet, or cut since), or `u64::MAX` once that failed (it is not tried again).
+    length_ahead: u64,
 }
 
 /// A segment that can no longer be written.
