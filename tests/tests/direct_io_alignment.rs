@@ -130,7 +130,8 @@ fn length_ahead_on(kind: FsKind) {
     engine.open_partition(&tp, None).wait().unwrap();
     let log = dir.join("ahead-0").join("00000000000000000000.log");
     let mut data = 0u64;
-    for i in 0..40 {
+    // About 1.5 MB: the length moves ahead twice more after the first.
+    for i in 0..150 {
         let b = odd_batch(i);
         data += b.len() as u64;
         engine.append(&tp, b, 0).wait().unwrap();
@@ -164,7 +165,7 @@ fn length_ahead_on(kind: FsKind) {
     let engine = open(&crashed);
     engine.open_partition(&tp, None).wait().unwrap();
     let (_, start, end) = engine.partitions().unwrap().into_iter().find(|(t, ..)| *t == tp).unwrap();
-    assert_eq!((start, end), (0, (0..40).map(|i| 1 + (i % 7)).sum::<i64>()), "{kind:?}: every batch recovered");
+    assert_eq!((start, end), (0, (0..150).map(|i| 1 + (i % 7)).sum::<i64>()), "{kind:?}: every batch recovered");
     engine.shutdown().unwrap();
     let recovered = crashed.join("ahead-0").join("00000000000000000000.log");
     assert_eq!(std::fs::read(&recovered).unwrap(), std::fs::read(&log).unwrap(), "{kind:?}: the recovered .log");

@@ -303,11 +303,8 @@ impl ActiveSegment {
     /// or when the newest write in flight ends inside a block ([`TailFile::prepare_write`]).
     /// Complete each batch, in the order taken, with [`ActiveSegment::complete_writes`].
     pub(crate) fn take_writes(&mut self, tag: u64, sync: bool, span: WriteSpan) -> Vec<IoOp> {
-        assert!(
-            !sync || self.tail.writes_in_flight() == 0,
-            "an fdatasync taken with data writes in flight would not cover them"
-        );
-        self.keep_length_ahead();
+        let none_in_flight = self.tail.writes_in_flight() == 0;
+        assert!(!sync || none_in_flight, "an fdatasync taken with data writes in flight would not cover them");
         let mut ops = self.tail.prepare_write(self.file.clone(), tag, span);
         // A data write must never race a zero write over the same bytes: when the data has
         // caught up with zero writes still in flight (a lead too short for the rate), wait.
@@ -322,6 +319,9 @@ impl ActiveSegment {
         if self.zero.in_flight.as_ref().is_some_and(|z| z.meta().0 < data_end) {
             self.settle_zero_fill();
         }
+        if none_in_flight && data_end > 0 {
+            self.keep_length_ahead(data_end);
+        }
         if sync {
             for w in &mut ops {
                 w.link_next = true;
@@ -332,33 +332,34 @@ impl ActiveSegment {
     }
 
     /// In direct mode without preallocation or zero fill, keeps the `.log`'s length (sparse: no
-    /// blocks reserved) between half of [`LENGTH_LEAD`] and all of it past the block the data
-    /// ends in, so that the appends' O_DIRECT writes land inside the file's size. ext4 runs an
-    /// O_DIRECT write that extends the file on an io-wq worker that waits for the device and then
-    /// updates the size; a write inside the size skips both. Kafka's `preallocate` sets the
-    /// length the same way (to `segment.bytes`, which for ten thousand partitions would show ten
-    /// thousand files of that length). Like preallocated space, the length past the data is cut
-    /// at seal and close, and after a crash recovery cuts the zeros as a torn tail.
+    /// blocks reserved) between half of [`LENGTH_LEAD`] and all of it past `end`, where the data
+    /// writes just taken end (on a block boundary), so that they land inside the file's size.
+    /// ext4 hands an O_DIRECT write that extends the file to an io-wq worker that waits for the
+    /// device and then updates the size; a write inside the size skips both (one into a hole
+    /// still allocates its blocks on a worker). Kafka's `preallocate` sets the length the same
+    /// way, to `segment.bytes` (which for ten thousand partitions would show ten thousand files
+    /// of that length); here it stops there too. Like preallocated space, the length past the
+    /// data is cut at seal and close, and after a crash recovery cuts the zeros as a torn tail.
     ///
-    /// Only while no write of this file is in flight: a size change waits for the file's
-    /// O_DIRECT writes in flight (`inode_dio_wait`), which would stall the shard. Best effort: a
-    /// failed `ftruncate` leaves the appends extending the file, as without this.
-    fn keep_length_ahead(&mut self) {
-        if self.settings.preallocate_bytes > 0
+    /// Called only when data writes were taken and none of the file's was in flight before: a
+    /// size change waits for the file's O_DIRECT writes in flight (`inode_dio_wait`), which
+    /// would stall the shard, and an idle flush or close has nothing to put inside the size.
+    /// Best effort: a failed `ftruncate` leaves the appends extending the file, as without this.
+    fn keep_length_ahead(&mut self, end: u64) {
+        // `u64::MAX` (off) passes this test too.
+        if end + LENGTH_LEAD / 2 <= self.length_ahead
+            || self.settings.preallocate_bytes > 0
             || self.settings.zero_fill_bytes > 0
-            || self.length_ahead == u64::MAX
+            || self.zero.zeroed_to > 0
+            || self.zero.pending.is_some()
+            || self.zero.in_flight.is_some()
             || self.file.direct_alignment().is_none()
-            || self.tail.writes_in_flight() > 0
         {
             return;
         }
-        let align = self.tail.align().max(1);
-        let end = (self.seg.size as u64).div_ceil(align) * align;
-        if end + LENGTH_LEAD / 2 <= self.length_ahead {
-            return;
-        }
         let target = (end + LENGTH_LEAD).min(self.settings.segment_bytes as u64);
-        if target <= end {
+        if target <= end || target <= self.length_ahead {
+            // At `segment.bytes` already: the segment's last writes are inside it.
             return;
         }
         self.length_ahead = match self.file.set_len(target) {
@@ -487,6 +488,9 @@ impl ActiveSegment {
 
     /// Everything [`ActiveSegment::seal`] and [`ActiveSegment::close`] write.
     fn finish(&mut self) -> Result<()> {
+        // The file is about to be cut to its data: its last write needs no length ahead (and
+        // after a failed seal the segment, failed too, takes none).
+        self.length_ahead = u64::MAX;
         self.settle_zero_fill();
         self.write_pending(false)?;
         let m = self.seg.max_timestamp_so_far;
@@ -522,5 +526,93 @@ impl ActiveSegment {
     pub(crate) fn write_out(&mut self) -> Result<()> {
         self.settle_zero_fill();
         self.write_pending(false)
+    }
+}
+
+#[cfg(test)]
+mod length_ahead_tests {
+    use std::sync::Arc;
+
+    use crate::config::LogConfig;
+    use crate::format::builder::BatchBuilder;
+    use crate::io::sim::SimStorage;
+    use crate::log::{Log, LogOptions};
+
+    const LOG: &str = "/data/t-0/00000000000000000000.log";
+
+    fn open(sim: &SimStorage, segment_bytes: u32) -> Log {
+        let config = LogConfig { segment_bytes, ..LogConfig::default() };
+        Log::open("/data/t-0", LogOptions { storage: Arc::new(sim.clone()), config, ..LogOptions::default() }).unwrap()
+    }
+
+    /// Appends `n` batches of about 1 KB; returns their bytes.
+    fn append(log: &mut Log, n: usize) -> u64 {
+        let mut bytes = 0;
+        for i in 0..n {
+            let mut b = BatchBuilder::new();
+            b.push(1_700_000_000_000 + i as i64, None, Some(&[7u8; 1000][..]), &[]);
+            let mut b = b.build().unwrap();
+            bytes += b.len() as u64;
+            log.append_as_leader(&mut b, 0).unwrap();
+        }
+        bytes
+    }
+
+    /// One `ftruncate` per half a lead of appended bytes, none for an idle flush or close, and
+    /// none per write in a segment's last half lead (the length is at `segment.bytes` there).
+    #[test]
+    fn the_length_moves_ahead_once_per_half_lead() {
+        let sim = SimStorage::with_direct_alignment(512);
+        let mut log = open(&sim, 1 << 30);
+        let mut data = append(&mut log, 1);
+        let before = sim.counters().set_lens;
+        data += append(&mut log, 2_000);
+        let calls = sim.counters().set_lens - before;
+        assert!((3..=5).contains(&calls), "{calls} length changes for {data} bytes");
+        let len = sim.file_len(LOG).unwrap();
+        let end = data.div_ceil(512) * 512;
+        assert!(len >= end + super::LENGTH_LEAD / 2 && len <= end + super::LENGTH_LEAD, "{len} for {data}");
+        let before = sim.counters().set_lens;
+        log.flush().unwrap();
+        assert_eq!(sim.counters().set_lens - before, 0, "an idle flush changes no length");
+        log.close().unwrap();
+        let close = sim.counters().set_lens - before;
+        assert_eq!(sim.file_len(LOG), Some(data));
+        // The same close through the page cache (the index trims): one length change less.
+        let buffered = SimStorage::new();
+        let mut log = open(&buffered, 1 << 30);
+        append(&mut log, 2_001);
+        log.flush().unwrap();
+        let before = buffered.counters().set_lens;
+        log.close().unwrap();
+        assert_eq!(close, buffered.counters().set_lens - before + 1, "a close cuts the length once");
+        // Reopened, the segment has no length ahead yet: an idle flush and close still add none.
+        let mut log = open(&sim, 1 << 30);
+        let before = sim.counters().set_lens;
+        log.flush().unwrap();
+        assert_eq!(sim.counters().set_lens - before, 0, "an idle flush after a reopen changes no length");
+        log.close().unwrap();
+        assert_eq!(sim.file_len(LOG), Some(data));
+
+        // 768 KiB segments: the length stops at segment.bytes and stays there.
+        let sim = SimStorage::with_direct_alignment(512);
+        let mut log = open(&sim, 768 << 10);
+        append(&mut log, 1);
+        let before = sim.counters().set_lens;
+        append(&mut log, 2_000);
+        let segments = log.segment_infos().len() as u64;
+        let calls = sim.counters().set_lens - before;
+        assert!(segments >= 3 && calls <= 8 * segments, "{calls} length changes over {segments} segments");
+        assert!(sim.file_len(LOG).unwrap() <= 768 << 10);
+    }
+
+    /// Through the page cache the file's length is its data's.
+    #[test]
+    fn the_length_stays_with_the_data_when_not_direct() {
+        let sim = SimStorage::new();
+        let mut log = open(&sim, 1 << 30);
+        let data = append(&mut log, 100);
+        log.flush().unwrap();
+        assert_eq!(sim.file_len(LOG), Some(data));
     }
 }
