@@ -70,14 +70,14 @@ fn run(dir: &std::path::Path, mode: IoMode) -> (IoMode, Vec<u8>, Files) {
     (used, fetched, files)
 }
 
+/// A 320 MiB filesystem of `kind` on a loop device with 4096-byte sectors, or `None` (said on
+/// stdout) where loop devices cannot be had.
+fn loop_fs(kind: FsKind) -> Option<LoopFs> {
+    LoopFs::new(kind, 4096, 320).map_err(|why| println!("skipped ({kind:?} on a 4096-sector loop device): {why}")).ok()
+}
+
 fn check_on(kind: FsKind) {
-    let fs = match LoopFs::new(kind, 4096, 320) {
-        Ok(fs) => fs,
-        Err(why) => {
-            println!("skipped ({kind:?} on a 4096-sector loop device): {why}");
-            return;
-        }
-    };
+    let Some(fs) = loop_fs(kind) else { return };
     let align = seglog::io::probe::dio_alignment(fs.path());
     assert_eq!(align.offset, 4096, "{kind:?}: {align:?}");
     let (used, fetched, files) = run(fs.path(), IoMode::Direct);
@@ -110,13 +110,7 @@ fn direct_mode_on_xfs_with_4096_byte_sectors() {
 /// crash leaves) reopens with every batch and the zeros cut as a torn tail.
 fn length_ahead_on(kind: FsKind) {
     const LEAD: u64 = 1 << 20;
-    let fs = match LoopFs::new(kind, 4096, 320) {
-        Ok(fs) => fs,
-        Err(why) => {
-            println!("skipped ({kind:?} on a 4096-sector loop device): {why}");
-            return;
-        }
-    };
+    let Some(fs) = loop_fs(kind) else { return };
     let open = |dir: &std::path::Path| {
         let mut cfg = EngineConfig::new(dir);
         cfg.io_mode = IoMode::Direct;
