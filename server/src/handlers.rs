@@ -235,6 +235,9 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
                     Err((E::InvalidTopicException.code(), Some("the coordinator's own topic".to_string())))
                 }
                 None => Err((E::InvalidRecord.code(), Some("no records".to_string()))),
+                #[cfg(feature = "bench")]
+                // Answered with no error and offset -1, as if stored.
+                Some(_) if state.config.discard_produce => Err((0, None)),
                 Some(records) => Ok(state.engine.append(&tp, records.to_vec(), LEADER_EPOCH)),
             };
             parts.push((p.index, tp, r));

@@ -52,6 +52,11 @@ pub struct Args {
     /// --listen address, which must then not be a wildcard such as 0.0.0.0.
     #[arg(long)]
     advertise: Option<String>,
+    /// Benchmarks only: answer produce requests without storing them (scripts/serve-load.py
+    /// measures the wire alone with it).
+    #[cfg(feature = "bench")]
+    #[arg(long, hide = true)]
+    discard_produce: bool,
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
@@ -66,6 +71,10 @@ pub fn run(a: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     config.max_connections = a.max_connections;
     config.network_threads = a.network_threads;
     config.stop_on_signals = true;
+    #[cfg(feature = "bench")]
+    {
+        config.discard_produce = a.discard_produce;
+    }
     if let Some(adv) = &a.advertise {
         let (host, port) = adv.rsplit_once(':').ok_or_else(|| format!("--advertise {adv}: expected HOST:PORT"))?;
         let port = port.parse().map_err(|_| format!("--advertise {adv}: the port is not a number"))?;

@@ -27,8 +27,12 @@ struct Server {
 
 impl Server {
     fn start(dir: &Path) -> Server {
+        Server::start_with(dir, &[])
+    }
+
+    fn start_with(dir: &Path, args: &[&str]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_seglog"));
-        cmd.args(["serve", "--dir"]).arg(dir).args(["--listen", "127.0.0.1:0"]);
+        cmd.args(["serve", "--dir"]).arg(dir).args(["--listen", "127.0.0.1:0"]).args(args);
         if let Ok(mode) = std::env::var("SEGLOG_IO_MODE") {
             cmd.args(["--io-mode", &mode]);
         }
@@ -142,4 +146,24 @@ fn kafka_clients_produce_restart_and_consume() {
     let v = seglog([std::ffi::OsStr::new("verify"), dir.as_os_str()]);
     assert_eq!(v.code, 0, "{}\n{}", v.stdout, v.stderr);
     assert!(v.stdout.contains("0 problems"), "{}", v.stdout);
+}
+
+/// `--discard-produce` (a bench build's, for scripts/serve-load.py's pass over the wire alone):
+/// the producer is told its records are stored, and nothing is.
+#[cfg(feature = "bench")]
+#[test]
+fn discard_produce_answers_without_storing() {
+    if !clients_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with(dir.path(), &["--discard-produce"]);
+    let lines: String = (0..50).map(|i| format!("record {i}\n")).collect();
+    // kcat -P fails when a delivery is not acknowledged.
+    kcat(&["-P", "-b", &server.addr, "-t", "discarded", "-X", "acks=all"], &lines);
+    let read = kcat(&["-C", "-b", &server.addr, "-t", "discarded", "-o", "beginning", "-e"], "");
+    assert_eq!(read, "", "records were stored");
+    server.stop();
+    let log = dir.path().join("discarded-0").join(format!("{:020}.log", 0));
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), 0, "{}", log.display());
 }
