@@ -18,7 +18,11 @@ For each repetition and I/O mode, in turn:
      record's latency from produce to its delivery report (client queueing included). The
      batches the server stored are counted with `seglog verify` afterwards.
   2. `seglog bench --workloads produce` in the same mode with batches of the same size and
-     record count (window 8), which runs fio's equivalent job beside the engine.
+     record count (window 8) and the server's engine settings, which runs fio's equivalent job
+     beside the engine.
+And once per repetition, the throughput pass against `seglog serve --discard-produce`, which
+answers every produce without storing it: the wire alone (client, sockets, decoding, answers),
+the most any storage behind the server could reach on this machine.
 Medians over the repetitions, and every repetition's figures, are printed (and written as JSON
 with --json).
 """
@@ -44,10 +48,11 @@ def build_producer(scratch):
     return exe
 
 
-def start_server(seglog, data, mode, network_threads):
+def start_server(seglog, data, mode, network_threads, discard=False):
     # One shard, as the engine's bench below runs.
     proc = subprocess.Popen([seglog, "serve", "--dir", data, "--listen", "127.0.0.1:0", "--io-mode", mode,
-                             "--shards", "1", "--network-threads", str(network_threads)],
+                             "--shards", "1", "--network-threads", str(network_threads)]
+                            + (["--discard-produce"] if discard else []),
                             stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     m = re.match(r"seglog serve: listening on (\S+)", line)
@@ -127,8 +132,11 @@ def engine_run(seglog, bench_dir, mode, total_bytes, records_per_batch):
     out = subprocess.run([seglog, "bench", "--dir", bench_dir, "--workloads", "produce", "--modes", mode,
                           "--reps", "1", "--bytes", str(total_bytes), "--batch-bytes", "16384",
                           "--records-per-batch", str(records_per_batch),
-                          # The server's segments (Kafka's default 1 GiB): no roll in either run.
-                          "--segment-bytes", str(1 << 30), "--json"],
+                          # The server's engine settings, so that only the wire differs: its
+                          # segments (Kafka's default 1 GiB, no roll in either run) and no
+                          # preallocation (Kafka's and the engine's default; the bench's own
+                          # default preallocates, as fio's job does).
+                          "--segment-bytes", str(1 << 30), "--no-preallocate", "--json"],
                          capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit("seglog bench failed:\n" + out.stderr)
@@ -140,7 +148,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seglog", default="target/release/seglog", help="a seglog built with --features bench")
     ap.add_argument("--dir", default="/var/tmp/serve-load", help="scratch directory on the disk measured")
-    ap.add_argument("--mb", type=int, default=256, help="MiB produced per run")
+    ap.add_argument("--mb", type=int, default=1024, help="MiB produced per run")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--modes", default="direct,buffered")
     ap.add_argument("--record-bytes", type=int, default=4000, help="4 records fill a 16 KiB batch")
@@ -152,7 +160,20 @@ def main():
     os.makedirs(a.dir, exist_ok=True)
     producer = build_producer(a.dir)
     runs = []
+    alone = []
     for rep in range(a.reps):
+        data = os.path.join(a.dir, "serve-discard-%d" % rep)
+        shutil.rmtree(data, ignore_errors=True)
+        proc, addr = start_server(a.seglog, data, modes[0], a.network_threads, discard=True)
+        try:
+            wire = wire_run(producer, addr, "load", total, a.record_bytes, 256, 1, proc.pid)
+        finally:
+            stop_server(proc)
+        shutil.rmtree(data, ignore_errors=True)
+        alone.append(wire)
+        c = wire["cpu_s_per_gib"]
+        print("rep %d the wire alone (nothing stored): %4.0f MB/s (p99 %5.1f ms); CPU s per GiB: client %.2f,"
+              " server %.2f" % (rep, wire["mb_per_s"], wire["p99_us"] / 1000, c["client"], c["process"]), flush=True)
         for mode in modes:
             data = os.path.join(a.dir, "serve-%s-%d" % (mode, rep))
             shutil.rmtree(data, ignore_errors=True)
@@ -166,7 +187,8 @@ def main():
             shutil.rmtree(data, ignore_errors=True)
             rpb = max(1, round(stored["records_per_batch"]))
             engine = engine_run(a.seglog, os.path.join(a.dir, "bench"), mode, total, rpb)
-            run = {"rep": rep, "mode": mode, "wire": wire, "window": window, "stored": stored, "engine": engine}
+            run = {"rep": rep, "mode": mode, "wire": wire, "window": window, "stored": stored, "engine": engine,
+                   "wire_alone": alone[-1]}
             runs.append(run)
             print("rep %d %-8s wire %4.0f MB/s (p99 %5.1f ms) | window 8: %4.0f MB/s p50 %4.2f p99 %5.2f ms"
                   " | engine %4.0f MB/s p50 %4.2f p99 %4.2f ms | fio %4.0f MB/s | %.0f B batches, %.1f records" % (
@@ -181,8 +203,9 @@ def main():
                       c["ceiling_mb_per_s"], c["ceiling_mb_per_s"] / engine["mb_per_s"]), flush=True)
     print()
     print("| mode | wire MB/s | engine MB/s | wire / engine | fio MB/s | window 8: wire MB/s | wire p50 | wire p99 |"
-          " engine p50 | engine p99 | added p99 | CPU s/GiB client, server | cores' ceiling / engine |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          " engine p50 | engine p99 | added p99 | CPU s/GiB client, server | cores' ceiling / engine |"
+          " wire alone MB/s | wire alone / engine |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mode in modes:
         rs = [r for r in runs if r["mode"] == mode]
 
@@ -190,7 +213,7 @@ def main():
             return statistics.median(f(r) for r in rs)
         ratios = sorted(r["wire"]["mb_per_s"] / r["engine"]["mb_per_s"] for r in rs)
         print("| %s | %.0f | %.0f | %.2fx (%.2f-%.2f) | %.0f | %.0f | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms |"
-              " %.2f, %.2f | %.2fx |" % (
+              " %.2f, %.2f | %.2fx | %.0f | %.2fx |" % (
             mode, med(lambda r: r["wire"]["mb_per_s"]), med(lambda r: r["engine"]["mb_per_s"]),
             statistics.median(ratios), ratios[0], ratios[-1], med(lambda r: r["engine"]["disk_mb_per_s"]),
             med(lambda r: r["window"]["mb_per_s"]), med(lambda r: r["window"]["p50_us"]) / 1000,
@@ -198,7 +221,8 @@ def main():
             med(lambda r: r["engine"]["p99_us"]) / 1000,
             med(lambda r: r["window"]["p99_us"] - r["engine"]["p99_us"]) / 1000,
             med(lambda r: r["wire"]["cpu_s_per_gib"]["client"]), med(lambda r: r["wire"]["cpu_s_per_gib"]["process"]),
-            med(lambda r: r["wire"]["cpu_s_per_gib"]["ceiling_mb_per_s"] / r["engine"]["mb_per_s"])))
+            med(lambda r: r["wire"]["cpu_s_per_gib"]["ceiling_mb_per_s"] / r["engine"]["mb_per_s"]),
+            med(lambda r: r["wire_alone"]["mb_per_s"]), med(lambda r: r["wire_alone"]["mb_per_s"] / r["engine"]["mb_per_s"])))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(runs, f, indent=1)
