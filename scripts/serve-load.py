@@ -6,7 +6,10 @@ produce bench and fio, in the same run.
     apt-get install librdkafka-dev           # the producer below is built against it
     python3 scripts/serve-load.py --seglog target/release/seglog --dir /var/tmp/serve-load
 
-For each repetition and I/O mode, in turn:
+For each repetition, first the throughput pass below against `seglog serve --discard-produce`,
+which answers every produce without storing it: the wire alone (client, sockets, decoding,
+answers), the most any storage behind the server could reach on this machine. Then for each I/O
+mode, in turn:
   1. `seglog serve` on a fresh directory (one shard, as the bench below), and
      scripts/serve-load-producer.c (librdkafka in C: acks=all, no compression, records of
      --record-bytes packed into batches of up to 16 KiB) twice:
@@ -20,9 +23,6 @@ For each repetition and I/O mode, in turn:
   2. `seglog bench --workloads produce` in the same mode with batches of the same size and
      record count (window 8) and the server's engine settings, which runs fio's equivalent job
      beside the engine.
-And once per repetition, the throughput pass against `seglog serve --discard-produce`, which
-answers every produce without storing it: the wire alone (client, sockets, decoding, answers),
-the most any storage behind the server could reach on this machine.
 Medians over the repetitions, and every repetition's figures, are printed (and written as JSON
 with --json).
 """
@@ -148,7 +148,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seglog", default="target/release/seglog", help="a seglog built with --features bench")
     ap.add_argument("--dir", default="/var/tmp/serve-load", help="scratch directory on the disk measured")
-    ap.add_argument("--mb", type=int, default=1024, help="MiB produced per run")
+    ap.add_argument("--mb", type=int, default=1024, help="MiB produced per pass")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--modes", default="direct,buffered")
     ap.add_argument("--record-bytes", type=int, default=4000, help="4 records fill a 16 KiB batch")
@@ -160,7 +160,6 @@ def main():
     os.makedirs(a.dir, exist_ok=True)
     producer = build_producer(a.dir)
     runs = []
-    alone = []
     for rep in range(a.reps):
         data = os.path.join(a.dir, "serve-discard-%d" % rep)
         shutil.rmtree(data, ignore_errors=True)
@@ -170,7 +169,7 @@ def main():
         finally:
             stop_server(proc)
         shutil.rmtree(data, ignore_errors=True)
-        alone.append(wire)
+        alone = wire
         c = wire["cpu_s_per_gib"]
         print("rep %d the wire alone (nothing stored): %4.0f MB/s (p99 %5.1f ms); CPU s per GiB: client %.2f,"
               " server %.2f" % (rep, wire["mb_per_s"], wire["p99_us"] / 1000, c["client"], c["process"]), flush=True)
@@ -188,7 +187,7 @@ def main():
             rpb = max(1, round(stored["records_per_batch"]))
             engine = engine_run(a.seglog, os.path.join(a.dir, "bench"), mode, total, rpb)
             run = {"rep": rep, "mode": mode, "wire": wire, "window": window, "stored": stored, "engine": engine,
-                   "wire_alone": alone[-1]}
+                   "wire_alone": alone}
             runs.append(run)
             print("rep %d %-8s wire %4.0f MB/s (p99 %5.1f ms) | window 8: %4.0f MB/s p50 %4.2f p99 %5.2f ms"
                   " | engine %4.0f MB/s p50 %4.2f p99 %4.2f ms | fio %4.0f MB/s | %.0f B batches, %.1f records" % (

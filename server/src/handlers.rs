@@ -279,7 +279,8 @@ fn produce(state: &Arc<State>, req: ProduceRequest, version: i16, corr: i32) -> 
                             }
                         }
                     },
-                    // Refused before the engine saw it: Kafka answers -1 for these.
+                    // Refused before the engine saw it: Kafka answers -1 for these. (In a bench
+                    // build, `discard_produce` answers here too, with error 0: stored, at -1.)
                     Err((error_code, message)) => {
                         p.error_code = error_code;
                         p.error_message = message.map(StrBytes::from_string);

@@ -72,10 +72,9 @@ pub struct ServerConfig {
     /// Stop cleanly on SIGINT or SIGTERM (`seglog serve`); [`Running::wait`] returns then. The
     /// handlers are in place when [`start`] returns.
     pub stop_on_signals: bool,
-    /// Benchmarks only: answer every produce as stored without storing it (no partition is
-    /// appended to; offsets are answered as -1). What is left is the wire's own cost: the
-    /// client, the sockets, decoding and answering, which `scripts/serve-load.py` measures
-    /// as the ceiling any storage behind this server could reach on the machine.
+    /// Benchmarks only: answer every produce as stored without storing its records (offsets are
+    /// answered as -1; transaction markers are still written). `scripts/serve-load.py` measures
+    /// the wire alone with it.
     #[cfg(feature = "bench")]
     pub discard_produce: bool,
 }

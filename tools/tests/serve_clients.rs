@@ -159,8 +159,8 @@ fn discard_produce_answers_without_storing() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start_with(dir.path(), &["--discard-produce"]);
     let lines: String = (0..50).map(|i| format!("record {i}\n")).collect();
-    // kcat -P fails when a delivery is not acknowledged.
-    kcat(&["-P", "-b", &server.addr, "-t", "discarded", "-X", "acks=all"], &lines);
+    // kcat -P fails when a delivery is not acknowledged (within 10 s, not librdkafka's 300).
+    kcat(&["-P", "-b", &server.addr, "-t", "discarded", "-X", "acks=all", "-X", "message.timeout.ms=10000"], &lines);
     let read = kcat(&["-C", "-b", &server.addr, "-t", "discarded", "-o", "beginning", "-e"], "");
     assert_eq!(read, "", "records were stored");
     server.stop();
