@@ -10,20 +10,24 @@
 //!
 //! Every round writes one block (`--block` bytes of non-zero pseudo-random data, O_DIRECT,
 //! through seglog's io_uring storage, one `Storage::submit` batch) at the end of each of N files,
-//! which the writes extend (no preallocation, as Kafka's default layout), then makes the round
+//! which the writes extend (no preallocation, as Kafka's default layout; over zeros written before
+//! with `--overwrite`, below), then makes the round
 //! durable, and only then starts the next. The methods:
 //! - `dsync`: every write carries RWF_DSYNC (seglog's `SyncMethod::DsyncWrites`);
 //! - `fdatasync`: every write linked (IOSQE_IO_LINK) to an fdatasync of its file
 //!   (`SyncMethod::Fdatasync`);
 //! - `syncfs`: plain writes, then one syncfs(2) once they all completed (a flush shared by the
 //!   turn: syncfs makes all of the filesystem's data and metadata durable, every file's writes);
-//! - `one-fdatasync`: plain writes, then one fdatasync of the first file only. NOT durable for the
-//!   other files: informational, what one shared flush alone costs here.
+//! - `one-fdatasync`: plain writes, then one fdatasync of the first file only. Without
+//!   `--overwrite` NOT durable for the other files: informational, what one shared flush alone
+//!   costs here.
 //!
 //! With `--overwrite true` the files are written whole with zeros and fsynced before the rounds
 //! (as zero fill leaves a log's next bytes), so the rounds overwrite allocated blocks and change
-//! no metadata: `one-fdatasync` is then the device cache flush that makes every file's round
-//! durable (a flush shared by the turn), on ext4 and XFS, which flush the device on fdatasync.
+//! no metadata an fdatasync must write (timestamps aside): `one-fdatasync`, issued once every
+//! write of the round completed, is then the device cache flush that makes every file's round
+//! durable (a flush shared by the turn). That rests on Linux's ext4 and XFS issuing a device cache
+//! flush on fdatasync (with barriers on, their default), not on POSIX.
 //!
 //! Rounds per point: `--total-mb` over N blocks (or `--bytes-per-file` over one block), at least
 //! `--min-rounds`. Each rep runs every files count and method on fresh files in a fresh temp dir
@@ -160,16 +164,13 @@ fn run_point(storage: &Arc<dyn Storage>, a: &Args, files: usize, method: Method,
     let tmp = tempfile::Builder::new().prefix("group-commit-").tempdir_in(&a.dir).expect("temp dir");
     let paths: Vec<PathBuf> = (0..files).map(|i| tmp.path().join(format!("p{i}.log"))).collect();
     if overwrite {
-        let zeros = vec![0u8; 1 << 20];
         for p in &paths {
             let mut f = std::fs::File::create(p).expect("create");
-            let mut left = rounds * block as u64;
-            while left > 0 {
-                let n = left.min(zeros.len() as u64) as usize;
-                std::io::Write::write_all(&mut f, &zeros[..n]).expect("zero fill");
-                left -= n as u64;
-            }
+            let mut zeros = std::io::Read::take(std::io::repeat(0), rounds * block as u64);
+            std::io::copy(&mut zeros, &mut f).expect("zero fill");
             f.sync_all().expect("fsync");
+            // The rounds' O_DIRECT writes find no cached pages to invalidate.
+            nix::fcntl::posix_fadvise(&f, 0, 0, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED).expect("fadvise");
         }
     }
     let mode = if overwrite { OpenMode::ReadWrite } else { OpenMode::CreateTruncate };
