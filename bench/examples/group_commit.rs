@@ -11,8 +11,8 @@
 //! Every round writes one block (`--block` bytes of non-zero pseudo-random data, O_DIRECT,
 //! through seglog's io_uring storage, one `Storage::submit` batch) at the end of each of N files,
 //! which the writes extend (no preallocation, as Kafka's default layout; over zeros written before
-//! with `--overwrite`, below), then makes the round
-//! durable, and only then starts the next. The methods:
+//! with `--overwrite`, below), then makes the round durable, and only then starts the next. The
+//! methods:
 //! - `dsync`: every write carries RWF_DSYNC (seglog's `SyncMethod::DsyncWrites`);
 //! - `fdatasync`: every write linked (IOSQE_IO_LINK) to an fdatasync of its file
 //!   (`SyncMethod::Fdatasync`);
@@ -302,12 +302,15 @@ fn main() {
             );
         }
     }
-    if a.methods.contains(&Method::OneFdatasync) && a.overwrite {
+    if a.methods.contains(&Method::OneFdatasync) {
         println!(
-            "* one-fdatasync: with --overwrite, the device cache flush that makes every file's overwrites durable"
+            "{}",
+            if a.overwrite {
+                "* one-fdatasync: with --overwrite, the device cache flush that makes every file's overwrites durable"
+            } else {
+                "* one-fdatasync: one fdatasync of the first file only; NOT a durability guarantee for the other files (informational: the cost of one shared flush)"
+            }
         );
-    } else if a.methods.contains(&Method::OneFdatasync) {
-        println!("* one-fdatasync: one fdatasync of the first file only; NOT a durability guarantee for the other files (informational: the cost of one shared flush)");
     }
     println!("enters: io_uring_enter calls per round (syncfs is a plain system call, not counted)");
     if a.methods.contains(&Method::Syncfs) {
