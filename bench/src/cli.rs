@@ -150,7 +150,8 @@ pub struct Args {
     /// durable-sweep: segment preallocation settings (default false,true).
     #[arg(long, value_delimiter = ',')]
     pub sweep_preallocate: Option<Vec<bool>>,
-    /// durable-sweep: bytes appended per point, fio writing the same (default 268435456, 256 MiB).
+    /// durable-sweep: bytes appended per point, fio writing the same (default 268435456, 256 MiB,
+    /// or 400 times the point's appends in flight when that is more; given, exactly this).
     #[arg(long)]
     pub sweep_bytes: Option<u64>,
     /// durable-sweep: a point's appends stop after this many seconds even short of
@@ -308,6 +309,7 @@ impl Plan {
                     sync_methods: a.sweep_sync_methods.clone().unwrap_or(d.sync_methods),
                     preallocate: a.sweep_preallocate.clone().unwrap_or(d.preallocate),
                     bytes: a.sweep_bytes.unwrap_or(d.bytes).max(1),
+                    min_windows: if a.sweep_bytes.is_some() { 0 } else { d.min_windows },
                     max_seconds: a.sweep_seconds.unwrap_or(d.max_seconds).max(0.0),
                     fio_layout: a.sweep_fio_layout,
                     fio_depth: a.sweep_fio_depth,
