@@ -97,6 +97,18 @@ impl ShardLike {
         n_zero
     }
 
+    /// A turn's data write alone (with its fdatasync when `sync`), as the shard starts it for a
+    /// partition that takes no refill.
+    fn write_turn(&mut self, sync: bool) {
+        let ops = self.log.take_writes(0, sync).expect("take_writes");
+        if ops.is_empty() {
+            return;
+        }
+        let synced_up_to = sync.then_some(self.log.log_end_offset());
+        let io = self.storage.submit_async(vec![ops]).pop().expect("data batch");
+        self.log.writes_started(io, synced_up_to);
+    }
+
     /// Reports every write outcome, as the shard's loop does (one kept by an operation that
     /// waited for its write comes first, then the write in flight).
     fn finish_turn(&mut self) {
@@ -162,6 +174,46 @@ fn the_zeros_run_ahead_of_the_data_and_close_cuts_them() {
     assert!(on_disk.len() > size, "the file ({}) should run ahead of the data ({size})", on_disk.len());
     assert_same(&on_disk[..size], &appended, "the data in the file");
     assert!(on_disk[size..].iter().all(|&b| b == 0), "past the data: zeros only");
+    t.close_and_check(small_config(), Recovery::Clean, &appended);
+}
+
+/// A partition whose appends queue takes no refill (the shard's rule): with no zeros ahead of
+/// its data, the `.log`'s length is kept ahead of it (sparse, 512 KiB to 1 MiB past the data),
+/// so that its writes land inside the file's size instead of extending it; once a refill's
+/// zeros lie ahead, the length is theirs alone. A close cuts the file back to the batches.
+#[test]
+fn without_zeros_ahead_the_length_runs_ahead_of_the_data() {
+    let Some(mut t) = shard_like(small_config(), 256 << 10) else { return };
+    let mut appended = Vec::new();
+    // Durable turns without refills, as a busy partition's.
+    for i in 0..40 {
+        appended.extend(t.append(16_000 + 7 * i));
+        t.write_turn(true);
+        t.finish_turn();
+    }
+    let ahead = |t: &ShardLike| common::file_len(&log_path(&t.dir, 0)) - t.log.active_segment().size() as u64;
+    let before_fill = ahead(&t);
+    assert!((512 << 10..=1 << 20).contains(&before_fill), "the length runs {before_fill} bytes ahead of the data");
+    assert_eq!(t.log.zero_fill_stats().fills, 0);
+    // Then turns that refill: the zeros end past the length set for the data, and nothing
+    // moves the length while they lie ahead.
+    let mut zero_writes = 0;
+    for i in 0..4 {
+        appended.extend(t.append(1000 + 13 * i));
+        zero_writes += t.start_turn(true);
+        t.finish_turn();
+    }
+    assert!(zero_writes > 0, "no zero fill was taken");
+    appended.extend(t.append(512));
+    t.start_turn(false);
+    t.finish_turn();
+    let zeros_end = common::file_len(&log_path(&t.dir, 0));
+    for i in 0..8 {
+        appended.extend(t.append(900 + i));
+        t.write_turn(false);
+        t.finish_turn();
+    }
+    assert_eq!(common::file_len(&log_path(&t.dir, 0)), zeros_end, "the length moved while zeros lay ahead");
     t.close_and_check(small_config(), Recovery::Clean, &appended);
 }
 
