@@ -343,8 +343,10 @@ impl ActiveSegment {
     ///
     /// With zero fill on, only while no zeros lie ahead of the data and no refill is taken or in
     /// flight: a partition whose appends queue takes no refill, and its durable writes then
-    /// land inside the size instead of extending the file (at 1 and 8 partitions x 8 appends in
-    /// flight, 1.1-1.2x the throughput, docs/benchmarks.md).
+    /// land inside the size instead of extending the file (docs/benchmarks.md, "Busy
+    /// partitions' writes inside the file's size"). A refill that failed leaves `zeroed_to`
+    /// where it was, so a new length may cut what it wrote past the data: zeros only, and zero
+    /// fill is off for the segment from then on.
     ///
     /// Called only when data writes were taken and none of the file's was in flight before: a
     /// size change waits for the file's O_DIRECT writes in flight (`inode_dio_wait`), which
@@ -608,6 +610,27 @@ mod length_ahead_tests {
         let calls = sim.counters().set_lens - before;
         assert!(segments >= 3 && calls <= 8 * segments, "{calls} length changes over {segments} segments");
         assert!(sim.file_len(LOG).unwrap() <= 768 << 10);
+    }
+
+    /// With zero fill, the length moves only while no zeros lie ahead of the data: a lead that
+    /// refills as the data goes (here always: the simulated disk completes the zeros at once)
+    /// leaves it to the zeros after the segment's first write.
+    #[test]
+    fn zeros_ahead_keep_the_length_where_they_end() {
+        let sim = SimStorage::with_direct_alignment(512);
+        let options = LogOptions {
+            storage: Arc::new(sim.clone()),
+            config: LogConfig { segment_bytes: 1 << 30, ..LogConfig::default() },
+            zero_fill_bytes: 1 << 20,
+            ..LogOptions::default()
+        };
+        let mut log = Log::open("/data/t-0", options).unwrap();
+        let before = sim.counters().set_lens;
+        let data = append(&mut log, 2_000);
+        log.flush().unwrap();
+        assert!(log.zero_fill_stats().fills >= 3, "{:?}", log.zero_fill_stats());
+        let calls = sim.counters().set_lens - before;
+        assert!(calls <= 1, "{calls} length changes for {data} bytes with zeros ahead");
     }
 
     /// Through the page cache the file's length is its data's.
