@@ -175,8 +175,9 @@ pub struct Args {
     #[arg(long)]
     pub partitions_sweep_seconds: Option<f64>,
     /// durable-sweep: fio's file layout: fresh (the default: new files, fallocated with
-    /// preallocation, else extended), match (written blocks where zero fill is on, else as
-    /// fresh), extend, fallocate or written. Where zero fill is on and the layout is not
+    /// preallocation, else given their length first in direct mode (sparse) and extended
+    /// through the page cache), match (written blocks where zero fill is on, else as fresh),
+    /// extend, sparse, fallocate or written. Where zero fill is on and the layout is not
     /// written blocks, fio also runs over written blocks.
     #[arg(long, default_value = "fresh")]
     pub sweep_fio_layout: LayoutChoice,

@@ -64,8 +64,13 @@ pub fn seq_write(
 /// Where a write job's writes land.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FioLayout {
-    /// Past the end of the file: every write extends it (`--fallocate=none` on a new file).
+    /// Past the end of the file: every write extends it (`--fallocate=none` on a new file: fio
+    /// gives a new file no length before writing it, as strace shows).
     Extend,
+    /// Inside a file given its length first (`ftruncate`, nothing reserved): each write
+    /// allocates its blocks but changes no size, as in seglog's direct-mode `.log`, whose length
+    /// is kept ahead of its data (`ActiveSegment::keep_length_ahead`).
+    Sparse,
     /// Inside a file laid out with fallocate first (fio's default): unwritten extents, which
     /// each write converts.
     Fallocate,
@@ -78,6 +83,7 @@ impl FioLayout {
     pub fn name(self) -> &'static str {
         match self {
             FioLayout::Extend => "extend",
+            FioLayout::Sparse => "sparse",
             FioLayout::Fallocate => "fallocate",
             FioLayout::Written => "written",
         }
@@ -89,6 +95,7 @@ impl std::str::FromStr for FioLayout {
     fn from_str(s: &str) -> Result<FioLayout, String> {
         match s {
             "extend" | "none" => Ok(FioLayout::Extend),
+            "sparse" => Ok(FioLayout::Sparse),
             "fallocate" | "native" => Ok(FioLayout::Fallocate),
             "written" => Ok(FioLayout::Written),
             other => Err(format!("fio layout {other:?}: extend, fallocate or written")),
@@ -110,6 +117,22 @@ fn write_zeros(file: &Path, size: u64) -> Result<(), String> {
         left -= n as u64;
     }
     f.sync_all().map_err(err)
+}
+
+/// Lays `file` out for `layout` before fio runs: zeros made durable ([`FioLayout::Written`]),
+/// or its length alone, made durable ([`FioLayout::Sparse`]); nothing for the others (fio
+/// creates the file).
+fn lay_out(file: &Path, size: u64, layout: FioLayout) -> Result<(), String> {
+    match layout {
+        FioLayout::Written => write_zeros(file, size),
+        FioLayout::Sparse => {
+            let err = |e: std::io::Error| format!("laying out {}: {e}", file.display());
+            let f = std::fs::File::create(file).map_err(err)?;
+            f.set_len(size).map_err(err)?;
+            f.sync_all().map_err(err)
+        }
+        FioLayout::Extend | FioLayout::Fallocate => Ok(()),
+    }
 }
 
 /// How a write job makes its writes durable.
@@ -136,9 +159,7 @@ pub fn seq_write_as(
 ) -> Result<FioResult, String> {
     let file = dir.join("fio-seq-write.dat");
     let _ = std::fs::remove_file(&file);
-    if layout == FioLayout::Written {
-        write_zeros(&file, size)?;
-    }
+    lay_out(&file, size, layout)?;
     let mut args = vec![
         "--name=seq-write".to_string(),
         format!("--filename={}", file.display()),
@@ -153,8 +174,8 @@ pub fn seq_write_as(
         "--output-format=json".into(),
     ];
     if layout != FioLayout::Fallocate {
-        // Extend: a new file, nothing reserved. Written: the file exists at full size already
-        // (fio keeps an existing file of the job's size as it is).
+        // Extend: a new file, nothing reserved. Written and sparse: the file exists at full size
+        // already (fio keeps an existing file of the job's size as it is).
         args.push("--fallocate=none".into());
     }
     match sync {
@@ -235,17 +256,14 @@ impl FilesWrite {
         format!("{} files, bs={}, qd={}, {how}{sync}, {}", self.files, self.bs, self.iodepth, self.layout.name())
     }
 
-    /// Lays the files out in `dir` ([`FioLayout::Written`]: zeros, made durable), runs the job
-    /// and removes the files.
+    /// Lays the files out in `dir` ([`lay_out`]), runs the job and removes the files.
     pub fn run(&self, dir: &Path) -> Result<FioResult, String> {
         let paths = self.paths(dir);
         let remove = || paths.iter().for_each(|p| drop(std::fs::remove_file(p)));
         remove();
         let r = (|| {
-            if self.layout == FioLayout::Written {
-                for p in &paths {
-                    write_zeros(p, self.file_bytes)?;
-                }
+            for p in &paths {
+                lay_out(p, self.file_bytes, self.layout)?;
             }
             run(&self.args(dir))
         })();

@@ -36,8 +36,10 @@ pub const MAX_P99_RATIO: f64 = 1.5;
 /// The layout of fio's files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LayoutChoice {
-    /// New files, as a log's new segments start: fallocated with `preallocate`, else extended
-    /// by each write (the default, and the proof's yardstick). Zero fill is work seglog does on
+    /// New files, as a log's new segments start: fallocated with `preallocate`, else given
+    /// their length first in direct mode (the engine keeps a direct-mode `.log`'s length ahead
+    /// of its data) and extended by each write through the page cache (the default, and the
+    /// proof's yardstick). Zero fill is work seglog does on
     /// the measured path to turn its extending writes into overwrites; fio's files get no such
     /// work done for them beforehand. At points with zero fill on, fio also runs over blocks
     /// written beforehand, the disk's ceiling for writes that change no metadata (the table's
@@ -323,6 +325,9 @@ impl PointConfig {
             LayoutChoice::Fixed(l) => l,
             LayoutChoice::Match if self.lead_bytes > 0 => FioLayout::Written,
             LayoutChoice::Fresh | LayoutChoice::Match if self.key.preallocate => FioLayout::Fallocate,
+            // The engine keeps a direct-mode `.log`'s length ahead of its data: its writes
+            // allocate blocks inside the file's size, as fio's do in a file given its length.
+            LayoutChoice::Fresh | LayoutChoice::Match if r.mode == IoMode::Direct.name() => FioLayout::Sparse,
             LayoutChoice::Fresh | LayoutChoice::Match => FioLayout::Extend,
         };
         FilesWrite {
@@ -754,9 +759,7 @@ mod tests {
         }
     }
 
-    /// Direct mode runs every combination; buffered mode, where auto and off both mean no zero
-    /// fill, runs them as one point; the engine's defaults are marked.
-    /// A point appends at least 400 windows by default (64 x 8 x 16 KiB: 3.2 GiB), the plan's
+    /// A point appends at least 400 windows by default (64 x 8 x 16 KiB: 3.125 GiB), the plan's
     /// bytes when more, and exactly the bytes given when `--sweep-bytes` named them.
     #[test]
     fn a_point_appends_at_least_its_windows() {
@@ -768,6 +771,8 @@ mod tests {
         assert_eq!(given.point_bytes(64, 8, 16_384), 64 << 20);
     }
 
+    /// Direct mode runs every combination; buffered mode, where auto and off both mean no zero
+    /// fill, runs them as one point; the engine's defaults are marked.
     #[test]
     fn points_cover_the_grid_and_share_identical_settings() {
         let plan = SweepPlan::default_plan();
@@ -843,8 +848,10 @@ mod tests {
         let job = off(true).fio_job(&r, &plan);
         assert_eq!((job.sync, job.layout), (FioSync::Fdatasync(1), FioLayout::Fallocate));
         assert_eq!(off(true).written_job(&job), None, "no zero fill: no written-blocks run");
-        assert_eq!(off(false).fio_job(&r, &plan).layout, FioLayout::Extend);
-        assert_eq!(off(false).fio_job(&r, &matched).layout, FioLayout::Extend);
+        assert_eq!(off(false).fio_job(&r, &plan).layout, FioLayout::Sparse);
+        assert_eq!(off(false).fio_job(&r, &matched).layout, FioLayout::Sparse);
+        let through_cache = RunReport { mode: "buffered".into(), ..r.clone() };
+        assert_eq!(off(false).fio_job(&through_cache, &plan).layout, FioLayout::Extend);
         let written = SweepPlan { fio_layout: LayoutChoice::Fixed(FioLayout::Written), ..plan.clone() };
         let fixed = off(false).fio_job(&r, &written);
         assert_eq!(fixed.layout, FioLayout::Written);
