@@ -98,7 +98,7 @@ impl std::str::FromStr for FioLayout {
             "sparse" => Ok(FioLayout::Sparse),
             "fallocate" | "native" => Ok(FioLayout::Fallocate),
             "written" => Ok(FioLayout::Written),
-            other => Err(format!("fio layout {other:?}: extend, fallocate or written")),
+            other => Err(format!("fio layout {other:?}: extend, sparse, fallocate or written")),
         }
     }
 }

@@ -39,15 +39,14 @@ pub enum LayoutChoice {
     /// New files, as a log's new segments start: fallocated with `preallocate`, else given
     /// their length first in direct mode (the engine keeps a direct-mode `.log`'s length ahead
     /// of its data) and extended by each write through the page cache (the default, and the
-    /// proof's yardstick). Zero fill is work seglog does on
-    /// the measured path to turn its extending writes into overwrites; fio's files get no such
-    /// work done for them beforehand. At points with zero fill on, fio also runs over blocks
+    /// proof's yardstick). Zero fill is work seglog does on the measured path to turn its writes
+    /// into overwrites; fio's files get no such work done for them beforehand. At points with zero fill on, fio also runs over blocks
     /// written beforehand, the disk's ceiling for writes that change no metadata (the table's
     /// `written` columns).
     Fresh,
     /// The layout seglog's appends meet at that point: blocks written beforehand when zero fill
-    /// is on, else fallocated space with `preallocate`, else writes that extend the file (as
-    /// `append-vs-fio --fio-layout match`).
+    /// is on, else fallocated space with `preallocate`, else as `Fresh` (a length set first in
+    /// direct mode, writes that extend the file through the page cache).
     Match,
     /// The same layout at every point.
     Fixed(FioLayout),
@@ -177,7 +176,7 @@ impl SweepPlan {
     }
 
     /// The default sweep: partitions {1, 8, 64} x in flight {1, 8}, zero fill auto and off,
-    /// both sync methods, 256 MiB per point, at most 10 s of appends per point, fio on fresh
+    /// both sync methods, 256 MiB per point (or 400 windows when more), at most 10 s of appends per point, fio on fresh
     /// files.
     pub fn default_plan() -> SweepPlan {
         SweepPlan {

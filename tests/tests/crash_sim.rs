@@ -1544,10 +1544,10 @@ fn active_file_len(wl: &Workload, sim: &SimStorage, log: &Log) -> (u64, u64) {
 }
 
 /// The zero write after the first append fails: the append succeeds and reads back, the file
-/// holds nothing but zeros past the data, the segment takes no zero writes any more although its data runs
-/// past the block where they would start, the log is not failed (appends and flushes go on, the
-/// recovery point moves), a new segment zero-fills again, and after a flush everything survives
-/// a crash and recovery.
+/// holds nothing but zeros past the data, the segment takes no zero writes any more although
+/// its data runs past the block where they would start, the log is not failed (appends and
+/// flushes go on, the recovery point moves), a new segment zero-fills again, and after a flush
+/// everything survives a crash and recovery.
 #[test]
 fn failed_zero_write_is_not_a_log_error() {
     // O_DIRECT files only (see failed_zero_writes_are_never_log_errors).

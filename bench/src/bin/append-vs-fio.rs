@@ -60,8 +60,9 @@ struct Args {
     #[arg(long)]
     io_spin_us: Option<u64>,
     /// fio's file layout: `match` (what seglog's appends see: written when zero fill is on,
-    /// fallocated with --preallocate, extended otherwise), `fallocate` (fio's default),
-    /// `extend` or `written` (a file of zeros written beforehand).
+    /// fallocated with --preallocate, else given its length first in direct mode and extended
+    /// through the page cache), `fallocate` (fio's default), `extend`, `sparse` (a length set
+    /// first) or `written` (a file of zeros written beforehand).
     #[arg(long, default_value = "match")]
     fio_layout: String,
     /// The engine's zero fill: auto (on with --durable in direct mode), off, or a lead
@@ -98,6 +99,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             FioLayout::Written
         } else if a.preallocate {
             FioLayout::Fallocate
+        } else if mode == IoMode::Direct {
+            // The engine keeps a direct-mode `.log`'s length ahead of its data.
+            FioLayout::Sparse
         } else {
             FioLayout::Extend
         })
