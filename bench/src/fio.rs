@@ -256,7 +256,8 @@ impl FilesWrite {
         format!("{} files, bs={}, qd={}, {how}{sync}, {}", self.files, self.bs, self.iodepth, self.layout.name())
     }
 
-    /// Lays the files out in `dir` ([`lay_out`]), runs the job and removes the files.
+    /// Lays the files out in `dir` (zeros made durable for `written`, a length set first for
+    /// `sparse`), runs the job and removes the files.
     pub fn run(&self, dir: &Path) -> Result<FioResult, String> {
         let paths = self.paths(dir);
         let remove = || paths.iter().for_each(|p| drop(std::fs::remove_file(p)));
