@@ -78,11 +78,22 @@ impl ShardLike {
     /// each its own batch, submitted together without waiting, as `Shard::start_writes` does.
     /// Returns how many zero writes were submitted.
     fn start_turn(&mut self, sync: bool) -> usize {
+        self.turn(sync, true)
+    }
+
+    /// A turn's data write alone (with its fdatasync when `sync`), as the shard starts it for a
+    /// partition that takes no refill.
+    fn write_turn(&mut self, sync: bool) {
+        self.turn(sync, false);
+    }
+
+    /// [`ShardLike::start_turn`], taking the zero fill only with `refill`.
+    fn turn(&mut self, sync: bool, refill: bool) -> usize {
         let ops = self.log.take_writes(0, sync).expect("take_writes");
         if ops.is_empty() {
             return 0;
         }
-        let zeros = self.log.take_zero_fill(0);
+        let zeros = if refill { self.log.take_zero_fill(0) } else { Vec::new() };
         let n_zero = zeros.len();
         let synced_up_to = sync.then_some(self.log.log_end_offset());
         let mut batches = vec![ops];
@@ -95,18 +106,6 @@ impl ShardLike {
             self.log.zero_fill_started(z);
         }
         n_zero
-    }
-
-    /// A turn's data write alone (with its fdatasync when `sync`), as the shard starts it for a
-    /// partition that takes no refill.
-    fn write_turn(&mut self, sync: bool) {
-        let ops = self.log.take_writes(0, sync).expect("take_writes");
-        if ops.is_empty() {
-            return;
-        }
-        let synced_up_to = sync.then_some(self.log.log_end_offset());
-        let io = self.storage.submit_async(vec![ops]).pop().expect("data batch");
-        self.log.writes_started(io, synced_up_to);
     }
 
     /// Reports every write outcome, as the shard's loop does (one kept by an operation that

@@ -714,8 +714,9 @@ impl Shard {
                     // its last one carry at most one each): with several per write the
                     // partition is busy, and zeros in the device's queue would hold back its
                     // next write (one partition with 8 appends in flight: zero fill's p99 was
-                    // 2.5-2.9x no zero fill's). Its appends then extend the file, as without
-                    // zero fill, until its writes carry one append again.
+                    // 2.5-2.9x no zero fill's). Its appends then land in the length kept
+                    // ahead of its data (`keep_length_ahead`), as without zero fill, until its
+                    // writes carry one append again.
                     let alone = self.zero_fill_bytes > 0 && {
                         let carried = self.waiting.get(&tp).map_or(0, Vec::len);
                         let last = match self.last_write_appends.get_mut(&tp) {
