@@ -320,14 +320,6 @@ impl WriterOutput {
         let start = self.other_lines.iter().find(|l| l.starts_with("START "))?;
         start.split(' ').find_map(|w| w.strip_prefix("mode=")).map(str::to_string)
     }
-    /// Durable writes the engine started while another of the same partition was in flight
-    /// (`ShardStats::overlapped_flushes`), as of the writer's last `STATS` line.
-    pub fn overlapped_flushes(&self) -> u64 {
-        let last = self.other_lines.iter().rev().find(|l| l.starts_with("STATS "));
-        last.and_then(|l| l.split(' ').find_map(|w| w.strip_prefix("overlapped_flushes=")))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    }
     /// The `START` line's `negative-control=` value.
     pub fn negative_control(&self) -> Option<bool> {
         let start = self.other_lines.iter().find(|l| l.starts_with("START "))?;
@@ -992,21 +984,6 @@ pub fn writer_main() -> ! {
     ));
     let per_partition_limit = args.limit_bytes / args.partitions.max(1) as u64;
     std::thread::scope(|s| {
-        // The engine's overlapped durable writes so far, each time they change, so that the
-        // harness knows whether a cut met several writes of one partition in flight.
-        let engine_ref = &engine;
-        s.spawn(move || {
-            let mut last = 0;
-            loop {
-                std::thread::sleep(Duration::from_millis(5));
-                let Ok(stats) = engine_ref.stats() else { continue };
-                let n: u64 = stats.iter().map(|s| s.overlapped_flushes).sum();
-                if n != last {
-                    last = n;
-                    say(&format!("STATS overlapped_flushes={n}\n"));
-                }
-            }
-        });
         for tp in &tps {
             let engine = &engine;
             let args = &args;

@@ -65,11 +65,6 @@
 //! 1 MiB segments, the smallest drawn, which roll within a run (a roll's fsync commits every
 //! append before it).
 //!
-//! A third pair of tests forces what the engine needs to keep two durable writes of one
-//! partition in flight (direct mode, RWF_DSYNC writes, 8 appends in flight per partition;
-//! `SEGLOG_POWER_CUT_OVERLAP_ITERATIONS`, default 30 per filesystem) and fails unless some cut
-//! came while it did (the writer reports `ShardStats::overlapped_flushes`).
-//!
 //! Root only (loop devices, mount, the ioctl): otherwise each test says why it skipped.
 
 use std::path::{Path, PathBuf};
@@ -87,8 +82,6 @@ use seglog_tests::loopfs::{FsKind, LoopFs};
 const ITERATIONS: usize = 50;
 /// Seconds a shut-down filesystem may stay busy before the iteration is given up.
 const STUCK_AFTER_S: u64 = 60;
-/// Power cuts per filesystem with busy partitions' writes overlapping, by default.
-const OVERLAP_ITERATIONS: usize = 30;
 /// Negative-control power cuts per filesystem by default.
 const NC_ITERATIONS: usize = 30;
 /// The negative control must lose acknowledged batches in at least this share of its iterations.
@@ -235,21 +228,10 @@ struct Totals {
     by_sync_method: std::collections::BTreeMap<&'static str, (usize, usize)>,
     /// Iterations whose filesystem stayed busy after the shutdown (not checked).
     stuck: usize,
-    /// Iterations whose engine had started durable writes while another of the same partition
-    /// was in flight (`ShardStats::overlapped_flushes`) before the cut.
-    overlapped_iterations: usize,
 }
 
 /// Runs `iterations` power cuts on one filesystem with `exe`; None when this machine cannot.
-/// `force` changes each iteration's drawn arguments (the identity for the drawn mix).
-fn power_cuts(
-    kind: FsKind,
-    sector: u32,
-    exe: &Path,
-    iterations: usize,
-    negative: bool,
-    force: fn(&mut WriterArgs),
-) -> Option<Totals> {
+fn power_cuts(kind: FsKind, sector: u32, exe: &Path, iterations: usize, negative: bool) -> Option<Totals> {
     let mut fs = match LoopFs::new(kind, sector, 320) {
         Ok(fs) => fs,
         Err(why) => {
@@ -268,8 +250,7 @@ fn power_cuts(
     for i in 0..iterations {
         let seed = mix(&[base, kind as u64, i as u64, negative as u64]);
         let dir = fs.path().join(format!("it{i}"));
-        let mut args = draw_args(&dir, seed, negative);
-        force(&mut args);
+        let args = draw_args(&dir, seed, negative);
         let mut r = Rng::new(seed ^ 0xC07);
         let run_ms = r.range(20, 300);
         // Half the cuts come at a random moment (in a roll, a checkpoint, a deletion, an
@@ -370,7 +351,6 @@ fn power_cuts(
             violations.extend(v.violations);
         }
         t.iterations += 1;
-        t.overlapped_iterations += (out.overlapped_flushes() > 0) as usize;
         t.acks += promised.len();
         t.unpromised += unpromised.len();
         t.lost_unpromised += lost_unpromised;
@@ -430,8 +410,7 @@ fn power_cuts(
          lost {} acknowledged batches; per mode (iterations, losing): {:?}; per sync method: {:?}; {} batches acknowledged \
          during the cut, {} of them lost in {} iterations (no promise); {} acknowledged batches \
          deleted by retention; {} partitions reopened from a checkpointed recovery point; {} iterations \
-         not checked (filesystem stuck busy after the shutdown); {} second writers refused on the live directory; \
-         {} iterations with two durable writes of a partition in flight before the cut",
+         not checked (filesystem stuck busy after the shutdown); {} second writers refused on the live directory",
         if negative { " negative control" } else { "" },
         t.iterations,
         started.elapsed().as_secs_f64(),
@@ -450,15 +429,14 @@ fn power_cuts(
         t.deleted_acks,
         t.from_checkpoint,
         t.stuck,
-        t.second_writers,
-        t.overlapped_iterations
+        t.second_writers
     );
     Some(t)
 }
 
 fn promise_holds(kind: FsKind, sector: u32) {
     let n = env_count("SEGLOG_POWER_CUT_ITERATIONS", ITERATIONS);
-    let Some(t) = power_cuts(kind, sector, &writer_exe(), n, false, |_| {}) else { return };
+    let Some(t) = power_cuts(kind, sector, &writer_exe(), n, false) else { return };
     assert!(
         t.failures.is_empty(),
         "{kind:?}: {} of {} power cuts broke the promise (seeds: {:?}); details above",
@@ -469,34 +447,6 @@ fn promise_holds(kind: FsKind, sector: u32) {
     assert!(t.acks > 0);
 }
 
-/// Power cuts while busy partitions keep two durable writes each in flight: direct mode,
-/// RWF_DSYNC writes, 8 appends in flight per partition (the rest drawn as for the promise test).
-/// The engine then writes a busy partition's whole blocks, the partial last block left for a
-/// later write, with up to two such writes in flight, acknowledged in order. Fails unless some
-/// iteration had such writes in flight before its cut.
-fn overlapped_writes_keep_the_promise(kind: FsKind, sector: u32) {
-    let n = env_count("SEGLOG_POWER_CUT_OVERLAP_ITERATIONS", OVERLAP_ITERATIONS);
-    let force: fn(&mut WriterArgs) = |a| {
-        a.io_mode = IoMode::Direct;
-        a.sync_method = SyncMethod::DsyncWrites;
-        a.inflight = 8;
-    };
-    let Some(t) = power_cuts(kind, sector, &writer_exe(), n, false, force) else { return };
-    assert!(
-        t.failures.is_empty(),
-        "{kind:?}: {} of {} power cuts with overlapped writes broke the promise (seeds: {:?}); details above",
-        t.failures.len(),
-        t.iterations,
-        t.failures.iter().map(|f| format!("iteration {} seed {:#x}", f.0, f.1)).collect::<Vec<_>>()
-    );
-    assert!(
-        t.overlapped_iterations > 0,
-        "{kind:?}: none of {} iterations had two writes of a partition in flight before its cut: the test \
-         proves nothing about them",
-        t.iterations
-    );
-}
-
 fn negative_control_is_caught(kind: FsKind, sector: u32) {
     if !seglog_tests::loopfs::is_root() {
         println!("skipped ({kind:?} negative control): not root");
@@ -504,7 +454,7 @@ fn negative_control_is_caught(kind: FsKind, sector: u32) {
     }
     let exe = nc_writer_exe().as_ref().unwrap_or_else(|e| panic!("{e}"));
     let n = env_count("SEGLOG_POWER_CUT_NC_ITERATIONS", NC_ITERATIONS);
-    let Some(t) = power_cuts(kind, sector, exe, n, true, |_| {}) else { return };
+    let Some(t) = power_cuts(kind, sector, exe, n, true) else { return };
     let detected = t.lost_iterations;
     let rate = detected as f64 / t.iterations.max(1) as f64;
     println!(
@@ -533,16 +483,6 @@ fn ext4_power_cuts_keep_every_acknowledged_batch() {
 #[test]
 fn xfs_power_cuts_keep_every_acknowledged_batch() {
     promise_holds(FsKind::Xfs, 512);
-}
-
-#[test]
-fn ext4_power_cuts_with_overlapped_writes_keep_every_acknowledged_batch() {
-    overlapped_writes_keep_the_promise(FsKind::Ext4, 4096);
-}
-
-#[test]
-fn xfs_power_cuts_with_overlapped_writes_keep_every_acknowledged_batch() {
-    overlapped_writes_keep_the_promise(FsKind::Xfs, 512);
 }
 
 #[test]

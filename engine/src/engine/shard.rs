@@ -1,7 +1,7 @@
 //! One shard: a thread pinned to a core, owning its partitions' logs. See the engine module docs
 //! for the loop.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,10 +52,6 @@ pub struct ShardStats {
     /// Zero-fill refills started (each a batch of 1 MiB writes of zeros ahead of a partition's
     /// data; see [`crate::ZeroFill`]).
     pub zero_fills: u64,
-    /// Partition flushes started while an earlier one of the same partition was in flight: a
-    /// busy partition's durable RWF_DSYNC writes of whole blocks (at most
-    /// `MAX_WRITES_PER_PARTITION` in flight; docs/durability.md, "Several writes in flight").
-    pub overlapped_flushes: u64,
     /// Shared flushes started ([`SyncMethod::Syncfs`]): one syncfs of the data directory's
     /// filesystem each, covering the appends of every partition of the shard whose write
     /// completed before it.
@@ -93,39 +89,13 @@ pub struct ShardStats {
     pub timed_work_visits: u64,
 }
 
-/// A partition's write in flight: when it was handed to the kernel, the appends it completes,
-/// its batch's [`AsyncIo::key`] (`None`: done at submission), and whether its writes are all
-/// RWF_DSYNC ones (only those let another write of the partition start before they end).
+/// A partition's write in flight: when it was handed to the kernel, the appends it carries, and
+/// its batch's [`AsyncIo::key`] (`None`: done at submission).
 struct WriteInFlight {
     submitted: std::time::Instant,
     acks: Vec<Ack>,
     key: Option<u64>,
-    dsync: bool,
-    /// Its outcome was taken from the log ([`Shard::poll_writes`] acknowledges it next).
-    claimed: bool,
 }
-
-/// Partitions of a shard with writes in flight from which no partition starts a second one:
-/// the device's queue is deep enough then. At 64 partitions with 8 appends in flight each,
-/// overlapping writes made 0.6-0.9x the throughput of one write per partition
-/// (docs/benchmarks.md, "Two durable writes in flight per busy partition").
-const OVERLAP_BELOW_WRITING: usize = 16;
-
-/// A write [`Shard::start_writes`] takes: its partition, the offset its success makes the
-/// recovery point (`None`: not durable, or no append ends in it), the appends it completes
-/// (those below `acks_below`; `None`: none), and whether it is all RWF_DSYNC writes.
-struct Started {
-    tp: TopicPartition,
-    synced_up_to: Option<i64>,
-    acks_below: Option<i64>,
-    dsync: bool,
-}
-
-/// The most durable writes one partition keeps in flight ([`Shard::start_writes`]). fio's
-/// equivalent job at one partition with 8 appends in flight keeps 2 writes of the engine's
-/// size in flight on its file (docs/benchmarks.md, "Two durable writes in flight per busy
-/// partition").
-const MAX_WRITES_PER_PARTITION: usize = 2;
 
 pub(crate) struct Shard {
     core: Option<usize>,
@@ -162,9 +132,8 @@ pub(crate) struct Shard {
     refilling: Option<TopicPartition>,
     /// The share of `zero_fill_bytes` each open log keeps now ([`zero_fill_share`]).
     zero_fill_share: u32,
-    /// How many appends of each partition were outstanding (waiting or in its writes in flight)
-    /// when its last write started: zero fill refills only partitions whose appends do not
-    /// queue, and only busy partitions keep several writes in flight.
+    /// How many appends each partition's last write carried (zero fill refills only partitions
+    /// whose appends do not queue).
     last_write_appends: HashMap<TopicPartition, usize>,
     idle_spin: Duration,
     io_spin: Duration,
@@ -189,9 +158,9 @@ pub(crate) struct Shard {
     closed: HashMap<TopicPartition, Closed>,
     /// Appends done in memory whose write has not been started yet, per partition.
     waiting: HashMap<TopicPartition, Vec<Ack>>,
-    /// The partition's writes in flight, oldest first (never an empty queue): at most one,
-    /// or [`MAX_WRITES_PER_PARTITION`] for a busy partition's durable writes of whole blocks.
-    in_flight: HashMap<TopicPartition, VecDeque<WriteInFlight>>,
+    /// Appends covered by the partition's write in flight (one per partition at a time), with
+    /// the moment it was handed to the kernel.
+    in_flight: HashMap<TopicPartition, WriteInFlight>,
     /// The storage names the batches that completed ([`Storage::take_finished_async`]): only
     /// their partitions are looked at for completions, not every one in flight.
     tracks_finished: bool,
@@ -696,19 +665,12 @@ impl Shard {
         r
     }
 
-    /// Hands the appended bytes of every dirty partition to the kernel in one submission,
-    /// without waiting (linked to an fdatasync per partition under `Durability::EveryBatch` or
-    /// when an interval flush is due). Their appends are acknowledged by [`Shard::poll_writes`]
-    /// when the writes covering them complete.
-    ///
-    /// A partition with a write in flight keeps its appends waiting for the next one: a write
-    /// ends in a partial block, which the next write rewrites, and two writes of one block in
-    /// flight could land in either order. Except for a busy partition's durable RWF_DSYNC
-    /// writes (its writes carry several appends each): those cover whole blocks only, leaving
-    /// the partial last block and the append ending in it for a later write, so that up to
-    /// [`MAX_WRITES_PER_PARTITION`] of them are in flight together, each durable on its own and
-    /// acknowledged in order. The partial block goes out once the partition has no write in
-    /// flight and no whole block to write.
+    /// Hands the appended bytes of every dirty partition without a write in flight to the kernel
+    /// in one submission, without waiting (linked to an fdatasync per partition under
+    /// `Durability::EveryBatch` or when an interval flush is due). Their appends are acknowledged
+    /// by [`Shard::poll_writes`] when the writes complete; a partition with a write in flight
+    /// keeps its appends waiting for the next one (one write in flight per partition: each write
+    /// rewrites the partial block the previous one ended in, so two must never race).
     fn start_writes(&mut self, dirty: BTreeSet<TopicPartition>) {
         if dirty.is_empty() {
             return;
@@ -716,27 +678,16 @@ impl Shard {
         // The `negative-control` feature is TEST ONLY: EveryBatch then acknowledges without the
         // fdatasync, so the power-cut tests can show that they catch a missing fsync.
         let every_batch = self.durability == Durability::EveryBatch && !cfg!(feature = "negative-control");
-        // Every write durable on its own (RWF_DSYNC writes, no fdatasync after them) and of
-        // whole blocks (O_DIRECT), and the device's queue not deep yet: a busy partition may
-        // keep several in flight.
-        let overlap = every_batch
-            && self.shared.is_none()
-            && self.sync_method == SyncMethod::DsyncWrites
-            && self.storage.mode() == IoMode::Direct
-            && self.in_flight.len() < OVERLAP_BELOW_WRITING;
         let interval = self.flush_interval();
         let now = crate::config::Clock::now_ms(&crate::config::SystemClock);
-        let mut started: Vec<Started> = Vec::new();
+        let mut started: Vec<(TopicPartition, Option<i64>)> = Vec::new();
         let mut batches = Vec::new();
         // Zero-fill batches go after the data batches, each apart: no acknowledgement waits for
         // their completion (the flush of a durable write issued with one carries its zeros).
         let mut zero_fills: Vec<(TopicPartition, Vec<crate::io::IoOp>)> = Vec::new();
         let mut may_refill = !self.refill_in_flight();
         for tp in dirty {
-            let writing = self.in_flight.get(&tp);
-            let more =
-                writing.is_some_and(|q| overlap && q.len() < MAX_WRITES_PER_PARTITION && q.iter().all(|w| w.dsync));
-            if writing.is_some() && !more {
+            if self.in_flight.contains_key(&tp) {
                 continue;
             }
             let Some(log) = self.logs.get_mut(&tp) else {
@@ -744,64 +695,20 @@ impl Shard {
                 fail_acks(acks, &self.data_dir, &tp, "the partition is not open".into());
                 continue;
             };
-            // Busy: more than one append of the partition is outstanding (waiting, or carried by
-            // its writes in flight) now or when its last write started.
-            let carried =
-                self.waiting.get(&tp).map_or(0, Vec::len) + writing.map_or(0, |q| q.iter().map(|w| w.acks.len()).sum());
-            let last = self.last_write_appends.get(&tp).copied().unwrap_or(carried);
-            let busy = carried.max(last) > 1;
-            if more {
-                if !busy {
-                    continue;
-                }
-                // The writes in flight were RWF_DSYNC ones taken with everything before them
-                // durable; this one adds to them only while that still holds.
-                if !log.active_segment().written_is_synced() {
-                    continue;
-                }
-                match log.take_whole_block_writes(0, false) {
-                    Ok((ops, _)) if ops.is_empty() => {}
-                    Ok((ops, covered)) => {
-                        self.stats.overlapped_flushes += 1;
-                        self.last_write_appends.insert(tp.clone(), carried);
-                        started.push(Started { tp, synced_up_to: covered, acks_below: covered, dsync: true });
-                        batches.push(dsync_writes(ops));
-                    }
-                    Err(e) => {
-                        // Failed: what waits is not in any write in flight.
-                        let acks = self.waiting.remove(&tp).unwrap_or_default();
-                        fail_acks(acks, &self.data_dir, &tp, e.to_string());
-                    }
-                }
-                continue;
-            }
             // Group commit: one fdatasync covers every batch of this log appended so far. Under
             // Syncfs the write is plain and the shared flush after it covers it (`acknowledge`).
             let sync = (every_batch && self.shared.is_none()) || log.flush_due(now, interval);
             // RWF_DSYNC writes replace the fdatasync only when everything written before them is
             // already durable (after a reopen or an unsynced write, one fdatasync first).
             let dsync = sync && self.sync_method == SyncMethod::DsyncWrites && log.active_segment().written_is_synced();
-            let whole_blocks = overlap && dsync && busy;
-            let blocks = if whole_blocks { log.take_whole_block_writes(0, true) } else { Ok((Vec::new(), None)) };
-            // A busy partition with no whole block to write: the partial block its last write
-            // left. Such a write says nothing of how many appends the partition's writes carry.
-            let residue = whole_blocks && blocks.as_ref().is_ok_and(|(ops, _)| ops.is_empty());
-            let taken = match blocks {
-                Ok((ops, covered)) if !ops.is_empty() => Ok((ops, covered, covered)),
-                Ok(_) => log.take_writes(0, sync).map(|ops| {
-                    let end = log.log_end_offset();
-                    (ops, sync.then_some(end), Some(end))
-                }),
-                Err(e) => Err(e),
-            };
-            match taken {
-                Ok((ops, _, _)) if ops.is_empty() => {
+            match log.take_writes(0, sync) {
+                Ok(ops) if ops.is_empty() => {
                     // Already in the file (a roll or flush wrote it) and nothing to sync; under
                     // Syncfs what is written past the recovery point waits for the shared flush.
                     let acks = self.waiting.remove(&tp).unwrap_or_default();
                     written(&mut self.shared, log, tp, acks, self.single_replica);
                 }
-                Ok((ops, synced_up_to, acks_below)) => {
+                Ok(ops) => {
                     let ops = if dsync { dsync_writes(ops) } else { ops };
                     // Refills only for a partition whose appends do not queue (this write and
                     // its last one carry at most one each): with several per write the
@@ -810,27 +717,24 @@ impl Shard {
                     // 2.5-2.9x no zero fill's). Its appends then land in the length kept
                     // ahead of its data (`keep_length_ahead`), as without zero fill, until its
                     // writes carry one append again.
-                    let zeros = if may_refill && self.zero_fill_bytes > 0 && !busy {
-                        log.take_zero_fill(0)
-                    } else {
-                        Vec::new()
+                    let alone = self.zero_fill_bytes > 0 && {
+                        let carried = self.waiting.get(&tp).map_or(0, Vec::len);
+                        let last = match self.last_write_appends.get_mut(&tp) {
+                            Some(n) => std::mem::replace(n, carried),
+                            None => {
+                                self.last_write_appends.insert(tp.clone(), carried);
+                                carried
+                            }
+                        };
+                        carried.max(last) <= 1
                     };
+                    let zeros = if may_refill && alone { log.take_zero_fill(0) } else { Vec::new() };
                     if !zeros.is_empty() {
                         may_refill = false;
                         self.refilling = Some(tp.clone());
                         zero_fills.push((tp.clone(), zeros));
                     }
-                    match self.last_write_appends.get_mut(&tp) {
-                        Some(n) => {
-                            if !residue {
-                                *n = carried;
-                            }
-                        }
-                        None => {
-                            self.last_write_appends.insert(tp.clone(), carried);
-                        }
-                    }
-                    started.push(Started { tp, synced_up_to, acks_below, dsync });
+                    started.push((tp, sync.then_some(log.log_end_offset())));
                     batches.push(ops);
                 }
                 Err(e) => {
@@ -856,22 +760,21 @@ impl Shard {
             self.last_progress = submitted;
         }
         let mut ios = self.storage.submit_async(batches).into_iter();
-        for (s, io) in started.into_iter().zip(ios.by_ref().take(data)) {
+        for ((tp, synced_up_to), io) in started.into_iter().zip(ios.by_ref().take(data)) {
             let key = io.key();
             if self.tracks_finished {
                 match key {
                     Some(k) => {
-                        let earlier = self.batch_owner.insert(k, s.tp.clone());
-                        debug_assert!(earlier.is_none(), "batch key {k} of {} still names {earlier:?}", s.tp);
+                        let earlier = self.batch_owner.insert(k, tp.clone());
+                        debug_assert!(earlier.is_none(), "batch key {k} of {tp} still names {earlier:?}");
                     }
-                    None => self.done_at_submit.push(s.tp.clone()),
+                    None => self.done_at_submit.push(tp.clone()),
                 }
             }
-            let log = self.logs.get_mut(&s.tp).expect("checked above");
-            log.writes_started(io, s.synced_up_to);
-            let acks = take_acks(&mut self.waiting, &s.tp, s.acks_below);
-            let w = WriteInFlight { submitted, acks, key, dsync: s.dsync, claimed: false };
-            self.in_flight.entry(s.tp).or_default().push_back(w);
+            let log = self.logs.get_mut(&tp).expect("checked above");
+            log.writes_started(io, synced_up_to);
+            let acks = self.waiting.remove(&tp).unwrap_or_default();
+            self.in_flight.insert(tp, WriteInFlight { submitted, acks, key });
         }
         for (tp, io) in zero_tps.into_iter().zip(ios) {
             self.logs.get_mut(&tp).expect("checked above").zero_fill_started(io);
@@ -955,12 +858,12 @@ impl Shard {
             let named = ids.drain(..).filter_map(|id| self.batch_owner.remove_entry(&id));
             let at_submit = std::mem::take(&mut self.done_at_submit).into_iter().map(|tp| (None, tp));
             for (key, tp) in at_submit.chain(named.map(|(id, tp)| (Some(id), tp))) {
-                // Only a write in flight now: not one acknowledged meanwhile (a close waited
-                // for it), whose partition may have started another since. Its partition's
-                // writes are claimed in order: those done before it, it, and those after it
-                // already done (named earlier, while it was not).
-                if let Some(q) = self.in_flight.get_mut(&tp).filter(|q| q.iter().any(|w| w.key == key)) {
-                    claim_done(&tp, q, &mut outcome, &mut done);
+                // Only the write in flight now: not one acknowledged meanwhile (a close waited
+                // for it), whose partition may have started another since.
+                if self.in_flight.get(&tp).is_some_and(|w| w.key == key) {
+                    if let Some(o) = outcome(&tp) {
+                        done.push((tp, o));
+                    }
                 }
             }
         } else {
@@ -969,8 +872,10 @@ impl Shard {
             // The sweep looks at these too (and a ring that cannot be had any more makes every
             // write one of them: kept, they would pile up).
             self.done_at_submit.clear();
-            for (tp, q) in self.in_flight.iter_mut() {
-                claim_done(tp, q, &mut outcome, &mut done);
+            for tp in self.in_flight.keys() {
+                if let Some(o) = outcome(tp) {
+                    done.push((tp.clone(), o));
+                }
             }
         }
         self.finished_ids = ids;
@@ -991,28 +896,15 @@ impl Shard {
     }
 
     /// Completes the appends carried by `tp`'s finished write with its outcome.
-    /// The oldest of the partition's writes in flight is the one done. A failed write fails the
-    /// log, which takes the writes after it as failed too (without reporting them): their
-    /// appends fail with it.
     fn acknowledge(&mut self, tp: &TopicPartition, outcome: std::result::Result<(), String>) {
-        let Some(q) = self.in_flight.get_mut(tp) else {
+        let Some(WriteInFlight { submitted, acks, .. }) = self.in_flight.remove(tp) else {
             return;
         };
-        let WriteInFlight { submitted, acks, .. } = q.pop_front().expect("never an empty queue");
-        let after = if outcome.is_err() { std::mem::take(q) } else { VecDeque::new() };
-        if q.is_empty() {
-            self.in_flight.remove(tp);
-        }
         self.stats.write_latency.record(submitted.elapsed());
         match (outcome, self.logs.get_mut(tp)) {
             (Ok(()), Some(log)) => written(&mut self.shared, log, tp.clone(), acks, self.single_replica),
             (Ok(()), None) => fail_acks(acks, &self.data_dir, tp, "the partition is not open".into()),
-            (Err(reason), _) => {
-                for w in after {
-                    fail_acks(w.acks, &self.data_dir, tp, reason.clone());
-                }
-                fail_acks(acks, &self.data_dir, tp, reason);
-            }
+            (Err(reason), _) => fail_acks(acks, &self.data_dir, tp, reason),
         }
     }
 
@@ -1034,9 +926,9 @@ impl Shard {
         }
     }
 
-    /// Waits for `tp`'s writes in flight, if any, and acknowledges (or fails) their appends.
+    /// Waits for `tp`'s write in flight, if any, and acknowledges (or fails) its appends.
     fn settle_write(&mut self, tp: &TopicPartition) {
-        while self.in_flight.contains_key(tp) {
+        if self.in_flight.contains_key(tp) {
             // A log gone meanwhile: `acknowledge` fails the appends.
             let outcome = self.logs.get_mut(tp).and_then(|l| l.poll_writes(true)).unwrap_or(Ok(()));
             self.acknowledge(tp, outcome.map_err(|e| e.to_string()));
@@ -1424,38 +1316,6 @@ fn dsync_writes(ops: Vec<crate::io::IoOp>) -> Vec<crate::io::IoOp> {
             }
         })
         .collect()
-}
-
-/// Collects the outcomes of `tp`'s writes in flight `q` that are done and not yet claimed,
-/// oldest first: until one is not done, or one failed (the log took those after it as failed).
-fn claim_done(
-    tp: &TopicPartition,
-    q: &mut VecDeque<WriteInFlight>,
-    outcome: &mut impl FnMut(&TopicPartition) -> Option<std::result::Result<(), String>>,
-    done: &mut Vec<(TopicPartition, std::result::Result<(), String>)>,
-) {
-    for w in q.iter_mut().filter(|w| !w.claimed) {
-        let Some(o) = outcome(tp) else { return };
-        w.claimed = true;
-        let failed = o.is_err();
-        done.push((tp.clone(), o));
-        if failed {
-            return;
-        }
-    }
-}
-
-/// Takes `tp`'s waiting appends below offset `below` (none for `None`), oldest first; the
-/// others stay waiting (never an empty list).
-fn take_acks(waiting: &mut HashMap<TopicPartition, Vec<Ack>>, tp: &TopicPartition, below: Option<i64>) -> Vec<Ack> {
-    let (Some(below), Some(w)) = (below, waiting.get_mut(tp)) else {
-        return Vec::new();
-    };
-    let n = w.iter().take_while(|(_, info)| info.last_offset < below).count();
-    if n == w.len() {
-        return waiting.remove(tp).unwrap_or_default();
-    }
-    w.drain(..n).collect()
 }
 
 /// Fails the appends of `acks`: the partition's write or fsync failed (it is in the failed state).

@@ -26,35 +26,6 @@ impl Log {
         Ok(ops)
     }
 
-    /// For the engine's shard: the writes (and, with `sync`, the fdatasync) of this log's
-    /// unwritten whole blocks, leaving the partial last block of an O_DIRECT file for a later
-    /// write; with the offset below which every append is then in the file (`None`: no append
-    /// ends in them). Unlike [`Log::take_writes`] this does not wait for the writes in flight:
-    /// one of whole blocks ends on a block boundary, so the next may be in flight with it.
-    /// Empty when there is no whole block to write, when the newest write in flight ends
-    /// inside a block, or when writes are in flight and these would reach past the file's size
-    /// (`ActiveSegment::take_writes`). `sync` with writes in flight is a caller bug.
-    pub(crate) fn take_whole_block_writes(&mut self, tag: u64, sync: bool) -> Result<(Vec<IoOp>, Option<i64>)> {
-        assert!(!self.taken, "writes taken by Log::take_writes were not handed back");
-        self.check_not_failed()?;
-        let ops = self.active_mut().take_writes(tag, sync, WriteSpan::WholeBlocks);
-        let end = ops
-            .iter()
-            .filter_map(|o| match &o.kind {
-                IoOpKind::Write { buf, pos, .. } => Some(pos + buf.len() as u64),
-                IoOpKind::SyncData => None,
-            })
-            .max();
-        let Some(end) = end else {
-            // Nothing written: an fdatasync alone is not what was asked for.
-            return Ok((Vec::new(), None));
-        };
-        self.taken = true;
-        let end = end.min(u64::from(self.active_segment().size()));
-        let covered = self.unwritten.iter().take_while(|a| u64::from(a.end) <= end).last().map(|a| a.next_offset);
-        Ok((ops, covered))
-    }
-
     /// The zero writes that keep the active segment's zeroed lead
     /// ([`LogOptions::zero_fill_bytes`]), to submit after the turn's data writes as a batch of
     /// their own; hand the result to [`Log::zero_fill_started`]. Empty when none are due.
@@ -121,12 +92,10 @@ impl Log {
     /// meanwhile; a roll, flush, truncation, close or the next `take_writes` waits for the
     /// writes first (their outcome is still reported by `poll_writes`, in order).
     pub fn writes_started(&mut self, io: AsyncIo, synced_up_to: Option<i64>) {
-        // Taken by `take_writes` (which settled) or `take_whole_block_writes` (which may leave
-        // writes in flight on purpose): nothing to wait for. Otherwise one batch at a time, as
-        // the caller's next `poll_writes` / `complete_writes` expects.
-        if !std::mem::take(&mut self.taken) {
-            self.settle_writes();
-        }
+        self.taken = false;
+        // A no-op after `take_writes` (which settled); otherwise one batch at a time, as the
+        // caller's next `poll_writes` / `complete_writes` expects.
+        self.settle_writes();
         self.started(io, synced_up_to);
     }
 
@@ -437,84 +406,6 @@ mod tests {
     use super::*;
     use crate::format::builder::BatchBuilder;
     use crate::io::std_backend::StdStorage;
-
-    /// Appends `n` batches of about 1 KB.
-    fn append_kb(log: &mut Log, n: usize) {
-        for i in 0..n {
-            let mut b = BatchBuilder::new();
-            b.push(1_700_000_000_000 + i as i64, None, Some(&[7u8; 1000][..]), &[]);
-            log.append_as_leader(&mut b.build().unwrap(), 0).unwrap();
-        }
-    }
-
-    fn write_range(ops: &[IoOp]) -> (u64, u64) {
-        let ends = ops.iter().filter_map(|o| match &o.kind {
-            IoOpKind::Write { buf, pos, .. } => Some((*pos, pos + buf.len() as u64)),
-            IoOpKind::SyncData => None,
-        });
-        ends.fold((u64::MAX, 0), |(a, b), (s, e)| (a.min(s), b.max(e)))
-    }
-
-    /// Whole-block writes leave the partial last block for a later write, name the appends they
-    /// complete, and a second may be taken while the first is in flight (starting where it
-    /// ends), as long as it lands inside the file's size.
-    #[test]
-    fn whole_block_writes_overlap_inside_the_size() {
-        use crate::io::sim::SimStorage;
-        use crate::io::Storage;
-        let sim = SimStorage::with_direct_alignment(512);
-        let options = LogOptions {
-            storage: Arc::new(sim.clone()),
-            writes: Writes::Caller,
-            config: crate::config::LogConfig { segment_bytes: 1 << 30, ..Default::default() },
-            ..LogOptions::default()
-        };
-        let mut log = Log::open("/data/t-0", options).unwrap();
-        append_kb(&mut log, 3);
-        let size = u64::from(log.active_segment().size());
-        let (ops, covered) = log.take_whole_block_writes(0, false).unwrap();
-        let (from, to) = write_range(&ops);
-        assert_eq!((from, to), (0, size / 512 * 512), "whole blocks only, from the start");
-        assert_eq!(covered, Some(2), "the third batch ends in the partial block");
-        let first = sim.submit_async(vec![ops]).pop().unwrap();
-        log.writes_started(first, covered);
-
-        // A second while the first is in flight: from where it ended.
-        append_kb(&mut log, 3);
-        let (ops, covered) = log.take_whole_block_writes(0, false).unwrap();
-        assert_eq!(write_range(&ops).0, to, "the second starts where the first ended");
-        assert_eq!(covered, Some(5));
-        let second = sim.submit_async(vec![ops]).pop().unwrap();
-        log.writes_started(second, covered);
-        assert_eq!(log.writes_in_flight(), 2);
-        assert!(matches!(log.poll_writes(true), Some(Ok(()))));
-        assert!(matches!(log.poll_writes(true), Some(Ok(()))));
-        assert_eq!(log.written_offset(), 5);
-        assert_eq!(log.recovery_point(), 5);
-
-        // Past the length kept ahead (1 MiB past the first write's end) with one in flight:
-        // nothing, until that one is done.
-        append_kb(&mut log, 1);
-        let (ops, _) = log.take_whole_block_writes(0, false).unwrap();
-        let third = sim.submit_async(vec![ops]).pop().unwrap();
-        log.writes_started(third, None);
-        append_kb(&mut log, 1_200);
-        let (ops, covered) = log.take_whole_block_writes(0, false).unwrap();
-        assert!(ops.is_empty() && covered.is_none(), "a write past the file's size while one is in flight");
-        assert!(matches!(log.poll_writes(true), Some(Ok(()))));
-        let (ops, _) = log.take_whole_block_writes(0, false).unwrap();
-        assert!(!ops.is_empty(), "with none in flight the length moves ahead first");
-        let fourth = sim.submit_async(vec![ops]).pop().unwrap();
-        log.writes_started(fourth, None);
-        assert!(matches!(log.poll_writes(true), Some(Ok(()))));
-        // The partial block: only a write of everything takes it.
-        let (ops, _) = log.take_whole_block_writes(0, false).unwrap();
-        assert!(ops.is_empty(), "no whole block left");
-        let end = log.log_end_offset();
-        assert!(log.written_offset() < end);
-        log.finish_writes().unwrap();
-        assert_eq!(log.written_offset(), end);
-    }
 
     #[test]
     fn an_append_claims_completed_writes_before_it_changes_the_tail() {

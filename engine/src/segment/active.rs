@@ -302,20 +302,9 @@ impl ActiveSegment {
     /// takes none while others are in flight (a caller bug). Empty when there is nothing to do,
     /// or when the newest write in flight ends inside a block ([`TailFile::prepare_write`]).
     /// Complete each batch, in the order taken, with [`ActiveSegment::complete_writes`].
-    ///
-    /// [`WriteSpan::WholeBlocks`] taken while others are in flight is empty too unless it lands
-    /// inside the file's size (zeros written ahead, the length kept ahead or preallocated): the
-    /// length moves only when none is in flight, and a write that extends the file would wait
-    /// on a kernel worker for the device and for the size update.
     pub(crate) fn take_writes(&mut self, tag: u64, sync: bool, span: WriteSpan) -> Vec<IoOp> {
         let none_in_flight = self.tail.writes_in_flight() == 0;
         assert!(!sync || none_in_flight, "an fdatasync taken with data writes in flight would not cover them");
-        if span == WriteSpan::WholeBlocks && !none_in_flight {
-            let end = super::tail::align_down(self.tail.logical_len(), self.tail.align());
-            if !self.inside_size(end) {
-                return Vec::new();
-            }
-        }
         let mut ops = self.tail.prepare_write(self.file.clone(), tag, span);
         // A data write must never race a zero write over the same bytes: when the data has
         // caught up with zero writes still in flight (a lead too short for the rate), wait.
@@ -383,14 +372,6 @@ impl ActiveSegment {
             Ok(()) => target,
             Err(_) => u64::MAX,
         };
-    }
-
-    /// True when the file is known to reach `end` already: preallocated, zero-filled or its
-    /// length kept ahead that far.
-    fn inside_size(&self, end: u64) -> bool {
-        end <= self.settings.preallocate_bytes as u64
-            || end <= self.zero.zeroed_to
-            || (self.length_ahead != u64::MAX && end <= self.length_ahead)
     }
 
     /// Applies the outcome of the writes of [`ActiveSegment::take_writes`] (possibly turned into

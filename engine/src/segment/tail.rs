@@ -99,7 +99,7 @@ fn read_partial_block(file: &dyn IoFile, start: u64, end: u64) -> Result<Option<
     Ok(Some(bytes))
 }
 
-pub(crate) fn align_down(x: u64, a: u64) -> u64 {
+fn align_down(x: u64, a: u64) -> u64 {
     x - x % a
 }
 pub(crate) fn align_up(x: u64, a: u64) -> u64 {
@@ -278,11 +278,6 @@ pub(crate) enum WriteSpan {
     /// chunk, which no write holds, and the next write may start (and be in flight together
     /// with this one) where this one ends, chunks being whole blocks.
     WholeChunks,
-    /// Whole blocks only (for a file without O_DIRECT, every unwritten byte): the unwritten
-    /// bytes of the partial last block are left for a later write, and the next write may start
-    /// (and be in flight together with this one) where this one ends. Several durable writes of
-    /// one partition so overlap on the device.
-    WholeBlocks,
 }
 
 impl TailFile {
@@ -301,7 +296,6 @@ impl TailFile {
         }
         let data_to = match span {
             WriteSpan::WholeChunks => s.start + align_down(s.end - s.start, CHUNK),
-            WriteSpan::WholeBlocks => align_down(s.end, s.align),
             WriteSpan::All => s.end,
         };
         if data_to <= submitted {
