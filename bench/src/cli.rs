@@ -158,6 +158,11 @@ pub struct Args {
     /// --sweep-bytes (default 10; 0 = no limit).
     #[arg(long)]
     pub sweep_seconds: Option<f64>,
+    /// durable-sweep: run each side of a point once unmeasured right before its measured run,
+    /// so that each meets the disk as its own files left it (the engine's run right after fio's
+    /// job deleted its files was 2x slower here, with 10x the p99).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub sweep_warmup: bool,
     /// partitions: partition counts of the one shard (default 1,100,1000,10000).
     #[arg(long, value_delimiter = ',')]
     pub partitions_sweep_counts: Option<Vec<usize>>,
@@ -314,6 +319,7 @@ impl Plan {
                     max_seconds: a.sweep_seconds.unwrap_or(d.max_seconds).max(0.0),
                     fio_layout: a.sweep_fio_layout,
                     fio_depth: a.sweep_fio_depth,
+                    warmup: a.sweep_warmup,
                 }
             },
             partitions_sweep: {
@@ -1563,31 +1569,53 @@ impl Driver<'_> {
         Ok(())
     }
 
-    /// The durable sweep in one mode: each point on a fresh engine, then fio's equivalent job,
-    /// each side after `sync -f` on the bench directory (see [`sweep`]).
+    /// The durable sweep in one mode: each point on a fresh engine and fio's equivalent job,
+    /// each side after `sync -f` on the bench directory (see [`sweep`]): seglog first in a
+    /// point's even repetitions, fio first in its odd ones (with the job its previous
+    /// repetition's seglog side called for).
     fn durable_sweep(&mut self, tag: &str, rep: usize, setup: &Setup) -> BenchResult<()> {
         let plan = &self.plan.durable_sweep;
         let base = &self.args.dir;
         for point in plan.points(setup.mode) {
             let label = point.key.label();
-            self.bars.step(format!("{tag}: durable sweep {label}"));
-            settle(base, &mut self.skipped);
-            let r = sweep::run_seglog(base, setup, &point, plan, self.plan.pin_client)?;
+            let earlier = self.sweep_runs.iter().rev().find(|r| r.key == point.key).map(|r| r.seglog.clone());
+            let fio_first = self.use_fio && rep % 2 == 1 && earlier.is_some();
             let (mut fio, mut fio_written) = (None, None);
-            if self.use_fio {
-                let job = point.fio_job(&r, plan);
+            let mut run_fio = |r: &RunReport, bars: &mut Bars, skipped: &mut Vec<String>| {
+                let job = point.fio_job(r, plan);
                 let written = point.written_job(&job);
+                if plan.warmup {
+                    bars.step(format!("{tag}: durable sweep {label}, fio warm-up"));
+                    settle(base, skipped);
+                    if let Err(e) = sweep::run_fio(base, &job) {
+                        warn(skipped, format!("fio warm-up, durable sweep {label}: {e}"));
+                    }
+                }
                 for (job, side, what) in
                     [(Some(job), &mut fio, "fio"), (written, &mut fio_written, "fio over written blocks")]
                 {
                     let Some(job) = job else { continue };
-                    self.bars.step(format!("{tag}: durable sweep {label}, {what}"));
-                    settle(base, &mut self.skipped);
+                    bars.step(format!("{tag}: durable sweep {label}, {what}"));
+                    settle(base, skipped);
                     match sweep::run_fio(base, &job) {
                         Ok(f) => *side = Some(f),
-                        Err(e) => warn(&mut self.skipped, format!("{what}, durable sweep {label}: {e}")),
+                        Err(e) => warn(skipped, format!("{what}, durable sweep {label}: {e}")),
                     }
                 }
+            };
+            if let (true, Some(e)) = (fio_first, &earlier) {
+                run_fio(e, &mut self.bars, &mut self.skipped);
+            }
+            if plan.warmup {
+                self.bars.step(format!("{tag}: durable sweep {label}, warm-up"));
+                settle(base, &mut self.skipped);
+                sweep::run_seglog(base, setup, &point, plan, self.plan.pin_client)?;
+            }
+            self.bars.step(format!("{tag}: durable sweep {label}"));
+            settle(base, &mut self.skipped);
+            let r = sweep::run_seglog(base, setup, &point, plan, self.plan.pin_client)?;
+            if self.use_fio && !fio_first {
+                run_fio(&r, &mut self.bars, &mut self.skipped);
             }
             self.sweep_runs.push(SweepRun {
                 rep,
@@ -1597,6 +1625,7 @@ impl Driver<'_> {
                 seglog: r,
                 fio,
                 fio_written,
+                fio_first,
             });
             self.bars.done();
         }
@@ -2195,5 +2224,13 @@ mod tests {
         assert!(cold.measured.contains("kafka-ref 100.0 us = 1.20x"), "{}", cold.measured);
         let others = Plan::from_args(&Cli::parse_from(["seglog-bench", "--workloads", "produce"]).args);
         assert!(log_targets(&s, &others).is_empty(), "no log targets when the workload did not run");
+    }
+
+    #[test]
+    fn the_durable_sweep_warms_each_side_up_unless_told_not_to() {
+        let plan = Plan::from_args(&Cli::parse_from(["seglog-bench"]).args);
+        assert!(plan.durable_sweep.warmup);
+        let off = Plan::from_args(&Cli::parse_from(["seglog-bench", "--sweep-warmup", "false"]).args);
+        assert!(!off.durable_sweep.warmup);
     }
 }
