@@ -158,9 +158,11 @@ pub struct Args {
     /// --sweep-bytes (default 10; 0 = no limit).
     #[arg(long)]
     pub sweep_seconds: Option<f64>,
-    /// durable-sweep: run each side of a point once unmeasured right before its measured run,
-    /// so that each meets the disk as its own files left it (the engine's run right after fio's
-    /// job deleted its files was 2x slower here, with 10x the p99).
+    /// durable-sweep: run seglog and fio's job once unmeasured right before each measured run,
+    /// so that each meets the disk as its own files left it (at 64 partitions x 1 in flight the
+    /// engine's run right after fio's job deleted its files was 2x slower here, with 10x the
+    /// p99); fio's job over written blocks has none. About doubles the sweep's time;
+    /// `--sweep-warmup false` to turn off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub sweep_warmup: bool,
     /// partitions: partition counts of the one shard (default 1,100,1000,10000).
@@ -1569,43 +1571,14 @@ impl Driver<'_> {
         Ok(())
     }
 
-    /// The durable sweep in one mode: each point on a fresh engine and fio's equivalent job,
-    /// each side after `sync -f` on the bench directory (see [`sweep`]): seglog first in a
-    /// point's even repetitions, fio first in its odd ones (with the job its previous
-    /// repetition's seglog side called for).
+    /// The durable sweep in one mode: each point on a fresh engine, then fio's equivalent job,
+    /// each side after `sync -f` on the bench directory and, with `warmup`, right after an
+    /// unmeasured run of its own (see [`sweep`]).
     fn durable_sweep(&mut self, tag: &str, rep: usize, setup: &Setup) -> BenchResult<()> {
         let plan = &self.plan.durable_sweep;
         let base = &self.args.dir;
         for point in plan.points(setup.mode) {
             let label = point.key.label();
-            let earlier = self.sweep_runs.iter().rev().find(|r| r.key == point.key).map(|r| r.seglog.clone());
-            let fio_first = self.use_fio && rep % 2 == 1 && earlier.is_some();
-            let (mut fio, mut fio_written) = (None, None);
-            let mut run_fio = |r: &RunReport, bars: &mut Bars, skipped: &mut Vec<String>| {
-                let job = point.fio_job(r, plan);
-                let written = point.written_job(&job);
-                if plan.warmup {
-                    bars.step(format!("{tag}: durable sweep {label}, fio warm-up"));
-                    settle(base, skipped);
-                    if let Err(e) = sweep::run_fio(base, &job) {
-                        warn(skipped, format!("fio warm-up, durable sweep {label}: {e}"));
-                    }
-                }
-                for (job, side, what) in
-                    [(Some(job), &mut fio, "fio"), (written, &mut fio_written, "fio over written blocks")]
-                {
-                    let Some(job) = job else { continue };
-                    bars.step(format!("{tag}: durable sweep {label}, {what}"));
-                    settle(base, skipped);
-                    match sweep::run_fio(base, &job) {
-                        Ok(f) => *side = Some(f),
-                        Err(e) => warn(skipped, format!("{what}, durable sweep {label}: {e}")),
-                    }
-                }
-            };
-            if let (true, Some(e)) = (fio_first, &earlier) {
-                run_fio(e, &mut self.bars, &mut self.skipped);
-            }
             if plan.warmup {
                 self.bars.step(format!("{tag}: durable sweep {label}, warm-up"));
                 settle(base, &mut self.skipped);
@@ -1614,8 +1587,34 @@ impl Driver<'_> {
             self.bars.step(format!("{tag}: durable sweep {label}"));
             settle(base, &mut self.skipped);
             let r = sweep::run_seglog(base, setup, &point, plan, self.plan.pin_client)?;
-            if self.use_fio && !fio_first {
-                run_fio(&r, &mut self.bars, &mut self.skipped);
+            let (mut fio, mut fio_written) = (None, None);
+            if self.use_fio {
+                let job = point.fio_job(&r, plan);
+                let written = point.written_job(&job);
+                let warm = if plan.warmup {
+                    self.bars.step(format!("{tag}: durable sweep {label}, fio warm-up"));
+                    settle(base, &mut self.skipped);
+                    sweep::run_fio(base, &job).map(|_| ())
+                } else {
+                    Ok(())
+                };
+                match warm {
+                    // fio's job cannot run: said once, not again for each of its jobs.
+                    Err(e) => warn(&mut self.skipped, format!("fio, durable sweep {label}: {e}")),
+                    Ok(()) => {
+                        for (job, side, what) in
+                            [(Some(job), &mut fio, "fio"), (written, &mut fio_written, "fio over written blocks")]
+                        {
+                            let Some(job) = job else { continue };
+                            self.bars.step(format!("{tag}: durable sweep {label}, {what}"));
+                            settle(base, &mut self.skipped);
+                            match sweep::run_fio(base, &job) {
+                                Ok(f) => *side = Some(f),
+                                Err(e) => warn(&mut self.skipped, format!("{what}, durable sweep {label}: {e}")),
+                            }
+                        }
+                    }
+                }
             }
             self.sweep_runs.push(SweepRun {
                 rep,
@@ -1625,7 +1624,6 @@ impl Driver<'_> {
                 seglog: r,
                 fio,
                 fio_written,
-                fio_first,
             });
             self.bars.done();
         }

@@ -1,7 +1,7 @@
 //! The durable-append sweep (`seglog bench --workloads durable-sweep`, issue 16): durable appends
 //! (`Durability::EveryBatch`) at every combination of partitions and appends in flight per
 //! partition, for each zero-fill setting and sync method, in each I/O mode of the run; each point
-//! on a fresh engine, and right after it, in the same repetition, fio's equivalent job on the same
+//! on a fresh engine, and after it, in the same repetition, fio's equivalent job on the same
 //! disk: one file per partition written by one job through one io_uring (as one shard writes its
 //! partitions), at the bytes each of seglog's partition writes carried, at the same total queue
 //! depth (partitions x in flight), O_DIRECT in direct mode and through the page cache otherwise,
@@ -10,19 +10,16 @@
 //! the points in direct mode with the engine's default zero fill and sync method (throughput
 //! >= 0.95x and p99 <= 1.5x fio's).
 //!
-//! The order of the two sides alternates: in a point's odd repetitions fio's jobs run first,
-//! with the job its previous repetition called for ([`SweepRun::fio_first`]). On this machine
-//! kind the host's writes slow down for a while after large deletions (ext4 here discards the
-//! blocks of a deleted file), and each side deletes its files when done: always running seglog
-//! first had it meet the previous point's deletions every time.
-//!
-//! Each side also runs the point once unmeasured right before its measured run
-//! ([`SweepPlan::warmup`], `--sweep-warmup`, on by default), so that each is measured on the disk
-//! as its own files left it. Measured on this machine kind at 64 partitions x 1 in flight: the
-//! engine's run right after fio's job deleted its 64 files made 330-444 MB/s with a p99 of 27-47
-//! ms (its writes' p99 20-29 ms), with zero fill on or off and after a 20 s pause too; its next
-//! run, right after its own files were deleted, 621-712 MB/s with 2.5-2.8 ms; fio's job made
-//! 768-847 MB/s with 2.5-4.1 ms whichever ran before it (docs/benchmarks.md).
+//! Each side runs the point once unmeasured right before its measured run
+//! ([`SweepPlan::warmup`], `--sweep-warmup`, on by default; fio's job over written blocks has
+//! none), so that each is measured on the disk as its own files left it, as a broker's appends
+//! follow its own retention's deletions. Measured on this machine kind at 64 partitions x 1 in
+//! flight: the engine's run right after fio's job deleted its 64 files made 330-444 MB/s with a
+//! p99 of 27-47 ms (its writes' p99 20-29 ms), with zero fill on or off and after a 20 s pause
+//! too; its next run, right after its own files were deleted, 621-702 MB/s with 2.7-2.8 ms;
+//! fio's job made 768-847 MB/s with 2.5-4.1 ms whichever side ran before it. Running fio first
+//! in every other repetition, tried before the warm-up, changed nothing: the engine then
+//! followed that fio job (docs/benchmarks.md, "Each side measured after its own deletions").
 //!
 //! Owns the sweep's points, its two sides and its summary, table and charts; the driver
 //! ([`crate::cli`]) runs the points in order and settles the disk before each side. Must not
@@ -400,7 +397,8 @@ pub fn run_seglog(
 }
 
 /// fio's side of one point, `job` ([`PointConfig::fio_job`] or [`PointConfig::written_job`]),
-/// run in `base` right after seglog's run.
+/// run in `base` after seglog's run (after a warm-up run of the same job, with
+/// [`SweepPlan::warmup`]).
 pub fn run_fio(base: &Path, job: &FilesWrite) -> Result<FioSide, String> {
     Ok(FioSide::new(job, job.run(base)?))
 }
@@ -458,10 +456,6 @@ pub struct SweepRun {
     pub fio: Option<FioSide>,
     /// fio's job over written blocks ([`PointConfig::written_job`]), where it ran.
     pub fio_written: Option<FioSide>,
-    /// fio's jobs ran before seglog in this repetition (every other repetition of a point, with
-    /// the job the point's previous repetition called for), so that neither side always meets
-    /// the disk right after the other's files were deleted.
-    pub fio_first: bool,
 }
 
 impl SweepRun {
@@ -600,7 +594,7 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
     );
     let _ = writeln!(
         s,
-        "  fio beside each point (before seglog in odd repetitions, with the job the repetition before called for; each side measured right after a warm-up run of its own unless --sweep-warmup false): one job, one file per partition, bs = seglog's bytes per partition write, qd = {}, layout {}; its latency is a write's whole latency for O_DSYNC, the fdatasync's for fdatasync=1; wr'n: the same job over blocks written beforehand, at points with zero fill on (the disk's speed for the appends that land in zeros, the zeros written for free)",
+        "  fio beside each point (each side measured right after a warm-up run of its own unless --sweep-warmup false; wr'n has none): one job, one file per partition, bs = seglog's bytes per partition write, qd = {}, layout {}; its latency is a write's whole latency for O_DSYNC, the fdatasync's for fdatasync=1; wr'n: the same job over blocks written beforehand, at points with zero fill on (the disk's speed for the appends that land in zeros, the zeros written for free)",
         match plan.fio_depth {
             FioDepth::Appends => "partitions x in flight (writes in flight = appends in flight)",
             FioDepth::Bytes => "partitions x (in flight x batch bytes / bs) (bytes in flight = seglog's)",
@@ -899,7 +893,6 @@ mod tests {
             seglog,
             fio: Some(fio_side(fio_mb_per_s, fio_p99_us)),
             fio_written: None,
-            fio_first: false,
         }
     }
 
