@@ -160,8 +160,8 @@ pub struct Args {
     pub sweep_seconds: Option<f64>,
     /// durable-sweep: run seglog and fio's job once unmeasured right before each measured run,
     /// so that each meets the disk as its own files left it (at 64 partitions x 1 in flight the
-    /// engine's run right after fio's job deleted its files was 2x slower here, with 10x the
-    /// p99); fio's job over written blocks has none. About doubles the sweep's time;
+    /// engine's run right after fio's job deleted its files made about half its rate here, with
+    /// 10-17x the p99); fio's job over written blocks has none. About 1.5x the sweep's time;
     /// `--sweep-warmup false` to turn off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub sweep_warmup: bool,
@@ -1591,28 +1591,24 @@ impl Driver<'_> {
             if self.use_fio {
                 let job = point.fio_job(&r, plan);
                 let written = point.written_job(&job);
-                let warm = if plan.warmup {
+                // A warm-up that fails says why once; the point's fio jobs are then left out.
+                let warmed = !plan.warmup || {
                     self.bars.step(format!("{tag}: durable sweep {label}, fio warm-up"));
                     settle(base, &mut self.skipped);
-                    sweep::run_fio(base, &job).map(|_| ())
-                } else {
-                    Ok(())
+                    let r = sweep::run_fio(base, &job);
+                    if let Err(e) = &r {
+                        warn(&mut self.skipped, format!("fio, durable sweep {label}: {e}"));
+                    }
+                    r.is_ok()
                 };
-                match warm {
-                    // fio's job cannot run: said once, not again for each of its jobs.
-                    Err(e) => warn(&mut self.skipped, format!("fio, durable sweep {label}: {e}")),
-                    Ok(()) => {
-                        for (job, side, what) in
-                            [(Some(job), &mut fio, "fio"), (written, &mut fio_written, "fio over written blocks")]
-                        {
-                            let Some(job) = job else { continue };
-                            self.bars.step(format!("{tag}: durable sweep {label}, {what}"));
-                            settle(base, &mut self.skipped);
-                            match sweep::run_fio(base, &job) {
-                                Ok(f) => *side = Some(f),
-                                Err(e) => warn(&mut self.skipped, format!("{what}, durable sweep {label}: {e}")),
-                            }
-                        }
+                let jobs = [(Some(job), &mut fio, "fio"), (written, &mut fio_written, "fio over written blocks")];
+                for (job, side, what) in jobs.into_iter().filter(|_| warmed) {
+                    let Some(job) = job else { continue };
+                    self.bars.step(format!("{tag}: durable sweep {label}, {what}"));
+                    settle(base, &mut self.skipped);
+                    match sweep::run_fio(base, &job) {
+                        Ok(f) => *side = Some(f),
+                        Err(e) => warn(&mut self.skipped, format!("{what}, durable sweep {label}: {e}")),
                     }
                 }
             }
