@@ -176,7 +176,8 @@ fn the_zeros_run_ahead_of_the_data_and_close_cuts_them() {
     t.close_and_check(small_config(), Recovery::Clean, &appended);
 }
 
-/// A partition whose appends queue takes no refill (the shard's rule): with no zeros ahead of
+/// A partition whose appends queue beside other partitions' writes takes no refill (the shard's
+/// rule; alone it takes small ones, see below): with no zeros ahead of
 /// its data, the `.log`'s length is kept ahead of it (sparse, 512 KiB to 1 MiB past the block
 /// the data ends in), so that its writes land inside the file's size instead of extending it.
 /// Refills taken after that write their zeros inside that length; a close cuts the file back
@@ -497,26 +498,22 @@ fn a_shard_shares_its_zero_fill_lead_among_its_partitions() {
     }
 }
 
-/// A partition whose appends queue (its writes carry several) takes no refills: zeros in the
-/// device's queue would hold back its next write. Its appends extend the file instead, and the
-/// file is exactly its batches.
-#[test]
-fn a_busy_partition_takes_no_refills() {
+/// One partition on an engine of its own, `count` appends of `bytes` with 8 in flight: its
+/// zero-fill stats, the shard's writes, and the bytes appended. The file is exactly its
+/// batches after shutdown.
+fn busy_partition_alone(bytes: usize, count: usize) -> (seglog::segment::ZeroFillStats, u64, u64, IoMode) {
     let tmp = disk_tempdir();
     let engine = engine_on(tmp.path(), Durability::EveryBatch, ZeroFill::Auto);
     let tp = TopicPartition::new("busy", 0);
     engine.open_partition(&tp, None).wait().expect("open partition");
-    // 400 appends of 12 KB (4.8 MB), 8 in flight: once the window is full, each write carries
-    // the appends sent while the one before it was in flight. A partition refilling at every
-    // half-used lead would take six refills or more (leads of 256 KiB to 8 MiB).
     let mut in_flight = std::collections::VecDeque::new();
     let mut appended = Vec::new();
     let mut settle = |(c, b): (seglog::Completion<seglog::log::AppendInfo>, Vec<u8>)| {
         let info = c.wait().expect("append");
         appended.extend(as_stored(b, &info));
     };
-    for _ in 0..400 {
-        let b = batch(&[T0], 12_000);
+    for _ in 0..count {
+        let b = batch(&[T0], bytes);
         in_flight.push_back((engine.append(&tp, b.clone(), 0), b));
         if in_flight.len() == 8 {
             settle(in_flight.pop_front().expect("full"));
@@ -525,20 +522,56 @@ fn a_busy_partition_takes_no_refills() {
     in_flight.into_iter().for_each(&mut settle);
     let stats = engine.with_log(&tp, |log| Ok(log.zero_fill_stats())).wait().expect("stats");
     let writes: u64 = engine.stats().expect("stats").iter().map(|s| s.flushes).sum();
-    if engine.io_mode() != IoMode::Direct {
-        eprintln!("refills not checked: zero fill is off in {}", engine.io_mode());
-    } else if writes > 200 {
-        // A machine so loaded that the producer could not keep appends queued (writes of one
-        // append each): nothing to check about busy partitions.
-        eprintln!("refills not checked: {writes} writes for 400 appends, the appends did not queue");
-    } else {
-        // The first writes, before the window fills, may carry one append each: a refill there,
-        // and on a loaded machine a pair of single-append writes now and then: one more.
-        assert!(stats.fills <= 3, "{} refills for 400 appends in {writes} writes, 8 in flight", stats.fills);
-    }
+    let mode = engine.io_mode();
     engine.shutdown().expect("shutdown");
     let on_disk = file(&log_path(&tmp.path().join(tp.dir_name()), 0));
     assert_same(&on_disk, &appended, "the segment after shutdown");
+    (stats, writes, appended.len() as u64, mode)
+}
+
+/// A partition whose appends queue (its writes carry several) while no other partition of its
+/// shard writes takes refills of a small lead (1 MiB, where one whose appends do not queue
+/// doubles its lead up to its share, 64 MiB here): its writes overwrite zeros, and the zeros in
+/// the device's queue beside its next writes stay small. With writes over a quarter of that
+/// lead it takes none: they would reach a refill still in flight, and the shard would wait.
+#[test]
+fn a_busy_partition_writing_alone_keeps_a_small_lead() {
+    // 800 appends of 12 KB (9.6 MB), 8 in flight: once the window is full, each write carries
+    // the appends sent while the one before it was in flight. A lead doubling at each refill
+    // would reach 16 MiB by the end; a lead of 1 MiB takes a refill every 512 KiB or so (18-19
+    // refills).
+    let (stats, writes, data, mode) = busy_partition_alone(12_000, 800);
+    if mode != IoMode::Direct {
+        eprintln!("refills not checked: zero fill is off in {mode}");
+        return;
+    }
+    if writes > 400 {
+        // A machine so loaded that the producer could not keep appends queued (writes of one
+        // append each): nothing to check about busy partitions.
+        eprintln!("refills not checked: {writes} writes for 800 appends, the appends did not queue");
+    } else {
+        // The zeros end at most the lead past the data (plus the block the lead is rounded to),
+        // or the whole share's doubling would have left several MiB of zeros past it. A write
+        // of one append now and then (the first ones, before the window fills) may double the
+        // lead once past 1 MiB.
+        assert!(
+            stats.bytes <= data + (2 << 20) + 4096,
+            "{} zero bytes for {data} data bytes: the lead grew past 2 MiB",
+            stats.bytes
+        );
+        // And refills came all along (a lead that doubles comes with half as many each time).
+        assert!(stats.fills >= 12, "{} refills for {data} bytes in {writes} writes, 8 in flight", stats.fills);
+    }
+    // 100 appends of 300 KB: every write is over 256 KiB.
+    let (stats, writes, data, _) = busy_partition_alone(300_000, 100);
+    if writes > 50 {
+        eprintln!("large writes not checked: {writes} writes for 100 appends, the appends did not queue");
+    } else {
+        // Writes of one append after one of one append (a third of them here) take refills as
+        // a partition whose appends do not queue: 0-2 in four runs, against 19-30 (and 3-12
+        // waits for zeros in flight) when large writes took busy refills too.
+        assert!(stats.fills <= 6, "{} refills for {data} bytes in {writes} writes of 300 KB appends", stats.fills);
+    }
 }
 
 #[test]

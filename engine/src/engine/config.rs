@@ -116,8 +116,10 @@ pub enum ZeroFill {
     /// to 154-357 us on the machine measured (docs/benchmarks.md, "What limits the missed
     /// targets"). Across 1 to 64 partitions (the durable sweep, docs/benchmarks.md, "Durable
     /// appends at scale"), with one append in flight per partition it gave 1.2-1.9x `Off`'s
-    /// throughput in two runs; with 8 in flight a partition's appends queue, it takes no
-    /// refills, and the two settings differ by the runs' noise.
+    /// throughput in two runs. With 8 in flight a partition's appends queue: as its shard's
+    /// only writer it takes refills of a lead of at most 1 MiB (1 partition: 1.10-1.18x fio's
+    /// throughput against 0.86-0.93x without), beside other writers none, and there the two
+    /// settings differ by the runs' noise.
     #[default]
     Auto,
     /// No zero fill (Kafka's behaviour).

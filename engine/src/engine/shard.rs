@@ -132,8 +132,8 @@ pub(crate) struct Shard {
     refilling: Option<TopicPartition>,
     /// The share of `zero_fill_bytes` each open log keeps now ([`zero_fill_share`]).
     zero_fill_share: u32,
-    /// How many appends each partition's last write carried (zero fill refills only partitions
-    /// whose appends do not queue).
+    /// How many appends each partition's last write carried (zero fill gives a partition whose
+    /// appends queue a small refill only while it writes alone, [`BUSY_ZERO_FILL_LEAD`]).
     last_write_appends: HashMap<TopicPartition, usize>,
     idle_spin: Duration,
     io_spin: Duration,
@@ -686,6 +686,10 @@ impl Shard {
         // their completion (the flush of a durable write issued with one carries its zeros).
         let mut zero_fills: Vec<(TopicPartition, Vec<crate::io::IoOp>)> = Vec::new();
         let mut may_refill = !self.refill_in_flight();
+        // The turn's first write is a busy partition's (its appends queue) with no other
+        // partition's write in flight: it may take a small refill after the loop if it is the
+        // turn's only write.
+        let mut busy_alone = false;
         for tp in dirty {
             if self.in_flight.contains_key(&tp) {
                 continue;
@@ -710,14 +714,10 @@ impl Shard {
                 }
                 Ok(ops) => {
                     let ops = if dsync { dsync_writes(ops) } else { ops };
-                    // Refills only for a partition whose appends do not queue (this write and
-                    // its last one carry at most one each): with several per write the
-                    // partition is busy, and zeros in the device's queue would hold back its
-                    // next write (one partition with 8 appends in flight: zero fill's p99 was
-                    // 2.5-2.9x no zero fill's). Its appends then land in the length kept
-                    // ahead of its data (`keep_length_ahead`), as without zero fill, until its
-                    // writes carry one append again.
-                    let alone = self.zero_fill_bytes > 0 && {
+                    // Refills with the partition's whole share of the lead only for a partition
+                    // whose appends do not queue (this write and its last one carry at most one
+                    // each); a busy one may take a small one after the loop.
+                    let queued = self.zero_fill_bytes > 0 && {
                         let carried = self.waiting.get(&tp).map_or(0, Vec::len);
                         let last = match self.last_write_appends.get_mut(&tp) {
                             Some(n) => std::mem::replace(n, carried),
@@ -726,9 +726,13 @@ impl Shard {
                                 carried
                             }
                         };
-                        carried.max(last) <= 1
+                        carried.max(last) > 1
                     };
-                    let zeros = if may_refill && alone { log.take_zero_fill(0) } else { Vec::new() };
+                    if started.is_empty() {
+                        busy_alone = queued && self.in_flight.is_empty() && small_write(&ops);
+                    }
+                    let unqueued = self.zero_fill_bytes > 0 && !queued;
+                    let zeros = if may_refill && unqueued { log.take_zero_fill(0) } else { Vec::new() };
                     if !zeros.is_empty() {
                         may_refill = false;
                         self.refilling = Some(tp.clone());
@@ -745,6 +749,16 @@ impl Shard {
         }
         if batches.is_empty() {
             return;
+        }
+        // A busy partition takes a refill only as the turn's one write with no other partition's
+        // in flight, and of a lead of at most `BUSY_ZERO_FILL_LEAD`.
+        if let ([(tp, _)], true) = (started.as_slice(), busy_alone && may_refill) {
+            let log = self.logs.get_mut(tp).expect("started above");
+            let zeros = log.take_zero_fill_within(0, BUSY_ZERO_FILL_LEAD);
+            if !zeros.is_empty() {
+                self.refilling = Some(tp.clone());
+                zero_fills.push((tp.clone(), zeros));
+            }
         }
         self.stats.flushes += batches.len() as u64;
         self.stats.zero_fills += zero_fills.len() as u64;
@@ -1296,6 +1310,40 @@ fn tail_cache_share(max: u64, budget: u64, logs: usize) -> u64 {
 /// The least zero-fill lead a log of a shard keeps, however many share the shard's: the first
 /// lead of a segment (256 KiB).
 const MIN_ZERO_FILL_SHARE: u32 = 256 << 10;
+
+/// The most zeros a partition whose appends queue (its writes carry several) keeps ahead of its
+/// data. It takes refills only as its shard's one write, with no other partition's in flight:
+/// beside other partitions' writes its zeros share the device with theirs (at 8 partitions x 8
+/// in flight, refills for busy partitions while no other write was in flight before the turn
+/// gave a p99 of 1.50-2.12x fio's against 0.99-1.12x without, 6 repetitions each); there its
+/// appends land in the length kept ahead of its data (`keep_length_ahead`), as without zero
+/// fill.
+///
+/// Its writes then overwrite zeros instead of allocating blocks: at 1 partition x 8 appends in
+/// flight the durable sweep made 1.07-1.29x the throughput of fio's job with a p99 of 0.90-1.38x
+/// fio's (12 repetitions), against 0.80-1.10x and 0.96-1.90x without refills for busy
+/// partitions (6 repetitions, interleaved). A small lead keeps each refill small: the zeros sit
+/// in the device's queue beside the partition's next writes. 4 MiB gave a p99 of 3.0-3.9x fio's;
+/// 512 and 256 KiB (refills half as large, twice as many) no more throughput than 1 MiB and a
+/// wider p99; the whole lead (64 MiB) 2.5-2.9x the p99 of no zero fill (commit 381d152)
+/// (docs/benchmarks.md, "Refills for a busy partition writing alone").
+const BUSY_ZERO_FILL_LEAD: u64 = 1 << 20;
+
+/// True when the data writes `ops` cover at most a quarter of [`BUSY_ZERO_FILL_LEAD`]: a busy
+/// partition with larger writes takes no refill. Its next writes would use up such a lead at
+/// once and reach the refill still in flight, and the shard waits for zeros a write reaches
+/// (100 appends of 300 KB, 8 in flight: 3-12 waits and 19-30 refills in four runs without this
+/// limit, 0-1 and 0-2 with it).
+fn small_write(ops: &[crate::io::IoOp]) -> bool {
+    let bytes: usize = ops
+        .iter()
+        .map(|op| match &op.kind {
+            crate::io::IoOpKind::Write { buf, .. } => buf.len(),
+            crate::io::IoOpKind::SyncData => 0,
+        })
+        .sum();
+    bytes as u64 <= BUSY_ZERO_FILL_LEAD / 4
+}
 
 /// One log's writes for [`SyncMethod::DsyncWrites`]: each write carries RWF_DSYNC and the
 /// fdatasync chained after them is dropped. The caller checked that every byte already in the

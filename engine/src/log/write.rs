@@ -30,10 +30,16 @@ impl Log {
     /// ([`LogOptions::zero_fill_bytes`]), to submit after the turn's data writes as a batch of
     /// their own; hand the result to [`Log::zero_fill_started`]. Empty when none are due.
     pub fn take_zero_fill(&mut self, tag: u64) -> Vec<IoOp> {
+        self.take_zero_fill_within(tag, u64::MAX)
+    }
+
+    /// [`Log::take_zero_fill`] with the lead capped at `max_lead` for this refill (a shard's
+    /// busy partition).
+    pub(crate) fn take_zero_fill_within(&mut self, tag: u64, max_lead: u64) -> Vec<IoOp> {
         if self.failed.is_some() {
             return Vec::new();
         }
-        self.active_mut().take_zero_fill(tag)
+        self.active_mut().take_zero_fill(tag, max_lead)
     }
 
     /// What zero fill did in the active segment so far.

@@ -342,7 +342,8 @@ impl ActiveSegment {
     /// data is cut at seal and close, and after a crash recovery cuts the zeros as a torn tail.
     ///
     /// With zero fill on, only while no zeros lie ahead of the data and no refill is taken or in
-    /// flight: a partition whose appends queue takes no refill, and its durable writes then
+    /// flight: a partition whose appends queue takes no refill beside other partitions' writes
+    /// (alone, a small one: `BUSY_ZERO_FILL_LEAD` in the shard), and its durable writes then
     /// land inside the size instead of extending the file (docs/benchmarks.md, "Busy
     /// partitions' writes inside the file's size"). A refill that failed leaves `zeroed_to`
     /// where it was, so a new length may cut what it wrote past the data: zeros only, and zero

@@ -78,8 +78,10 @@ impl ActiveSegment {
     /// none (a buffered durable p99 of 546 against 255 us, one run of the durable workload while
     /// zero fill was being built; that code is gone, so the figure cannot be re-run), and that fdatasync could consume
     /// the error of a failed writeback of appended data (Linux reports it once per file).
-    pub(crate) fn take_zero_fill(&mut self, tag: u64) -> Vec<IoOp> {
-        let max_lead = self.settings.zero_fill_bytes as u64;
+    ///
+    /// `max_lead` caps the lead below the setting for this refill (`u64::MAX`: the setting).
+    pub(crate) fn take_zero_fill(&mut self, tag: u64, max_lead: u64) -> Vec<IoOp> {
+        let max_lead = (self.settings.zero_fill_bytes as u64).min(max_lead);
         // Off (the common case) answers before the tail's lock is taken for the alignment.
         if max_lead == 0 || self.zero.failed || self.zero.pending.is_some() {
             return Vec::new();
@@ -96,7 +98,9 @@ impl ActiveSegment {
         // that takes little data holds (and writes) few zeros, a busy one refills rarely. A
         // refill is due when half of the last one's lead is left (judged by the lead just
         // filled, not the doubled one, or each refill would make the next due at once).
-        let last = self.zero.lead;
+        // Judged by the cap too: a lead grown past it (before the partition got busy) would
+        // otherwise leave refills due only once under the cap, and then tiny.
+        let last = self.zero.lead.min(max_lead);
         let size = self.seg.size as u64;
         if last > 0 && self.zero.zeroed_to >= size + last / 2 {
             return Vec::new();
@@ -171,7 +175,7 @@ impl ActiveSegment {
     /// Runs zero fill to completion without the engine: the synchronous path (a log that writes
     /// each append through itself).
     pub(crate) fn zero_fill_now(&mut self) {
-        let ops = self.take_zero_fill(0);
+        let ops = self.take_zero_fill(0, u64::MAX);
         if !ops.is_empty() {
             let done = self.storage.submit(ops);
             self.zero_fill_started(crate::io::AsyncIo::Ready(done));
