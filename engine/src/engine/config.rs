@@ -117,8 +117,9 @@ pub enum ZeroFill {
     /// targets"). Across 1 to 64 partitions (the durable sweep, docs/benchmarks.md, "Durable
     /// appends at scale"), with one append in flight per partition it gave 1.2-1.9x `Off`'s
     /// throughput in two runs. With 8 in flight a partition's appends queue: as its shard's
-    /// only writer it takes refills of a lead of at most 1 MiB (1 partition: 1.10-1.18x fio's
-    /// throughput against 0.86-0.93x without), beside other writers none, and there the two
+    /// only writer it takes refills of a lead of at most 1 MiB (1 partition: 0.98-1.18x fio's
+    /// throughput against 0.80-0.93x without, for a p99 of 1.31-1.53x fio's against
+    /// 1.07-1.25x), beside other writers none, and there the two
     /// settings differ by the runs' noise.
     #[default]
     Auto,

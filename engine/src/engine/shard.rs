@@ -1322,7 +1322,8 @@ const MIN_ZERO_FILL_SHARE: u32 = 256 << 10;
 /// Its writes then overwrite zeros instead of allocating blocks: at 1 partition x 8 appends in
 /// flight the durable sweep made 1.07-1.29x the throughput of fio's job with a p99 of 0.90-1.38x
 /// fio's (12 repetitions), against 0.80-1.10x and 0.96-1.90x without refills for busy
-/// partitions (6 repetitions, interleaved). A small lead keeps each refill small: the zeros sit
+/// partitions (6 repetitions, interleaved); in a later, slower state of the disk 0.98x and
+/// 1.53x against 0.83x and 1.14x (medians). A small lead keeps each refill small: the zeros sit
 /// in the device's queue beside the partition's next writes. 4 MiB gave a p99 of 3.0-3.9x fio's;
 /// 512 and 256 KiB (refills half as large, twice as many) no more throughput than 1 MiB and a
 /// wider p99; the whole lead (64 MiB) 2.5-2.9x the p99 of no zero fill (commit 381d152)
