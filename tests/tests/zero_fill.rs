@@ -576,6 +576,59 @@ fn a_busy_partition_writing_alone_keeps_a_small_lead() {
     }
 }
 
+/// A shard's refill goes as a burst of independent writes while its partition writes alone, and
+/// paced (128 KiB writes, one after another) while other partitions' writes share the device,
+/// so that at most one of its writes sits in front of their appends. Either way the partitions'
+/// files hold exactly their batches after shutdown.
+#[test]
+fn refills_beside_other_partitions_writes_are_paced() {
+    const PARTITIONS: usize = 4;
+    let tmp = disk_tempdir();
+    let engine = engine_on(tmp.path(), Durability::EveryBatch, ZeroFill::Lead(4 << 20));
+    let tps: Vec<TopicPartition> = (0..PARTITIONS as i32).map(|p| TopicPartition::new("paced", p)).collect();
+    for tp in &tps {
+        engine.open_partition(tp, None).wait().expect("open partition");
+    }
+    let stats = |tp: &TopicPartition| engine.with_log(tp, |log| Ok(log.zero_fill_stats())).wait().expect("stats");
+    let mut appended = vec![Vec::new(); PARTITIONS];
+    // The first partition alone, each append waited for: nothing else is in flight at its turns.
+    for _ in 0..100 {
+        let b = batch(&[T0], 12_000);
+        let info = engine.append(&tps[0], b.clone(), 0).wait().expect("append");
+        appended[0].extend(as_stored(b, &info));
+    }
+    let alone = stats(&tps[0]);
+    // Then all of them: each round sends one append to every partition before waiting for any.
+    for _ in 0..100 {
+        let sent: Vec<_> = tps
+            .iter()
+            .map(|tp| {
+                let b = batch(&[T0], 12_000);
+                (engine.append(tp, b.clone(), 0), b)
+            })
+            .collect();
+        for ((c, b), bytes) in sent.into_iter().zip(appended.iter_mut()) {
+            let info = c.wait().expect("append");
+            bytes.extend(as_stored(b, &info));
+        }
+    }
+    let together: Vec<_> = tps.iter().map(stats).collect();
+    if engine.io_mode() == IoMode::Direct {
+        assert!(alone.fills > 0 && alone.paced == 0, "alone: {alone:?}");
+        let fills: u64 = together.iter().map(|s| s.fills).sum::<u64>() - alone.fills;
+        let paced: u64 = together.iter().map(|s| s.paced).sum();
+        assert!(paced > 0, "together: {paced} of {fills} refills paced ({together:?})");
+        assert!(together.iter().all(|s| s.failures == 0), "{together:?}");
+    } else {
+        eprintln!("refills not checked: zero fill is off in {}", engine.io_mode());
+    }
+    engine.shutdown().expect("shutdown");
+    for (tp, bytes) in tps.iter().zip(&appended) {
+        let on_disk = file(&log_path(&tmp.path().join(tp.dir_name()), 0));
+        assert_same(&on_disk, bytes, &format!("{tp:?} after shutdown"));
+    }
+}
+
 #[test]
 fn zero_fill_settings_parse() {
     assert_eq!("auto".parse::<ZeroFill>(), Ok(ZeroFill::Auto));

@@ -17,6 +17,7 @@ use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::io::{IoMode, Storage};
 use crate::log::{AppendInfo, FetchData, Log, LogOptions};
+use crate::segment::RefillPace;
 
 /// Counters of one shard.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -680,16 +681,10 @@ impl Shard {
         let every_batch = self.durability == Durability::EveryBatch && !cfg!(feature = "negative-control");
         let interval = self.flush_interval();
         let now = crate::config::Clock::now_ms(&crate::config::SystemClock);
-        let mut started: Vec<(TopicPartition, Option<i64>)> = Vec::new();
+        // Each write started: its partition, the offset it makes durable, and the refill it may
+        // take after the loop.
+        let mut started: Vec<(TopicPartition, Option<i64>, Refill)> = Vec::new();
         let mut batches = Vec::new();
-        // Zero-fill batches go after the data batches, each apart: no acknowledgement waits for
-        // their completion (the flush of a durable write issued with one carries its zeros).
-        let mut zero_fills: Vec<(TopicPartition, Vec<crate::io::IoOp>)> = Vec::new();
-        let mut may_refill = !self.refill_in_flight();
-        // The turn's first write is a busy partition's (its appends queue) with no other
-        // partition's write in flight: it may take a small refill after the loop if it is the
-        // turn's only write.
-        let mut busy_alone = false;
         for tp in dirty {
             if self.in_flight.contains_key(&tp) {
                 continue;
@@ -714,9 +709,9 @@ impl Shard {
                 }
                 Ok(ops) => {
                     let ops = if dsync { dsync_writes(ops) } else { ops };
-                    // Refills with the partition's whole share of the lead only for a partition
-                    // whose appends do not queue (this write and its last one carry at most one
-                    // each); a busy one may take a small one after the loop.
+                    // A partition whose appends do not queue (this write and its last one carry at
+                    // most one each) may take a refill of its whole share of the lead; a busy one
+                    // only a small one, as the turn's one write with no other in flight.
                     let queued = self.zero_fill_bytes > 0 && {
                         let carried = self.waiting.get(&tp).map_or(0, Vec::len);
                         let last = match self.last_write_appends.get_mut(&tp) {
@@ -728,17 +723,16 @@ impl Shard {
                         };
                         carried.max(last) > 1
                     };
-                    if started.is_empty() {
-                        busy_alone = queued && self.in_flight.is_empty() && small_write(&ops);
-                    }
-                    let unqueued = self.zero_fill_bytes > 0 && !queued;
-                    let zeros = if may_refill && unqueued { log.take_zero_fill(0) } else { Vec::new() };
-                    if !zeros.is_empty() {
-                        may_refill = false;
-                        self.refilling = Some(tp.clone());
-                        zero_fills.push((tp.clone(), zeros));
-                    }
-                    started.push((tp, sync.then_some(log.log_end_offset())));
+                    let refill = if self.zero_fill_bytes == 0 {
+                        Refill::None
+                    } else if !queued {
+                        Refill::Share
+                    } else if started.is_empty() && self.in_flight.is_empty() && small_write(&ops) {
+                        Refill::Busy
+                    } else {
+                        Refill::None
+                    };
+                    started.push((tp, sync.then_some(log.log_end_offset()), refill));
                     batches.push(ops);
                 }
                 Err(e) => {
@@ -750,21 +744,15 @@ impl Shard {
         if batches.is_empty() {
             return;
         }
-        // A busy partition takes a refill only as the turn's one write with no other partition's
-        // in flight, and of a lead of at most `BUSY_ZERO_FILL_LEAD`.
-        if let ([(tp, _)], true) = (started.as_slice(), busy_alone && may_refill) {
-            let log = self.logs.get_mut(tp).expect("started above");
-            let zeros = log.take_zero_fill_within(0, BUSY_ZERO_FILL_LEAD);
-            if !zeros.is_empty() {
-                self.refilling = Some(tp.clone());
-                zero_fills.push((tp.clone(), zeros));
-            }
-        }
         self.stats.flushes += batches.len() as u64;
-        self.stats.zero_fills += zero_fills.len() as u64;
         let data = batches.len();
-        let (zero_tps, zero_ops): (Vec<TopicPartition>, Vec<_>) = zero_fills.into_iter().unzip();
-        batches.extend(zero_ops);
+        // A refill goes after the data batches, as a batch of its own: no acknowledgement waits
+        // for its completion (the flush of a durable write issued with one carries its zeros).
+        let refill = self.take_refill(&started).map(|(tp, zeros)| {
+            self.stats.zero_fills += 1;
+            batches.push(zeros);
+            tp
+        });
         // Timed from before the submission: in the io_uring modes the kernel issues the writes
         // inside it, in sync mode it performs them there.
         let submitted = std::time::Instant::now();
@@ -774,7 +762,7 @@ impl Shard {
             self.last_progress = submitted;
         }
         let mut ios = self.storage.submit_async(batches).into_iter();
-        for ((tp, synced_up_to), io) in started.into_iter().zip(ios.by_ref().take(data)) {
+        for ((tp, synced_up_to, _), io) in started.into_iter().zip(ios.by_ref().take(data)) {
             let key = io.key();
             if self.tracks_finished {
                 match key {
@@ -790,9 +778,37 @@ impl Shard {
             let acks = self.waiting.remove(&tp).unwrap_or_default();
             self.in_flight.insert(tp, WriteInFlight { submitted, acks, key });
         }
-        for (tp, io) in zero_tps.into_iter().zip(ios) {
+        if let (Some(tp), Some(io)) = (refill, ios.next()) {
             self.logs.get_mut(&tp).expect("checked above").zero_fill_started(io);
         }
+    }
+
+    /// The turn's refill, if one is due, of the first partition among the writes `started` that
+    /// may take one: one refill in flight per shard, so that the zeros in the device's queue in
+    /// front of an append are at most one partition's. Paced when other writes share the device
+    /// (the turn's or earlier ones still in flight), a burst otherwise.
+    fn take_refill(
+        &mut self,
+        started: &[(TopicPartition, Option<i64>, Refill)],
+    ) -> Option<(TopicPartition, Vec<crate::io::IoOp>)> {
+        if self.zero_fill_bytes == 0 || self.refill_in_flight() {
+            return None;
+        }
+        let shared = started.len() > 1 || !self.in_flight.is_empty();
+        let pace = if shared { RefillPace::Paced } else { RefillPace::Burst };
+        for (tp, _, refill) in started {
+            let max_lead = match refill {
+                Refill::Share => u64::MAX,
+                Refill::Busy if !shared => BUSY_ZERO_FILL_LEAD,
+                Refill::Busy | Refill::None => continue,
+            };
+            let zeros = self.logs.get_mut(tp).expect("started this turn").take_zero_fill_within(0, max_lead, pace);
+            if !zeros.is_empty() {
+                self.refilling = Some(tp.clone());
+                return Some((tp.clone(), zeros));
+            }
+        }
+        None
     }
 
     /// True while the last refill started ([`Shard::refilling`]) is in flight.
@@ -1329,6 +1345,18 @@ const MIN_ZERO_FILL_SHARE: u32 = 256 << 10;
 /// wider p99; the whole lead (64 MiB) 2.5-2.9x the p99 of no zero fill (commit 381d152)
 /// (docs/benchmarks.md, "Refills for a busy partition writing alone").
 const BUSY_ZERO_FILL_LEAD: u64 = 1 << 20;
+
+/// The refill a partition's write of the turn may take ([`Shard::take_refill`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refill {
+    None,
+    /// Of its whole share of the shard's lead: its appends do not queue.
+    Share,
+    /// Of a lead of at most [`BUSY_ZERO_FILL_LEAD`]: its appends queue, and its write is small
+    /// and the turn's first with no other partition's in flight (it takes the refill only if it
+    /// stays the turn's one write).
+    Busy,
+}
 
 /// True when the data writes `ops` cover at most a quarter of [`BUSY_ZERO_FILL_LEAD`]: a busy
 /// partition with larger writes takes no refill. Its next writes would use up such a lead at

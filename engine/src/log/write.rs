@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::io::{AsyncIo, InFlight, IoOp, IoOpKind};
-use crate::segment::WriteSpan;
+use crate::segment::{RefillPace, WriteSpan};
 
 impl Log {
     /// The writes (and, with `sync`, fdatasync) that put this log's appended bytes in its file,
@@ -28,18 +28,20 @@ impl Log {
 
     /// The zero writes that keep the active segment's zeroed lead
     /// ([`LogOptions::zero_fill_bytes`]), to submit after the turn's data writes as a batch of
-    /// their own; hand the result to [`Log::zero_fill_started`]. Empty when none are due.
+    /// their own; hand the result to [`Log::zero_fill_started`]. Empty when none are due. The
+    /// writes are independent (up to 1 MiB each), for a log that has the device to itself; the
+    /// engine's shard paces a refill beside other partitions' writes.
     pub fn take_zero_fill(&mut self, tag: u64) -> Vec<IoOp> {
-        self.take_zero_fill_within(tag, u64::MAX)
+        self.take_zero_fill_within(tag, u64::MAX, RefillPace::Burst)
     }
 
     /// [`Log::take_zero_fill`] with the lead capped at `max_lead` for this refill (a shard's
-    /// busy partition).
-    pub(crate) fn take_zero_fill_within(&mut self, tag: u64, max_lead: u64) -> Vec<IoOp> {
+    /// busy partition), its writes issued as `pace` says (paced beside other partitions' writes).
+    pub(crate) fn take_zero_fill_within(&mut self, tag: u64, max_lead: u64, pace: RefillPace) -> Vec<IoOp> {
         if self.failed.is_some() {
             return Vec::new();
         }
-        self.active_mut().take_zero_fill(tag, max_lead)
+        self.active_mut().take_zero_fill(tag, max_lead, pace)
     }
 
     /// What zero fill did in the active segment so far.

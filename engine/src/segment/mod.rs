@@ -32,6 +32,7 @@ pub use resident::{IndexCache, IndexCacheStats, IndexRef, ResourceConfig, Resour
 pub use scan::{recovery_read_bytes, set_recovery_read_bytes, BatchScanner, ScannedBatch};
 pub(crate) use scan::{SequentialBatchReader, SCAN_WINDOW_BYTES};
 pub(crate) use tail::{TailFile, WriteSpan};
+pub(crate) use zero_fill::RefillPace;
 pub use zero_fill::ZeroFillStats;
 
 use zero_fill::ZeroFillState;
