@@ -1601,14 +1601,16 @@ impl Driver<'_> {
                     }
                     r.is_ok()
                 };
-                let jobs = [(Some(job), &mut fio, "fio"), (written, &mut fio_written, "fio over written blocks")];
-                for (job, side, what) in jobs.into_iter().filter(|_| warmed) {
-                    let Some(job) = job else { continue };
-                    self.bars.step(format!("{tag}: durable sweep {label}, {what}"));
-                    settle(base, &mut self.skipped);
-                    match sweep::run_fio(base, &job) {
-                        Ok(f) => *side = Some(f),
-                        Err(e) => warn(&mut self.skipped, format!("{what}, durable sweep {label}: {e}")),
+                if warmed {
+                    let jobs = [(Some(job), &mut fio, "fio"), (written, &mut fio_written, "fio over written blocks")];
+                    for (job, side, what) in jobs {
+                        let Some(job) = job else { continue };
+                        self.bars.step(format!("{tag}: durable sweep {label}, {what}"));
+                        settle(base, &mut self.skipped);
+                        match sweep::run_fio(base, &job) {
+                            Ok(f) => *side = Some(f),
+                            Err(e) => warn(&mut self.skipped, format!("{what}, durable sweep {label}: {e}")),
+                        }
                     }
                 }
             }

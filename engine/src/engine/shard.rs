@@ -50,8 +50,8 @@ pub struct ShardStats {
     /// write operations it took (a flush crossing a tail chunk boundary takes two). Under
     /// [`SyncMethod::Syncfs`] the batch has no fsync of its own: see `shared_flushes`.
     pub flushes: u64,
-    /// Zero-fill refills started (each a batch of 1 MiB writes of zeros ahead of a partition's
-    /// data; see [`crate::ZeroFill`]).
+    /// Zero-fill refills started (each a batch of writes of zeros ahead of a partition's data;
+    /// see [`crate::ZeroFill`]).
     pub zero_fills: u64,
     /// Shared flushes started ([`SyncMethod::Syncfs`]): one syncfs of the data directory's
     /// filesystem each, covering the appends of every partition of the shard whose write
@@ -681,10 +681,19 @@ impl Shard {
         let every_batch = self.durability == Durability::EveryBatch && !cfg!(feature = "negative-control");
         let interval = self.flush_interval();
         let now = crate::config::Clock::now_ms(&crate::config::SystemClock);
-        // Each write started: its partition, the offset it makes durable, and the refill it may
-        // take after the loop.
-        let mut started: Vec<(TopicPartition, Option<i64>, Refill)> = Vec::new();
+        let mut started: Vec<(TopicPartition, Option<i64>)> = Vec::new();
         let mut batches = Vec::new();
+        // At most one refill a turn, of the first partition written whose refill is due: one
+        // refill in flight per shard, so that the zeros in the device's queue in front of an
+        // append are at most one partition's. It goes after the data batches, as a batch of its
+        // own: no acknowledgement waits for it (the flush of a durable write issued with it
+        // carries its zeros).
+        let mut refill: Option<(TopicPartition, Vec<crate::io::IoOp>)> = None;
+        let mut may_refill = self.zero_fill_bytes > 0 && !self.refill_in_flight();
+        // Other partitions' writes share the device when some are in flight or written this
+        // turn: a refill is then paced, and a busy partition takes none.
+        let shared = !self.in_flight.is_empty() || dirty.len() > 1;
+        let pace = if shared { RefillPace::Paced } else { RefillPace::Burst };
         for tp in dirty {
             if self.in_flight.contains_key(&tp) {
                 continue;
@@ -711,7 +720,7 @@ impl Shard {
                     let ops = if dsync { dsync_writes(ops) } else { ops };
                     // A partition whose appends do not queue (this write and its last one carry at
                     // most one each) may take a refill of its whole share of the lead; a busy one
-                    // only a small one, as the turn's one write with no other in flight.
+                    // a small one, only while it writes alone (`BUSY_ZERO_FILL_LEAD`).
                     let queued = self.zero_fill_bytes > 0 && {
                         let carried = self.waiting.get(&tp).map_or(0, Vec::len);
                         let last = match self.last_write_appends.get_mut(&tp) {
@@ -723,16 +732,23 @@ impl Shard {
                         };
                         carried.max(last) > 1
                     };
-                    let refill = if self.zero_fill_bytes == 0 {
-                        Refill::None
+                    let max_lead = if !may_refill {
+                        None
                     } else if !queued {
-                        Refill::Share
-                    } else if started.is_empty() && self.in_flight.is_empty() && small_write(&ops) {
-                        Refill::Busy
+                        Some(u64::MAX)
+                    } else if !shared && small_write(&ops) {
+                        Some(BUSY_ZERO_FILL_LEAD)
                     } else {
-                        Refill::None
+                        None
                     };
-                    started.push((tp, sync.then_some(log.log_end_offset()), refill));
+                    if let Some(max_lead) = max_lead {
+                        let zeros = log.take_zero_fill_within(0, max_lead, pace);
+                        if !zeros.is_empty() {
+                            may_refill = false;
+                            refill = Some((tp.clone(), zeros));
+                        }
+                    }
+                    started.push((tp, sync.then_some(log.log_end_offset())));
                     batches.push(ops);
                 }
                 Err(e) => {
@@ -746,10 +762,9 @@ impl Shard {
         }
         self.stats.flushes += batches.len() as u64;
         let data = batches.len();
-        // A refill goes after the data batches, as a batch of its own: no acknowledgement waits
-        // for its completion (the flush of a durable write issued with one carries its zeros).
-        let refill = self.take_refill(&started).map(|(tp, zeros)| {
+        let refill = refill.map(|(tp, zeros)| {
             self.stats.zero_fills += 1;
+            self.refilling = Some(tp.clone());
             batches.push(zeros);
             tp
         });
@@ -762,7 +777,7 @@ impl Shard {
             self.last_progress = submitted;
         }
         let mut ios = self.storage.submit_async(batches).into_iter();
-        for ((tp, synced_up_to, _), io) in started.into_iter().zip(ios.by_ref().take(data)) {
+        for ((tp, synced_up_to), io) in started.into_iter().zip(ios.by_ref().take(data)) {
             let key = io.key();
             if self.tracks_finished {
                 match key {
@@ -778,37 +793,10 @@ impl Shard {
             let acks = self.waiting.remove(&tp).unwrap_or_default();
             self.in_flight.insert(tp, WriteInFlight { submitted, acks, key });
         }
-        if let (Some(tp), Some(io)) = (refill, ios.next()) {
+        if let Some(tp) = refill {
+            let io = ios.next().expect("one outcome per batch");
             self.logs.get_mut(&tp).expect("checked above").zero_fill_started(io);
         }
-    }
-
-    /// The turn's refill, if one is due, of the first partition among the writes `started` that
-    /// may take one: one refill in flight per shard, so that the zeros in the device's queue in
-    /// front of an append are at most one partition's. Paced when other writes share the device
-    /// (the turn's or earlier ones still in flight), a burst otherwise.
-    fn take_refill(
-        &mut self,
-        started: &[(TopicPartition, Option<i64>, Refill)],
-    ) -> Option<(TopicPartition, Vec<crate::io::IoOp>)> {
-        if self.zero_fill_bytes == 0 || self.refill_in_flight() {
-            return None;
-        }
-        let shared = started.len() > 1 || !self.in_flight.is_empty();
-        let pace = if shared { RefillPace::Paced } else { RefillPace::Burst };
-        for (tp, _, refill) in started {
-            let max_lead = match refill {
-                Refill::Share => u64::MAX,
-                Refill::Busy if !shared => BUSY_ZERO_FILL_LEAD,
-                Refill::Busy | Refill::None => continue,
-            };
-            let zeros = self.logs.get_mut(tp).expect("started this turn").take_zero_fill_within(0, max_lead, pace);
-            if !zeros.is_empty() {
-                self.refilling = Some(tp.clone());
-                return Some((tp.clone(), zeros));
-            }
-        }
-        None
     }
 
     /// True while the last refill started ([`Shard::refilling`]) is in flight.
@@ -1345,18 +1333,6 @@ const MIN_ZERO_FILL_SHARE: u32 = 256 << 10;
 /// wider p99; the whole lead (64 MiB) 2.5-2.9x the p99 of no zero fill (commit 381d152)
 /// (docs/benchmarks.md, "Refills for a busy partition writing alone").
 const BUSY_ZERO_FILL_LEAD: u64 = 1 << 20;
-
-/// The refill a partition's write of the turn may take ([`Shard::take_refill`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Refill {
-    None,
-    /// Of its whole share of the shard's lead: its appends do not queue.
-    Share,
-    /// Of a lead of at most [`BUSY_ZERO_FILL_LEAD`]: its appends queue, and its write is small
-    /// and the turn's first with no other partition's in flight (it takes the refill only if it
-    /// stays the turn's one write).
-    Busy,
-}
 
 /// True when the data writes `ops` cover at most a quarter of [`BUSY_ZERO_FILL_LEAD`]: a busy
 /// partition with larger writes takes no refill. Its next writes would use up such a lead at

@@ -41,6 +41,12 @@ pub(crate) enum RefillPace {
 /// (docs/benchmarks.md, "Paced refills beside other partitions' writes").
 pub(crate) const PACED_REFILL_CHUNK: u64 = 128 << 10;
 
+/// The most writes a [`RefillPace::Paced`] refill takes (8 MiB): a shard's ring submits a batch
+/// that fits its submission queue (256 entries) without waiting, and runs a larger one to the
+/// end on the shard's thread. A lead larger than that is reached over several refills, each due
+/// as soon as the one before completes.
+pub(crate) const PACED_REFILL_MAX_WRITES: u64 = 64;
+
 /// What zero fill did in one active segment (`ActiveSegment::zero_fill_stats`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ZeroFillStats {
@@ -53,8 +59,8 @@ pub struct ZeroFillStats {
     pub waits: u64,
     /// Refills that failed (zero fill is then off for the segment).
     pub failures: u64,
-    /// Refills taken paced: in 128 KiB writes one after another, beside other partitions'
-    /// writes (the rest went as a burst of independent 1 MiB writes).
+    /// Refills taken paced: in writes one after another, beside other partitions' writes (the
+    /// rest went as a burst of independent writes; see `EngineConfig::zero_fill`).
     pub paced: u64,
 }
 
@@ -92,10 +98,11 @@ impl ActiveSegment {
     /// for it: its cache flush carries the refill's zeros too (the p99.9 of docs/benchmarks.md).
     ///
     /// The writes carry no fdatasync: the next durable append commits their allocation along
-    /// with its own data, once per refill. A [`RefillPace::Burst`] issues them independently
-    /// (the device takes them in parallel and the refill is over soonest); a
+    /// with its own data (once per refill for a burst; a paced refill's writes complete one by
+    /// one, so several appends may each commit part of it). A [`RefillPace::Burst`] issues them
+    /// independently (the device takes them in parallel and the refill is over soonest); a
     /// [`RefillPace::Paced`] one in smaller writes, one after another, for a device shared with
-    /// other partitions' appends.
+    /// other partitions' appends, at most [`PACED_REFILL_MAX_WRITES`] of them.
     ///
     /// O_DIRECT files only. Through the page cache the zeros would reach the disk (and their
     /// blocks be allocated) only at writeback, after the appends that overwrite them, so they
@@ -143,14 +150,18 @@ impl ActiveSegment {
         } else {
             tail::align_up(size + (lead / 8).min(ZERO_FILL_MAX_SKIP), align)
         };
-        let end = tail::align_up(size + lead, align).min(tail::align_up(self.settings.segment_bytes as u64, align));
+        let mut end = tail::align_up(size + lead, align).min(tail::align_up(self.settings.segment_bytes as u64, align));
+        let (chunk, linked) = match pace {
+            RefillPace::Burst => (crate::io::pool::ZERO_BUF_BYTES as u64, false),
+            RefillPace::Paced => {
+                let chunk = PACED_REFILL_CHUNK.max(align);
+                end = end.min(start.saturating_add(PACED_REFILL_MAX_WRITES * chunk));
+                (chunk, true)
+            }
+        };
         if end <= start {
             return Vec::new();
         }
-        let (chunk, linked) = match pace {
-            RefillPace::Burst => (crate::io::pool::ZERO_BUF_BYTES as u64, false),
-            RefillPace::Paced => (PACED_REFILL_CHUNK, true),
-        };
         let writes = (end - start).div_ceil(chunk);
         let mut ops = Vec::with_capacity(writes as usize + 1);
         for i in 0..writes {
@@ -249,26 +260,33 @@ impl ActiveSegment {
 mod tests {
     use std::sync::Arc;
 
-    use super::{RefillPace, PACED_REFILL_CHUNK};
+    use super::{RefillPace, PACED_REFILL_CHUNK, PACED_REFILL_MAX_WRITES};
     use crate::config::LogConfig;
     use crate::format::builder::BatchBuilder;
     use crate::io::sim::{Fault, SimStorage};
     use crate::io::{IoOp, IoOpKind, Storage};
     use crate::log::{Log, LogOptions, Writes};
 
-    /// A log written by its caller, as the shard's are, with an 8 MiB lead and one 20 KB batch
-    /// written (its write taken and submitted).
-    fn written_log(sim: &SimStorage) -> Log {
+    /// A log written by its caller, as the shard's are, with a lead of `lead` bytes and one 20
+    /// KB batch written.
+    fn written_log(sim: &SimStorage, lead: u32) -> Log {
         let options = LogOptions {
             storage: Arc::new(sim.clone()),
             config: LogConfig { segment_bytes: 1 << 30, ..LogConfig::default() },
-            zero_fill_bytes: 8 << 20,
+            zero_fill_bytes: lead,
             writes: Writes::Caller,
             ..LogOptions::default()
         };
         let mut log = Log::open("/data/t-0", options).unwrap();
+        append_and_write(sim, &mut log, 20_000);
+        log
+    }
+
+    /// Appends a batch of one record of `bytes` and writes it (its write taken, submitted and
+    /// completed).
+    fn append_and_write(sim: &SimStorage, log: &mut Log, bytes: usize) {
         let mut b = BatchBuilder::new();
-        b.push(1_700_000_000_000, None, Some(&[7u8; 20_000][..]), &[]);
+        b.push(1_700_000_000_000, None, Some(&vec![7u8; bytes][..]), &[]);
         log.append_as_leader(&mut b.build().unwrap(), 0).unwrap();
         let ops = log.take_writes(0, true).unwrap();
         let io = sim.submit_async(vec![ops]).pop().unwrap();
@@ -276,7 +294,15 @@ mod tests {
         while let Some(r) = log.poll_writes(true) {
             r.unwrap();
         }
-        log
+    }
+
+    /// Submits a refill's writes and polls until they complete.
+    fn complete(sim: &SimStorage, log: &mut Log, ops: Vec<IoOp>) {
+        let io = sim.submit_async(vec![ops]).pop().unwrap();
+        log.zero_fill_started(io);
+        // The simulated disk runs each operation whose turn has come at a poll, by chance.
+        let polls = (0..1_000).take_while(|_| log.zero_fill_busy()).count();
+        assert!(polls < 1_000, "the refill never completed");
     }
 
     /// Each zero write: its position, length and whether it is linked to the next.
@@ -297,9 +323,9 @@ mod tests {
     #[test]
     fn a_paced_refill_covers_a_bursts_bytes_in_linked_small_writes() {
         let sim = SimStorage::with_direct_alignment(4096);
-        let burst = shape(&written_log(&sim).take_zero_fill_within(0, u64::MAX, RefillPace::Burst));
+        let burst = shape(&written_log(&sim, 8 << 20).take_zero_fill_within(0, u64::MAX, RefillPace::Burst));
         let sim = SimStorage::with_direct_alignment(4096);
-        let mut log = written_log(&sim);
+        let mut log = written_log(&sim, 8 << 20);
         let paced = shape(&log.take_zero_fill_within(0, u64::MAX, RefillPace::Paced));
         let span = |s: &[(u64, usize, bool)]| (s[0].0, s.iter().map(|w| w.1 as u64).sum::<u64>());
         assert!(!burst.is_empty() && !paced.is_empty());
@@ -321,18 +347,14 @@ mod tests {
     #[test]
     fn a_failed_paced_write_fails_the_whole_refill() {
         let sim = SimStorage::with_direct_alignment(4096);
-        let mut log = written_log(&sim);
+        let mut log = written_log(&sim, 8 << 20);
         let data = sim.file("/data/t-0/00000000000000000000.log").unwrap();
         let ops = log.take_zero_fill_within(0, u64::MAX, RefillPace::Paced);
         let writes = ops.len() as u64;
         assert!(writes >= 2);
         let before = sim.counters().writes;
         sim.inject(Fault::Write(before + 1));
-        let io = sim.submit_async(vec![ops]).pop().unwrap();
-        log.zero_fill_started(io);
-        // The simulated disk runs each operation whose turn has come at a poll, by chance.
-        let polls = (0..1_000).take_while(|_| log.zero_fill_busy()).count();
-        assert!(polls < 1_000, "the refill never completed");
+        complete(&sim, &mut log, ops);
         assert_eq!(sim.counters().writes - before, 1, "the writes linked after the failed one never ran");
         let stats = log.zero_fill_stats();
         assert_eq!((stats.fills, stats.failures), (1, 1), "{stats:?}");
@@ -342,5 +364,31 @@ mod tests {
         );
         let now = sim.file("/data/t-0/00000000000000000000.log").unwrap();
         assert_eq!(&now[..data.len()], &data[..], "the data is untouched");
+    }
+
+    /// A paced refill takes at most `PACED_REFILL_MAX_WRITES` writes, so that a shard's ring
+    /// submits it without waiting; a lead larger than that is reached over several refills.
+    #[test]
+    fn a_paced_refill_stays_within_its_writes_and_the_lead_is_reached() {
+        const LEAD: u64 = 32 << 20;
+        let sim = SimStorage::with_direct_alignment(4096);
+        let mut log = written_log(&sim, LEAD as u32);
+        let mut most = 0;
+        for _ in 0..48 {
+            append_and_write(&sim, &mut log, 1_000_000);
+            let ops = log.take_zero_fill_within(0, u64::MAX, RefillPace::Paced);
+            most = most.max(ops.len() as u64);
+            if !ops.is_empty() {
+                complete(&sim, &mut log, ops);
+            }
+        }
+        assert_eq!(most, PACED_REFILL_MAX_WRITES, "the largest paced refill, in writes");
+        let stats = log.zero_fill_stats();
+        assert_eq!(stats.paced, stats.fills, "{stats:?}");
+        // Once the lead grew past 8 MiB the refills came one after another: the zeros reach at
+        // least half the lead past the data.
+        let data = log.active_segment().size() as u64;
+        let file = sim.file_len("/data/t-0/00000000000000000000.log").unwrap();
+        assert!(file >= data + LEAD / 2 && file <= data + LEAD + (1 << 20), "{file} bytes for {data} of data");
     }
 }
