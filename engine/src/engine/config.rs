@@ -126,13 +126,13 @@ pub enum ZeroFill {
     /// No zero fill (Kafka's behaviour).
     Off,
     /// Keep up to this many bytes zeroed past the data, per shard: each partition keeps at most
-    /// this over the shard's open partitions (never under 256 KiB), and one partition's refill (up to four paced ones with many writes in flight)
-    /// is in flight at a time. A partition's lead starts at 256 KiB (or its share, if smaller)
-    /// and doubles at each refill, a batch of writes once less than half is left (issued
-    /// together while the partition writes alone, one after another beside other partitions'
-    /// writes).
-    /// Direct mode only: through the page cache the zeros reach the disk only at writeback,
-    /// after the appends that overwrite them, and buy nothing.
+    /// this over the shard's open partitions (never under 256 KiB), and one partition's refill
+    /// is in flight at a time (up to four paced ones with many writes in flight). A partition's
+    /// lead starts at 256 KiB (or its share, if smaller) and doubles at each refill, a batch of
+    /// writes once less than half is left (issued together while the partition writes alone,
+    /// one after another beside other partitions' writes). Direct mode only: through the page
+    /// cache the zeros reach the disk only at writeback, after the appends that overwrite them,
+    /// and buy nothing.
     Lead(u32),
 }
 
