@@ -35,8 +35,8 @@ pub(crate) enum RefillPace {
 }
 
 /// The write size of a [`RefillPace::Paced`] refill. The durable sweep at 8 partitions x 1
-/// append in flight (refills of up to 4 MiB): an append p99 of 0.94x fio's (0.74-1.07, 4
-/// repetitions) with 128 KiB writes and 1.10x (1.01-1.18) with 256 KiB, against 1.87x
+/// append in flight (refills of at least 4 MiB, half an 8 MiB share, by the refill rule): an
+/// append p99 of 0.94x fio's (0.74-1.07, 4 repetitions) with 128 KiB writes and 1.10x (1.01-1.18) with 256 KiB, against 1.87x
 /// (1.75-2.23) for the burst of 1 MiB writes, in the same interleaved runs
 /// (docs/benchmarks.md, "Paced refills beside other partitions' writes").
 pub(crate) const PACED_REFILL_CHUNK: u64 = 128 << 10;
