@@ -498,28 +498,42 @@ fn a_shard_shares_its_zero_fill_lead_among_its_partitions() {
     }
 }
 
-/// One partition on an engine of its own, `count` appends of `bytes` with 8 in flight: its
-/// zero-fill stats, the shard's writes, and the bytes appended. The file is exactly its
-/// batches after shutdown.
+/// One partition on an engine of its own, `count` appends of `bytes` in rounds of 8, each
+/// round's write carrying all 8: the shard is held (a `with_log` closure that waits) while the
+/// round is sent, so the appends queue whatever the machine's load, and the round is waited
+/// for before the next. Returns its zero-fill stats, the shard's writes, the bytes appended and
+/// the I/O mode. The file is exactly its batches after shutdown.
 fn busy_partition_alone(bytes: usize, count: usize) -> (seglog::segment::ZeroFillStats, u64, u64, IoMode) {
+    const ROUND: usize = 8;
+    assert_eq!(count % ROUND, 0, "whole rounds");
     let tmp = disk_tempdir();
     let engine = engine_on(tmp.path(), Durability::EveryBatch, ZeroFill::Auto);
     let tp = TopicPartition::new("busy", 0);
     engine.open_partition(&tp, None).wait().expect("open partition");
-    let mut in_flight = std::collections::VecDeque::new();
     let mut appended = Vec::new();
-    let mut settle = |(c, b): (seglog::Completion<seglog::log::AppendInfo>, Vec<u8>)| {
-        let info = c.wait().expect("append");
-        appended.extend(as_stored(b, &info));
-    };
-    for _ in 0..count {
-        let b = batch(&[T0], bytes);
-        in_flight.push_back((engine.append(&tp, b.clone(), 0), b));
-        if in_flight.len() == 8 {
-            settle(in_flight.pop_front().expect("full"));
+    for _ in 0..count / ROUND {
+        let (entered, held) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        // Dropping `release` (a panic here) lets the shard go too.
+        let hold = engine.with_log(&tp, move |_| {
+            let _ = entered.send(());
+            let _ = released.recv();
+            Ok(())
+        });
+        held.recv().expect("the shard runs the closure");
+        let sent: Vec<_> = (0..ROUND)
+            .map(|_| {
+                let b = batch(&[T0], bytes);
+                (engine.append(&tp, b.clone(), 0), b)
+            })
+            .collect();
+        release.send(()).expect("the closure waits");
+        hold.wait().expect("hold");
+        for (c, b) in sent {
+            let info = c.wait().expect("append");
+            appended.extend(as_stored(b, &info));
         }
     }
-    in_flight.into_iter().for_each(&mut settle);
     let stats = engine.with_log(&tp, |log| Ok(log.zero_fill_stats())).wait().expect("stats");
     let writes: u64 = engine.stats().expect("stats").iter().map(|s| s.flushes).sum();
     let mode = engine.io_mode();
@@ -536,44 +550,27 @@ fn busy_partition_alone(bytes: usize, count: usize) -> (seglog::segment::ZeroFil
 /// lead it takes none: they would reach a refill still in flight, and the shard would wait.
 #[test]
 fn a_busy_partition_writing_alone_keeps_a_small_lead() {
-    // 800 appends of 12 KB (9.6 MB), 8 in flight: once the window is full, each write carries
-    // the appends sent while the one before it was in flight. A lead doubling at each refill
-    // would reach 16 MiB by the end; a lead of 1 MiB takes a refill every 512 KiB or so (18-19
-    // refills).
+    // 800 appends of 12 KB (9.6 MB) in 100 writes of 8. A lead doubling at each refill would
+    // reach 16 MiB by the end; a lead of 1 MiB takes a refill every 512 KiB or so.
     let (stats, writes, data, mode) = busy_partition_alone(12_000, 800);
+    assert_eq!(writes, 100, "one write a round");
     if mode != IoMode::Direct {
         eprintln!("refills not checked: zero fill is off in {mode}");
         return;
     }
-    if writes > 400 {
-        // A machine so loaded that the producer could not keep appends queued (writes of one
-        // append each): nothing to check about busy partitions.
-        eprintln!("refills not checked: {writes} writes for 800 appends, the appends did not queue");
-    } else {
-        // The zeros end at most the lead past the data. Busy refills keep it at 1 MiB; writes of
-        // one append after one of one append (more of them in a debug build) take refills that
-        // double it: up to 1.0 MB of zeros past the data in release runs, 3.6 MB in debug ones,
-        // against 15.5 MB when busy refills were not capped.
-        assert!(
-            stats.bytes <= data + (6 << 20),
-            "{} zero bytes for {data} data bytes: the lead grew past 6 MiB",
-            stats.bytes
-        );
-        // And refills came all along (a lead that doubles comes with half as many each time).
-        assert!(stats.fills >= 12, "{} refills for {data} bytes in {writes} writes, 8 in flight", stats.fills);
-    }
-    // 100 appends of 300 KB: every write is over 256 KiB.
-    let (stats, writes, data, _) = busy_partition_alone(300_000, 100);
-    if writes > 50 {
-        eprintln!("large writes not checked: {writes} writes for 100 appends, the appends did not queue");
-    } else {
-        // Writes of one append after one of one append take refills as a partition whose
-        // appends do not queue, and those double the lead each time: 256 KiB to 32 MiB covers
-        // the 30 MB in 8 refills (0-2 in four release runs, 2-7 in debug ones), against 19-30
-        // in release runs (with 3-12 waits for zeros in flight) and 21-24 in debug ones when
-        // large writes took busy refills of a 1 MiB lead too.
-        assert!(stats.fills <= 10, "{} refills for {data} bytes in {writes} writes of 300 KB appends", stats.fills);
-    }
+    // The zeros end at most the lead past the data (0.5 MB past it here, 15.6 MB when busy refills
+    // were not capped).
+    assert!(
+        stats.bytes <= data + (1 << 20),
+        "{} zero bytes for {data} data bytes: the lead grew past 1 MiB",
+        stats.bytes
+    );
+    // And refills came all along (a lead that doubles comes with half as many each time).
+    assert!(stats.fills >= 12, "{} refills for {data} bytes in {writes} writes", stats.fills);
+    // 96 appends of 300 KB in 12 writes of 2.4 MB: none is small enough for a busy refill.
+    let (stats, writes, data, _) = busy_partition_alone(300_000, 96);
+    assert_eq!(writes, 12, "one write a round");
+    assert_eq!(stats.fills, 0, "{stats:?} for {data} bytes in {writes} writes of 8 appends of 300 KB");
 }
 
 /// A shard's refill goes as a burst of independent writes while its partition writes alone, and
