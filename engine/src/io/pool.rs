@@ -22,8 +22,9 @@
 //! `thread_pool_stats` says which happened on this thread.
 //!
 //! The segment tail (`crate::segment::TailFile`) keeps the active segment's last bytes in a
-//! chain of chunks and writes straight from them (`WriteBuf::pooled`): no copy and no
-//! allocation per write.
+//! chain of chunks, each held as a [`ChunkRef`], and writes straight from them
+//! ([`ChunkRef::lend`]): no copy and no allocation per write. It goes on appending past the bytes
+//! a write in flight has borrowed, in the same chunk.
 #![allow(unsafe_code)]
 
 use std::alloc::Layout;
@@ -247,21 +248,38 @@ pub(crate) struct Chunk {
 // SAFETY: a Chunk is the only owner of its slot's bytes (the pool hands a slot to one Chunk at a
 // time and takes it back only in Chunk::drop), like a Box<[u8]>; the pool it holds is Send+Sync.
 unsafe impl Send for Chunk {}
-// SAFETY: `&Chunk` only reads the bytes; writes need `&mut Chunk`.
+// SAFETY: `&Chunk` only reads bytes (`range`); writes need `&mut Chunk`, or go through the
+// chunk's one `ChunkRef`, which writes only past every range it lent (`ChunkRef::writable`).
 unsafe impl Sync for Chunk {}
 
+/// Panics unless `len` bytes from `off` lie inside a chunk.
+fn check_range(off: usize, len: usize) {
+    assert!(off.checked_add(len).is_some_and(|e| e <= CHUNK_BYTES), "range {off}+{len} outside the chunk");
+}
+
 impl Chunk {
+    #[cfg(test)]
     /// All [`CHUNK_BYTES`] bytes.
     pub(crate) fn bytes(&self) -> &[u8] {
+        self.range(0, CHUNK_BYTES)
+    }
+
+    /// `len` bytes from `off`.
+    fn range(&self, off: usize, len: usize) -> &[u8] {
+        check_range(off, len);
         // SAFETY: the slot is CHUNK_BYTES of mapped, initialised (zero-filled at mapping, written
-        // only through these slices since) memory inside a slab the held pool keeps mapped; the
-        // slot is ours alone and `&self` excludes writers.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), CHUNK_BYTES) }
+        // only through slices like these since) memory inside a slab the held pool keeps mapped,
+        // and the range lies in it. Nothing writes the range while the slice lives: a chunk is
+        // written through `&mut Chunk`, which this borrow excludes, or through its `ChunkRef`
+        // past every range lent, which covers each write buffer's own (the only readers besides
+        // the `ChunkRef`, whose reads borrow it and so exclude its writes).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(off), len) }
     }
 
     /// All [`CHUNK_BYTES`] bytes, writable.
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `bytes`, and `&mut self` makes the access exclusive.
+        // SAFETY: as in `range`, and `&mut self` makes the access exclusive (a chunk shared by a
+        // `ChunkRef` is reached this way only through `Arc::get_mut`).
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), CHUNK_BYTES) }
     }
 
@@ -299,10 +317,63 @@ impl std::fmt::Debug for Chunk {
     }
 }
 
+/// A chunk as its one writer (a segment tail) holds it: it lends ranges of the bytes to writes
+/// ([`ChunkRef::lend`]) and, while those are in flight, goes on writing in the same chunk past
+/// every range lent ([`ChunkRef::writable`]). Not `Clone`: there is one writer per chunk.
+#[derive(Debug)]
+pub(crate) struct ChunkRef {
+    chunk: Arc<Chunk>,
+    /// The bytes `[0, lent)` may be read by the write buffers lent since the chunk was last
+    /// held alone.
+    lent: usize,
+}
+
+impl ChunkRef {
+    pub(crate) fn new(chunk: Chunk) -> ChunkRef {
+        ChunkRef { chunk: Arc::new(chunk), lent: 0 }
+    }
+
+    /// `len` bytes from `off`.
+    pub(crate) fn bytes(&self, off: usize, len: usize) -> &[u8] {
+        self.chunk.range(off, len)
+    }
+
+    /// A write buffer of `len` bytes from `off`. Until it is dropped, those bytes and every one
+    /// before them in the chunk stay as they are ([`ChunkRef::writable`]).
+    pub(crate) fn lend(&mut self, off: usize, len: usize) -> WriteBuf {
+        let buf = WriteBuf::pooled(self.chunk.clone(), off, len);
+        self.lent = self.lent.max(off + len);
+        buf
+    }
+
+    /// Whether bytes from `off` on may be written: no write buffer holds the chunk, or none was
+    /// lent bytes at or past `off`.
+    pub(crate) fn can_write(&self, off: usize) -> bool {
+        off >= self.lent || Arc::strong_count(&self.chunk) == 1
+    }
+
+    /// `len` bytes from `off`, writable; `None` while a write buffer holds any of them (or any
+    /// byte past them).
+    pub(crate) fn writable(&mut self, off: usize, len: usize) -> Option<&mut [u8]> {
+        check_range(off, len);
+        if off < self.lent {
+            // `get_mut` sees the buffers' drops (their release of the count): alone again,
+            // nothing is lent.
+            Arc::get_mut(&mut self.chunk)?;
+            self.lent = 0;
+        }
+        // SAFETY: the range lies inside the chunk's mapped, initialised slot (checked above). Its
+        // other holders, if any, are write buffers, which read only their own ranges, all below
+        // `lent` (`lend` raises it past each one; it is lowered only with the chunk held alone),
+        // and the range starts at or past it. So no reference to these bytes exists but the one
+        // returned, which borrows this, the chunk's only writer, mutably.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.chunk.ptr.as_ptr().add(off), len) })
+    }
+}
+
 /// The bytes of a write ([`super::IoOpKind::Write`]): an owned [`AlignedBuf`], or a range of a
-/// pool chunk shared with its owner (a segment tail), which then cannot change those bytes while
-/// the write exists: it can only change the chunk through `Arc::get_mut`, which fails while this
-/// holds a reference, so the tail copies the chunk first.
+/// pool chunk lent by its owner (a segment tail, through [`ChunkRef::lend`]), which then cannot
+/// change those bytes, or any before them in the chunk, while the write exists.
 pub struct WriteBuf {
     repr: Repr,
 }
@@ -334,8 +405,8 @@ fn zero_buf() -> &'static AlignedBuf {
 
 impl WriteBuf {
     /// `len` bytes of `chunk` from `off`.
-    pub(crate) fn pooled(chunk: Arc<Chunk>, off: usize, len: usize) -> WriteBuf {
-        assert!(off.checked_add(len).is_some_and(|e| e <= CHUNK_BYTES), "range {off}+{len} outside the chunk");
+    pub(in crate::io) fn pooled(chunk: Arc<Chunk>, off: usize, len: usize) -> WriteBuf {
+        check_range(off, len);
         WriteBuf { repr: Repr::Pooled { chunk, off, len } }
     }
 
@@ -375,7 +446,7 @@ impl Deref for WriteBuf {
     fn deref(&self) -> &[u8] {
         match &self.repr {
             Repr::Owned(b) => b,
-            Repr::Pooled { chunk, off, len } => &chunk.bytes()[*off..*off + *len],
+            Repr::Pooled { chunk, off, len } => chunk.range(*off, *len),
             Repr::Zeros(len) => &zero_buf()[..*len],
         }
     }
@@ -537,6 +608,27 @@ pub(crate) fn thread_chunks_in_use() -> usize {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    #[test]
+    fn a_chunk_ref_writes_only_past_what_it_lent_until_the_buffers_are_gone() {
+        let mut c = ChunkRef::new(Pool::new().alloc());
+        c.writable(0, 8192).unwrap().fill(1);
+        let low = c.lend(0, 1024);
+        let high = c.lend(1024, 3072);
+        assert!(!c.can_write(0) && !c.can_write(4095) && c.can_write(4096));
+        c.writable(4096, 10).unwrap().fill(2);
+        assert!(c.writable(4000, 10).is_none(), "bytes lent");
+        drop(low);
+        assert!(c.writable(0, 10).is_none(), "one buffer is still out");
+        // Dropped on another thread: seen once it is gone.
+        std::thread::spawn(move || assert!(high.iter().all(|&b| b == 1), "the lent bytes never changed"))
+            .join()
+            .unwrap();
+        c.writable(0, 10).unwrap().fill(4);
+        assert!(c.can_write(0), "nothing lent any more");
+        assert_eq!(c.bytes(0, 11), &[4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 1]);
+        assert_eq!(c.bytes(4095, 12), &[1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1]);
+    }
 
     #[test]
     fn slots_are_never_handed_out_twice_and_come_back_on_drop() {

@@ -231,8 +231,9 @@ impl Log {
 
     /// Under [`Writes::Async`]: claims the writes that completed, without waiting (a failed one
     /// fails the log). Once per append, just before it touches the tail: a completed write's
-    /// completions hold the tail chunks it wrote from until it is claimed, and an append into a
-    /// chunk still held copies it first. And before each [`Log::pump`] of [`Log::poll`].
+    /// completions hold the tail chunks it wrote from until it is claimed, and the block a
+    /// write padded goes back into its chunk only once nothing holds it. And before each
+    /// [`Log::pump`] of [`Log::poll`].
     pub(super) fn claim_completed_writes(&mut self) {
         if let Writes::Async(_) = self.writes {
             while self.claim_write(false).is_some() {}
@@ -419,8 +420,8 @@ mod tests {
     fn an_append_claims_completed_writes_before_it_changes_the_tail() {
         // Sync mode runs every write at submission: a write is complete, though not yet
         // claimed, when the next append comes, and its completions hold the tail chunk it
-        // wrote from. Claimed first, the append writes into that chunk in place; claimed after,
-        // every append copied the chunk (up to 256 KiB for a 16 KiB batch).
+        // wrote from. Claimed first, the log knows what is written as appends go on, and the
+        // chunk is the tail's alone again (a block a write padded goes back into it in place).
         let dir = crate::io::uring::tests::test_dir();
         let options = LogOptions { storage: Arc::new(StdStorage::default()), ..LogOptions::default() };
         let mut log = Log::open(dir.path().join("topic-0"), options).unwrap();
@@ -430,6 +431,7 @@ mod tests {
             log.append_as_leader(&mut b.build().unwrap(), 0).unwrap();
         }
         assert_eq!(log.active_segment().tail_stats().chunk_copies, 0);
+        assert_eq!(log.written_offset(), 63, "every write but the last claimed by the append after it");
         log.finish_writes().unwrap();
         assert_eq!(log.written_offset(), 64);
     }

@@ -16,9 +16,12 @@
 //! ([`crate::io::pool`]): chunk `k` holds the bytes at `start + k * CHUNK_BYTES ..`, with `start`
 //! a multiple of the block size, so no block straddles two chunks. A flush writes straight from
 //! the chunks (one write per chunk it touches; WRITE_FIXED when the pool is registered with the
-//! ring): no copy into a write buffer and no allocation per write. The write holds references to
-//! its chunks; the tail changes a chunk only when it holds the sole reference, and copies it
-//! first otherwise, so bytes the kernel may be reading never change under it. The tail cache is
+//! ring): no copy into a write buffer and no allocation per write. A write borrows its bytes of
+//! each chunk ([`ChunkRef::lend`]), and bytes the kernel may be reading never change under it:
+//! appends made while it is in flight go into the chunk past them, and those that fall in the
+//! partial last block it pads wait beside the chunk (one block, [`TailState::side_from`]) until the
+//! next write is prepared. Where a write holds more than that block (a truncation cut into its
+//! bytes), the tail goes on in a copy of the chunk. The tail cache is
 //! trimmed in whole chunks, which go back to the pool. A tail with everything written, nothing in
 //! flight and a cache under a chunk holds no chunk at all: its partial last block (in direct
 //! mode; nothing otherwise) is *parked* in a buffer of its own, which reads are served from and
@@ -29,8 +32,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
-use crate::io::pool::{self, Chunk, CHUNK_BYTES};
-use crate::io::{IoFile, IoOp, IoOpKind, WriteBuf};
+use crate::io::pool::{self, ChunkRef, CHUNK_BYTES};
+use crate::io::{IoFile, IoOp, IoOpKind};
 
 const CHUNK: u64 = CHUNK_BYTES as u64;
 
@@ -40,7 +43,7 @@ struct TailState {
     align: u64,
     /// Bytes of the log from `start` to `end`: chunk `k` holds `start + k * CHUNK ..`. Bytes of
     /// the last chunk past `end` are undefined (zeroed before any write covers them).
-    chunks: VecDeque<Arc<Chunk>>,
+    chunks: VecDeque<ChunkRef>,
     start: u64,
     end: u64,
     /// Bytes known to be in the file (written and completed).
@@ -62,8 +65,16 @@ struct TailState {
     /// partial last block (which the next write rewrites), in a buffer of its own, not in a
     /// chunk of [`CHUNK_BYTES`]. The next append moves it back into a chunk.
     parked: Option<Box<[u8]>>,
+    /// Appended bytes kept aside, from this position: those that fell in the partial last block
+    /// a write in flight pads (the write holds the chunk's bytes of that block). They go into
+    /// the chunk before the next write ([`TailState::settle_side`]); appends past the block go
+    /// into the chunk itself.
+    side_from: Option<u64>,
+    /// The bytes kept aside (`side_from..side_from + side.len()`; its allocation is reused).
+    side: Vec<u8>,
     hits: u64,
-    /// Chunks copied because a write still held them when an append changed them.
+    /// Chunks copied because a write still held bytes the tail had to change (rare: see
+    /// [`TailState::chunk_bytes_mut`]).
     copies: u64,
 }
 
@@ -80,12 +91,14 @@ pub(crate) struct TailFile {
 pub(crate) struct TailStats {
     /// Reads served entirely from memory.
     pub cache_hits: u64,
-    /// Chunks copied because a write still held them when an append changed them.
+    /// Chunks copied because a write still held bytes the tail had to change.
     pub chunk_copies: u64,
     pub buffered_bytes: u64,
     pub unwritten_bytes: u64,
     /// Chunks held (none when idle with its partial block parked).
     pub chunks: usize,
+    /// Appended bytes kept aside, in the block a write in flight pads.
+    pub aside: usize,
 }
 
 /// The bytes of `file` from `start` (a block boundary) to `end`, the partial block a tail keeps
@@ -113,17 +126,73 @@ impl TailState {
         ((rel / CHUNK) as usize, (rel % CHUNK) as usize)
     }
 
-    /// Chunk `k`, writable. A write still holding it gets to keep its bytes: the tail continues
-    /// in a copy (its meaningful bytes only).
-    fn chunk_mut(&mut self, k: usize) -> &mut Chunk {
-        if Arc::get_mut(&mut self.chunks[k]).is_none() {
-            self.copies += 1;
-            let used = (self.end.saturating_sub(self.start + k as u64 * CHUNK)).min(CHUNK) as usize;
-            let mut fresh = pool::thread_pool().alloc();
-            fresh.bytes_mut()[..used].copy_from_slice(&self.chunks[k].bytes()[..used]);
-            self.chunks[k] = Arc::new(fresh);
+    /// Chunk `k` replaced by a copy of its meaningful bytes: a write holds bytes the tail has to
+    /// change, and keeps them.
+    fn copy_chunk(&mut self, k: usize) {
+        self.copies += 1;
+        let used = (self.end.saturating_sub(self.start + k as u64 * CHUNK)).min(CHUNK) as usize;
+        let mut fresh = pool::thread_pool().alloc();
+        fresh.bytes_mut()[..used].copy_from_slice(self.chunks[k].bytes(0, used));
+        self.chunks[k] = ChunkRef::new(fresh);
+    }
+
+    /// `len` bytes of chunk `k` from `off`, writable, off the append path: a write's padding, the
+    /// bytes kept aside going back. A write still holding some of them keeps them, and the tail
+    /// goes on in a copy of the chunk: after a truncation into a write's bytes, or when a write's
+    /// buffers outlive its completion.
+    fn chunk_bytes_mut(&mut self, k: usize, off: usize, len: usize) -> &mut [u8] {
+        if !self.chunks[k].can_write(off) {
+            self.copy_chunk(k);
         }
-        Arc::get_mut(&mut self.chunks[k]).expect("the tail holds the only reference")
+        self.chunks[k].writable(off, len).expect("a chunk no write holds")
+    }
+
+    /// Puts the first bytes of `data` at `end`: as many as fit in its chunk, or, when they fall
+    /// in the block a write in flight pads, in that block, aside ([`TailState::side_from`]).
+    /// Returns how many.
+    fn put(&mut self, data: &[u8]) -> usize {
+        let block_end = align_down(self.end, self.align) + self.align;
+        if self.side_from.is_some_and(|from| from >= block_end - self.align) {
+            let n = ((block_end - self.end) as usize).min(data.len());
+            self.side.extend_from_slice(&data[..n]);
+            return n;
+        }
+        let (k, off) = self.locate(self.end);
+        if k == self.chunks.len() {
+            // From the pool of the thread appending (the shard's, registered with its ring),
+            // whichever thread opened the segment.
+            self.chunks.push_back(ChunkRef::new(pool::thread_pool().alloc()));
+        }
+        let n = (CHUNK_BYTES - off).min(data.len());
+        if let Some(bytes) = self.chunks[k].writable(off, n) {
+            bytes.copy_from_slice(&data[..n]);
+            return n;
+        }
+        // A write in flight holds these bytes. If it holds only this block (the partial last
+        // one it pads), the bytes for the block wait aside; otherwise (a truncation cut into a
+        // write's bytes) the tail goes on in a copy of the chunk.
+        let in_block = (block_end - self.end) as usize;
+        if self.side_from.is_none() && (off + in_block == CHUNK_BYTES || self.chunks[k].can_write(off + in_block)) {
+            self.side_from = Some(self.end);
+            let n = in_block.min(data.len());
+            self.side.extend_from_slice(&data[..n]);
+            return n;
+        }
+        self.copy_chunk(k);
+        self.chunks[k].writable(off, n).expect("a fresh chunk").copy_from_slice(&data[..n]);
+        n
+    }
+
+    /// Puts the bytes kept aside ([`TailState::side_from`]) into their chunk: the write that
+    /// padded their block is done (or, if its buffers are still out, into a copy of the chunk).
+    fn settle_side(&mut self) {
+        let Some(from) = self.side_from.take() else { return };
+        let (k, off) = self.locate(from);
+        let n = self.side.len();
+        let mut side = std::mem::take(&mut self.side);
+        self.chunk_bytes_mut(k, off, n).copy_from_slice(&side);
+        side.clear();
+        self.side = side;
     }
 
     /// Where the writes prepared so far end: `written`, or the end of the newest in flight.
@@ -137,7 +206,7 @@ impl TailState {
             debug_assert!(self.chunks.is_empty());
             let mut c = pool::thread_pool().alloc();
             c.bytes_mut()[..bytes.len()].copy_from_slice(&bytes);
-            self.chunks.push_back(Arc::new(c));
+            self.chunks.push_back(ChunkRef::new(c));
         }
     }
 
@@ -170,13 +239,23 @@ impl TailState {
             out.copy_from_slice(&bytes[from..from + out.len()]);
             return;
         }
+        let first = pos;
         let mut done = 0;
         while done < out.len() {
             let (k, off) = self.locate(pos);
             let n = (CHUNK_BYTES - off).min(out.len() - done);
-            out[done..done + n].copy_from_slice(&self.chunks[k].bytes()[off..off + n]);
+            out[done..done + n].copy_from_slice(self.chunks[k].bytes(off, n));
             done += n;
             pos += n as u64;
+        }
+        // Bytes kept aside are newer than the chunk's.
+        if let Some(from) = self.side_from {
+            let lo = first.max(from);
+            let hi = (first + out.len() as u64).min(from + self.side.len() as u64);
+            if lo < hi {
+                out[(lo - first) as usize..(hi - first) as usize]
+                    .copy_from_slice(&self.side[(lo - from) as usize..(hi - from) as usize]);
+            }
         }
     }
 }
@@ -212,6 +291,8 @@ impl TailFile {
                 broken: false,
                 cache_bytes,
                 parked,
+                side_from: None,
+                side: Vec::new(),
                 hits: 0,
                 copies: 0,
             }),
@@ -230,14 +311,7 @@ impl TailFile {
         s.unpark();
         let mut rest = data;
         while !rest.is_empty() {
-            let (k, off) = s.locate(s.end);
-            if k == s.chunks.len() {
-                // From the pool of the thread appending (the shard's, registered with its ring),
-                // whichever thread opened the segment.
-                s.chunks.push_back(Arc::new(pool::thread_pool().alloc()));
-            }
-            let n = (CHUNK_BYTES - off).min(rest.len());
-            s.chunk_mut(k).bytes_mut()[off..off + n].copy_from_slice(&rest[..n]);
+            let n = s.put(rest);
             s.end += n as u64;
             rest = &rest[n..];
         }
@@ -263,6 +337,7 @@ impl TailFile {
             buffered_bytes: s.end - s.start,
             unwritten_bytes: s.end - s.written,
             chunks: s.chunks.len(),
+            aside: s.side.len(),
         }
     }
 }
@@ -271,8 +346,8 @@ impl TailFile {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WriteSpan {
     /// Every unwritten byte; for an O_DIRECT file the last block is zero-padded and the next
-    /// write rewrites it, so no write can follow this one until it completes. Appends to the
-    /// last chunk while it is in flight go to a copy of that chunk.
+    /// write rewrites it, so no write can follow this one until it completes. Appends made
+    /// while it is in flight go into the chunk past it, those in the padded block aside.
     All,
     /// Whole chunks only (none when the unwritten bytes fill none): appends go on in the last
     /// chunk, which no write holds, and the next write may start (and be in flight together
@@ -304,6 +379,9 @@ impl TailFile {
         // Parked bytes are all written: there is something to write only after an append,
         // which moved them back into a chunk.
         debug_assert!(s.parked.is_none());
+        // The write that padded a block is done (the check above): what was appended in the
+        // block goes into the chunk, which this write then covers.
+        s.settle_side();
         let from = align_down(submitted, s.align);
         let to = align_up(data_to, s.align);
         if to > data_to {
@@ -312,14 +390,14 @@ impl TailFile {
             // reach the file: zeros only.
             let (k, off) = s.locate(data_to);
             let pad = (to - data_to) as usize;
-            s.chunk_mut(k).bytes_mut()[off..off + pad].fill(0);
+            s.chunk_bytes_mut(k, off, pad).fill(0);
         }
         let mut ops = Vec::with_capacity(((to - from) / CHUNK + 1) as usize);
         let mut pos = from;
         while pos < to {
             let (k, off) = s.locate(pos);
             let n = (CHUNK_BYTES - off).min((to - pos) as usize);
-            let buf = WriteBuf::pooled(s.chunks[k].clone(), off, n);
+            let buf = s.chunks[k].lend(off, n);
             ops.push(IoOp {
                 file: file.clone(),
                 kind: IoOpKind::Write { buf, pos, dsync: false },
@@ -388,6 +466,7 @@ impl TailFile {
         if len >= s.end {
             return Ok(());
         }
+        s.settle_side();
         self.inner.set_len(len)?;
         if len < s.start {
             // Below the window: the partial block comes back from the file, parked.
@@ -584,7 +663,7 @@ mod tests {
         // Garbage in recycled pool memory: fill chunks of this thread's pool with 0xEE and give
         // them back, so the tail below gets them.
         let pool = pool::thread_pool();
-        let dirty: Vec<Chunk> = (0..4)
+        let dirty: Vec<pool::Chunk> = (0..4)
             .map(|_| {
                 let mut c = pool.alloc();
                 c.bytes_mut().fill(0xEE);
@@ -763,6 +842,133 @@ mod tests {
         assert_eq!(&b[..3000], &data[1000..4000]);
     }
 
+    /// The bytes a write covers, copied.
+    fn write_bytes(ops: &[IoOp]) -> Vec<u8> {
+        ops.iter()
+            .flat_map(|op| match &op.kind {
+                IoOpKind::Write { buf, .. } => buf.to_vec(),
+                IoOpKind::SyncData => unreachable!(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn appends_beside_a_write_in_flight_copy_no_chunk() {
+        let s = UringStorage::new(IoMode::Direct).unwrap();
+        let dir = test_dir();
+        let path = dir.path().join("0.log");
+        let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
+        let tail = TailFile::new(f.clone(), 0, 1 << 20).unwrap();
+        let align = tail.align() as usize;
+        let data = pattern(5 * align + 300, 7);
+        let read_back = |len: usize| {
+            let mut b = vec![0u8; len];
+            assert_eq!(tail.read_at(&mut b, 0).unwrap(), len);
+            b
+        };
+        // A write ending on a block boundary: the appends after it land past its bytes, in the
+        // same chunk.
+        tail.append(&data[..2 * align]);
+        let first = tail.prepare_write(f.clone(), 0, WriteSpan::All);
+        let first_bytes = write_bytes(&first);
+        tail.append(&data[2 * align..3 * align + 100]);
+        // The next write may go out beside it; it ends inside a block, which it pads.
+        let second = tail.prepare_write(f.clone(), 0, WriteSpan::All);
+        let second_bytes = write_bytes(&second);
+        assert_eq!(second_bytes.len(), 2 * align);
+        // Appends into that block and past it, while both writes are out.
+        tail.append(&data[3 * align + 100..3 * align + 200]);
+        tail.append(&data[3 * align + 200..5 * align + 300]);
+        assert_eq!(tail.stats().chunk_copies, 0, "no chunk copied");
+        assert_eq!(tail.stats().aside, align - 100, "only the padded block's bytes wait aside");
+        assert_eq!(write_bytes(&first), first_bytes, "the writes' bytes did not change");
+        assert_eq!(write_bytes(&second), second_bytes);
+        assert_eq!(read_back(data.len()), data, "reads see every append");
+        let mut inside = vec![0u8; align];
+        assert_eq!(tail.read_at(&mut inside, (3 * align + 150) as u64).unwrap(), align);
+        assert_eq!(inside, data[3 * align + 150..4 * align + 150], "a read from inside the padded block");
+        assert!(tail.prepare_write(f.clone(), 0, WriteSpan::All).is_empty(), "the padded block is still out");
+        for ops in [first, second] {
+            assert!(s.submit(ops).iter().all(|c| c.result.is_ok()));
+            tail.complete_write(true);
+        }
+        // The next write takes the block's newer bytes into the chunk, in place.
+        flush(&s, &tail, &f);
+        assert_eq!(tail.stats().chunk_copies, 0);
+        assert_eq!(read_back(data.len()), data);
+        let file = std::fs::read(&path).unwrap();
+        assert_eq!(&file[..data.len()], &data[..]);
+        assert!(file[data.len()..].iter().all(|&b| b == 0), "zeros past the data");
+    }
+
+    #[test]
+    fn a_padded_block_at_a_chunks_end_and_buffers_kept_past_their_write() {
+        let s = UringStorage::new(IoMode::Direct).unwrap();
+        let dir = test_dir();
+        let path = dir.path().join("0.log");
+        let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
+        let tail = TailFile::new(f.clone(), 0, 1 << 20).unwrap();
+        let data = pattern(CHUNK_BYTES + 5000, 11);
+        // A write padding the chunk's last block; appends fill that block (aside) and go on
+        // into the next chunk.
+        tail.append(&data[..CHUNK_BYTES - 100]);
+        let ops = tail.prepare_write(f.clone(), 0, WriteSpan::All);
+        let before = write_bytes(&ops);
+        tail.append(&data[CHUNK_BYTES - 100..]);
+        assert_eq!(tail.stats().chunk_copies, 0);
+        assert_eq!(tail.stats().chunks, 2);
+        assert_eq!(tail.stats().aside, 100);
+        assert_eq!(write_bytes(&ops), before);
+        let mut b = vec![0u8; data.len()];
+        assert_eq!(tail.read_at(&mut b, 0).unwrap(), data.len());
+        assert_eq!(b, data);
+        // The write completes, but its buffers are still held (here by its completions) when
+        // the next write comes: the block goes into a copy of the chunk, and the first write's
+        // bytes stay as they were.
+        let done = s.submit(ops);
+        assert!(done.iter().all(|c| c.result.is_ok()));
+        tail.complete_write(true);
+        let next = tail.prepare_write(f.clone(), 0, WriteSpan::All);
+        assert_eq!(tail.stats().chunk_copies, 1);
+        drop(done);
+        assert!(s.submit(next).iter().all(|c| c.result.is_ok()));
+        tail.complete_write(true);
+        let file = std::fs::read(&path).unwrap();
+        assert_eq!(&file[..data.len()], &data[..]);
+        assert!(file[data.len()..].iter().all(|&b| b == 0), "zeros past the data");
+    }
+
+    #[test]
+    fn a_truncation_beside_a_padded_write_keeps_the_bytes_before_it() {
+        let s = UringStorage::new(IoMode::Direct).unwrap();
+        let dir = test_dir();
+        let path = dir.path().join("0.log");
+        let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
+        let tail = TailFile::new(f.clone(), 0, 1 << 20).unwrap();
+        let align = tail.align() as usize;
+        let data = pattern(2 * align, 9);
+        tail.append(&data[..100]);
+        let ops = tail.prepare_write(f.clone(), 0, WriteSpan::All);
+        let before = write_bytes(&ops);
+        tail.append(&data[100..2 * align]);
+        // Cut inside the padded block, then inside the block past it: the bytes kept are the
+        // appended ones, and the write in flight still has its own.
+        tail.truncate(align as u64 + 50).unwrap();
+        tail.truncate(300).unwrap();
+        tail.append(&[5u8; 20]);
+        assert_eq!(write_bytes(&ops), before);
+        assert_eq!(tail.stats().chunk_copies, 1, "the truncation cut into the write's bytes");
+        assert!(s.submit(ops).iter().all(|c| c.result.is_ok()));
+        tail.complete_write(true);
+        flush(&s, &tail, &f);
+        let mut want = data[..300].to_vec();
+        want.extend([5u8; 20]);
+        let mut b = vec![0u8; want.len()];
+        assert_eq!(tail.read_at(&mut b, 0).unwrap(), want.len());
+        assert_eq!(b, want);
+        assert_eq!(&std::fs::read(&path).unwrap()[..want.len()], &want[..]);
+    }
+
     #[test]
     fn a_write_in_flight_keeps_its_bytes_while_the_tail_moves_on() {
         let s = UringStorage::new(IoMode::Direct).unwrap();
@@ -777,7 +983,8 @@ mod tests {
             IoOpKind::Write { buf, .. } => buf.to_vec(),
             IoOpKind::SyncData => unreachable!(),
         };
-        // Appends and a truncation while the write exists go to a copy of the chunk.
+        // Appends while the write exists go aside (its padded block), and a truncation into its
+        // bytes makes a copy of the chunk.
         tail.append(&[2u8; 5000]);
         tail.truncate(900).unwrap();
         tail.append(&[3u8; 10]);
