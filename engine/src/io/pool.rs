@@ -22,8 +22,8 @@
 //! `thread_pool_stats` says which happened on this thread.
 //!
 //! The segment tail (`crate::segment::TailFile`) keeps the active segment's last bytes in a
-//! chain of chunks, each held as a [`ChunkRef`], and writes straight from them
-//! ([`ChunkRef::lend`]): no copy and no allocation per write. It goes on appending past the bytes
+//! chain of chunks, each held as a `ChunkRef`, and writes straight from them
+//! (`ChunkRef::lend`): no copy and no allocation per write. It goes on appending past the bytes
 //! a write in flight has borrowed, in the same chunk.
 #![allow(unsafe_code)]
 
@@ -372,7 +372,7 @@ impl ChunkRef {
 }
 
 /// The bytes of a write ([`super::IoOpKind::Write`]): an owned [`AlignedBuf`], or a range of a
-/// pool chunk lent by its owner (a segment tail, through [`ChunkRef::lend`]), which then cannot
+/// pool chunk lent by its owner (a segment tail, through `ChunkRef::lend`), which then cannot
 /// change those bytes, or any before them in the chunk, while the write exists.
 pub struct WriteBuf {
     repr: Repr,
