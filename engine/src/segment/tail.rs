@@ -842,6 +842,24 @@ mod tests {
         assert_eq!(&b[..3000], &data[1000..4000]);
     }
 
+    /// A tail with a 1 MiB cache over a new `0.log` opened O_DIRECT: the storage, the directory
+    /// (removed when dropped), the file's path, the file and the tail.
+    fn direct_tail() -> (UringStorage, tempfile::TempDir, std::path::PathBuf, Arc<dyn IoFile>, TailFile) {
+        let s = UringStorage::new(IoMode::Direct).unwrap();
+        let dir = test_dir();
+        let path = dir.path().join("0.log");
+        let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
+        let tail = TailFile::new(f.clone(), 0, 1 << 20).unwrap();
+        (s, dir, path, f, tail)
+    }
+
+    /// The file at `path` holds `data`, then zeros only.
+    fn assert_file(path: &Path, data: &[u8]) {
+        let file = std::fs::read(path).unwrap();
+        assert_eq!(&file[..data.len()], data);
+        assert!(file[data.len()..].iter().all(|&b| b == 0), "zeros past the data");
+    }
+
     /// The bytes a write covers, copied.
     fn write_bytes(ops: &[IoOp]) -> Vec<u8> {
         ops.iter()
@@ -854,11 +872,7 @@ mod tests {
 
     #[test]
     fn appends_beside_a_write_in_flight_copy_no_chunk() {
-        let s = UringStorage::new(IoMode::Direct).unwrap();
-        let dir = test_dir();
-        let path = dir.path().join("0.log");
-        let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
-        let tail = TailFile::new(f.clone(), 0, 1 << 20).unwrap();
+        let (s, _dir, path, f, tail) = direct_tail();
         let align = tail.align() as usize;
         let data = pattern(5 * align + 300, 7);
         let read_back = |len: usize| {
@@ -896,18 +910,12 @@ mod tests {
         flush(&s, &tail, &f);
         assert_eq!(tail.stats().chunk_copies, 0);
         assert_eq!(read_back(data.len()), data);
-        let file = std::fs::read(&path).unwrap();
-        assert_eq!(&file[..data.len()], &data[..]);
-        assert!(file[data.len()..].iter().all(|&b| b == 0), "zeros past the data");
+        assert_file(&path, &data);
     }
 
     #[test]
     fn a_padded_block_at_a_chunks_end_and_buffers_kept_past_their_write() {
-        let s = UringStorage::new(IoMode::Direct).unwrap();
-        let dir = test_dir();
-        let path = dir.path().join("0.log");
-        let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
-        let tail = TailFile::new(f.clone(), 0, 1 << 20).unwrap();
+        let (s, _dir, path, f, tail) = direct_tail();
         let data = pattern(CHUNK_BYTES + 5000, 11);
         // A write padding the chunk's last block; appends fill that block (aside) and go on
         // into the next chunk.
@@ -933,18 +941,12 @@ mod tests {
         drop(done);
         assert!(s.submit(next).iter().all(|c| c.result.is_ok()));
         tail.complete_write(true);
-        let file = std::fs::read(&path).unwrap();
-        assert_eq!(&file[..data.len()], &data[..]);
-        assert!(file[data.len()..].iter().all(|&b| b == 0), "zeros past the data");
+        assert_file(&path, &data);
     }
 
     #[test]
     fn a_truncation_beside_a_padded_write_keeps_the_bytes_before_it() {
-        let s = UringStorage::new(IoMode::Direct).unwrap();
-        let dir = test_dir();
-        let path = dir.path().join("0.log");
-        let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
-        let tail = TailFile::new(f.clone(), 0, 1 << 20).unwrap();
+        let (s, _dir, path, f, tail) = direct_tail();
         let align = tail.align() as usize;
         let data = pattern(2 * align, 9);
         tail.append(&data[..100]);
@@ -966,16 +968,12 @@ mod tests {
         let mut b = vec![0u8; want.len()];
         assert_eq!(tail.read_at(&mut b, 0).unwrap(), want.len());
         assert_eq!(b, want);
-        assert_eq!(&std::fs::read(&path).unwrap()[..want.len()], &want[..]);
+        assert_file(&path, &want);
     }
 
     #[test]
     fn a_write_in_flight_keeps_its_bytes_while_the_tail_moves_on() {
-        let s = UringStorage::new(IoMode::Direct).unwrap();
-        let dir = test_dir();
-        let path = dir.path().join("0.log");
-        let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
-        let tail = TailFile::new(f.clone(), 0, 1 << 20).unwrap();
+        let (s, _dir, path, f, tail) = direct_tail();
         tail.append(&[1u8; 1000]);
         let ops = tail.prepare_write(f.clone(), 0, WriteSpan::All);
         assert_eq!(ops.len(), 1);
