@@ -278,8 +278,8 @@ impl Chunk {
 
     /// All [`CHUNK_BYTES`] bytes, writable.
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `range`, and `&mut self` makes the access exclusive (a chunk shared by a
-        // `ChunkRef` is reached this way only through `Arc::get_mut`).
+        // SAFETY: as in `range`, and `&mut self` makes the access exclusive (called only on a
+        // chunk no `ChunkRef` shares: one just allocated, or owned outright).
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), CHUNK_BYTES) }
     }
 

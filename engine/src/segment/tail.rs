@@ -20,8 +20,9 @@
 //! each chunk ([`ChunkRef::lend`]), and bytes the kernel may be reading never change under it:
 //! appends made while it is in flight go into the chunk past them, and those that fall in the
 //! partial last block it pads wait beside the chunk (one block, [`TailState::side_from`]) until the
-//! next write is prepared. Where a write holds more than that block (a truncation cut into its
-//! bytes), the tail goes on in a copy of the chunk. The tail cache is
+//! next write is prepared. Where a write holds more than that block (a truncation cut back over
+//! a block into its bytes; the log truncates with no write in flight) or its buffers outlive its
+//! completion, the tail goes on in a copy of the chunk. The tail cache is
 //! trimmed in whole chunks, which go back to the pool. A tail with everything written, nothing in
 //! flight and a cache under a chunk holds no chunk at all: its partial last block (in direct
 //! mode; nothing otherwise) is *parked* in a buffer of its own, which reads are served from and
@@ -138,8 +139,7 @@ impl TailState {
 
     /// `len` bytes of chunk `k` from `off`, writable, off the append path: a write's padding, the
     /// bytes kept aside going back. A write still holding some of them keeps them, and the tail
-    /// goes on in a copy of the chunk: after a truncation into a write's bytes, or when a write's
-    /// buffers outlive its completion.
+    /// goes on in a copy of the chunk: when a write's buffers outlive its completion.
     fn chunk_bytes_mut(&mut self, k: usize, off: usize, len: usize) -> &mut [u8] {
         if !self.chunks[k].can_write(off) {
             self.copy_chunk(k);
@@ -151,11 +151,13 @@ impl TailState {
     /// in the block a write in flight pads, in that block, aside ([`TailState::side_from`]).
     /// Returns how many.
     fn put(&mut self, data: &[u8]) -> usize {
-        let block_end = align_down(self.end, self.align) + self.align;
-        if self.side_from.is_some_and(|from| from >= block_end - self.align) {
-            let n = ((block_end - self.end) as usize).min(data.len());
-            self.side.extend_from_slice(&data[..n]);
-            return n;
+        if let Some(from) = self.side_from {
+            let block_end = align_down(from, self.align) + self.align;
+            if self.end < block_end {
+                let n = ((block_end - self.end) as usize).min(data.len());
+                self.side.extend_from_slice(&data[..n]);
+                return n;
+            }
         }
         let (k, off) = self.locate(self.end);
         if k == self.chunks.len() {
@@ -168,11 +170,11 @@ impl TailState {
             bytes.copy_from_slice(&data[..n]);
             return n;
         }
-        // A write in flight holds these bytes. If it holds only this block (the partial last
-        // one it pads), the bytes for the block wait aside; otherwise (a truncation cut into a
-        // write's bytes) the tail goes on in a copy of the chunk.
-        let in_block = (block_end - self.end) as usize;
-        if self.side_from.is_none() && (off + in_block == CHUNK_BYTES || self.chunks[k].can_write(off + in_block)) {
+        // A write in flight holds these bytes. If it holds nothing past this block (the partial
+        // last one it pads), the bytes for the block wait aside; otherwise (a truncation cut back
+        // over a block into its bytes) the tail goes on in a copy of the chunk.
+        let in_block = (align_down(self.end, self.align) + self.align - self.end) as usize;
+        if self.side_from.is_none() && self.chunks[k].can_write(off + in_block) {
             self.side_from = Some(self.end);
             let n = in_block.min(data.len());
             self.side.extend_from_slice(&data[..n]);
@@ -466,7 +468,16 @@ impl TailFile {
         if len >= s.end {
             return Ok(());
         }
-        s.settle_side();
+        // Bytes kept aside past the cut go; those before it stay aside (appends after the cut
+        // go on there while the block's write is out).
+        if let Some(from) = s.side_from {
+            if len <= from {
+                s.side_from = None;
+                s.side.clear();
+            } else {
+                s.side.truncate((len - from) as usize);
+            }
+        }
         self.inner.set_len(len)?;
         if len < s.start {
             // Below the window: the partial block comes back from the file, parked.
@@ -959,7 +970,12 @@ mod tests {
         tail.truncate(300).unwrap();
         tail.append(&[5u8; 20]);
         assert_eq!(write_bytes(&ops), before);
-        assert_eq!(tail.stats().chunk_copies, 1, "the truncation cut into the write's bytes");
+        assert_eq!(
+            tail.stats().aside,
+            220,
+            "the bytes kept aside were cut too, and the appends after the cut went aside"
+        );
+        assert_eq!(tail.stats().chunk_copies, 0);
         assert!(s.submit(ops).iter().all(|c| c.result.is_ok()));
         tail.complete_write(true);
         flush(&s, &tail, &f);
