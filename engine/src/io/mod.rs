@@ -85,11 +85,25 @@ impl std::fmt::Display for IoMode {
     }
 }
 
-/// O_DIRECT alignment of a file: of memory addresses, and of file offsets and lengths.
+/// O_DIRECT alignment of a file: of memory addresses, and of file offsets and lengths, which the
+/// kernel requires; and the filesystem's block, which a write should also be aligned to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DirectAlignment {
     pub mem: usize,
     pub offset: usize,
+    /// The filesystem's preferred I/O size (statx's `stx_blksize`: the block size on ext4 and
+    /// XFS). The kernel takes writes aligned only to `offset`, but one that starts or ends
+    /// inside a filesystem block takes the slow sub-block path: on ext4, the inode lock held
+    /// exclusively, the file's other direct I/O waited for, the block's rest zeroed, and with
+    /// O_DSYNC the inode written synchronously at completion. Never below `offset`.
+    pub fs_block: usize,
+}
+
+impl DirectAlignment {
+    /// The same alignment for memory, offsets and the filesystem's block.
+    pub fn uniform(align: usize) -> DirectAlignment {
+        DirectAlignment { mem: align, offset: align, fs_block: align }
+    }
 }
 
 /// One operation of a batch submitted with [`Storage::submit`].

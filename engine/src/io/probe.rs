@@ -60,7 +60,7 @@ pub(crate) fn uring_available() -> Result<(), String> {
 pub fn dio_alignment(path: &Path) -> DirectAlignment {
     match CString::new(path.as_os_str().as_bytes()) {
         Ok(c) => statx_alignment(libc::AT_FDCWD, &c, 0),
-        Err(_) => DirectAlignment { mem: FALLBACK_ALIGNMENT, offset: FALLBACK_ALIGNMENT },
+        Err(_) => DirectAlignment::uniform(FALLBACK_ALIGNMENT),
     }
 }
 
@@ -86,16 +86,18 @@ fn statx_alignment(dirfd: RawFd, path: &CStr, flags: libc::c_int) -> DirectAlign
         libc::statx(dirfd, path.as_ptr(), flags | libc::AT_STATX_SYNC_AS_STAT, libc::STATX_DIOALIGN, &mut stx)
     };
     if rc == 0 {
+        // `stx_blksize` is filled whatever the mask.
+        let fs_block = |offset: usize| valid(stx.stx_blksize).unwrap_or(offset).max(offset);
         if stx.stx_mask & libc::STATX_DIOALIGN != 0 {
             if let (Some(mem), Some(offset)) = (valid(stx.stx_dio_mem_align), valid(stx.stx_dio_offset_align)) {
-                return DirectAlignment { mem, offset };
+                return DirectAlignment { mem, offset, fs_block: fs_block(offset) };
             }
         }
         if let Some(lbs) = logical_block_size(stx.stx_dev_major, stx.stx_dev_minor) {
-            return DirectAlignment { mem: lbs, offset: lbs };
+            return DirectAlignment { mem: lbs, offset: lbs, fs_block: fs_block(lbs) };
         }
     }
-    DirectAlignment { mem: FALLBACK_ALIGNMENT, offset: FALLBACK_ALIGNMENT }
+    DirectAlignment::uniform(FALLBACK_ALIGNMENT)
 }
 
 /// A block device's logical block size from sysfs (a partition's is its disk's).
@@ -148,9 +150,11 @@ mod tests {
             .unwrap();
         let b = dio_alignment_fd(f.as_raw_fd());
         assert!(b.offset >= 512 && b.offset.is_power_of_two() && b.mem.is_power_of_two(), "{b:?}");
+        // ext4 and XFS report their 4 KiB blocks (the test directory is on one or on tmpfs).
+        assert!(b.fs_block >= 4096 && b.fs_block.is_power_of_two() && b.fs_block >= b.offset, "{b:?}");
         assert_eq!(dio_alignment(&p), b);
         println!("O_DIRECT alignment: dir {a:?}, file {b:?}");
-        assert_eq!(dio_alignment(Path::new("/nonexistent/x")), DirectAlignment { mem: 4096, offset: 4096 });
+        assert_eq!(dio_alignment(Path::new("/nonexistent/x")), DirectAlignment::uniform(4096));
     }
 
     fn tool(name: &str) -> Option<PathBuf> {

@@ -113,6 +113,20 @@ fn read_partial_block(file: &dyn IoFile, start: u64, end: u64) -> Result<Option<
     Ok(Some(bytes))
 }
 
+/// What a direct file's writes are aligned to: the kernel's requirement, raised to the
+/// filesystem's block where that divides the chunks (a write starting or ending inside a
+/// filesystem block takes its slow sub-block path; see [`crate::io::DirectAlignment::fs_block`]).
+/// With batches that do not end on a block boundary nearly every write would start inside one.
+fn write_alignment(a: crate::io::DirectAlignment) -> u64 {
+    let required = a.offset.max(a.mem).max(1) as u64;
+    let block = (a.fs_block as u64).max(required);
+    if block <= CHUNK && CHUNK.is_multiple_of(block) {
+        block
+    } else {
+        required
+    }
+}
+
 fn align_down(x: u64, a: u64) -> u64 {
     x - x % a
 }
@@ -266,7 +280,7 @@ impl TailFile {
     /// Wraps `inner`, whose first `size` bytes are the segment's valid data. The partial last
     /// block (for O_DIRECT files) is read back into memory so the next flush can rewrite it whole.
     pub(crate) fn new(inner: Arc<dyn IoFile>, size: u64, cache_bytes: u64) -> Result<TailFile> {
-        let align = inner.direct_alignment().map(|a| a.offset.max(a.mem).max(1) as u64).unwrap_or(1);
+        let align = inner.direct_alignment().map_or(1, write_alignment);
         if align > CHUNK || !CHUNK.is_multiple_of(align) {
             return Err(Error::io(
                 "open",
@@ -577,7 +591,7 @@ mod tests {
     use super::*;
     use crate::io::pool::{thread_pool_stats, BufferMode};
     use crate::io::uring::tests::test_dir;
-    use crate::io::{IoMode, OpenMode, Storage, UringStorage};
+    use crate::io::{DirectAlignment, IoMode, OpenMode, Storage, UringStorage};
 
     fn pattern(len: usize, seed: u64) -> Vec<u8> {
         let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -670,7 +684,7 @@ mod tests {
         let dir = test_dir();
         let path = dir.path().join("0.log");
         let f = s.open_log(&path, OpenMode::CreateNew).unwrap();
-        let align = f.direct_alignment().unwrap().offset.max(f.direct_alignment().unwrap().mem);
+        let align = write_alignment(f.direct_alignment().unwrap()) as usize;
         // Garbage in recycled pool memory: fill chunks of this thread's pool with 0xEE and give
         // them back, so the tail below gets them.
         let pool = pool::thread_pool();
@@ -1092,5 +1106,54 @@ mod tests {
         drop(done);
         tail.complete_write(true);
         assert_eq!(tail.unwritten(), 0);
+    }
+
+    #[test]
+    fn write_alignment_takes_the_filesystem_block_where_it_divides_the_chunks() {
+        let a = |mem, offset, fs_block| write_alignment(DirectAlignment { mem, offset, fs_block });
+        assert_eq!(a(512, 512, 512), 512);
+        assert_eq!(a(512, 512, 4096), 4096, "ext4's 4 KiB blocks on a 512-byte device");
+        assert_eq!(a(4096, 512, 512), 4096, "memory alignment counts too");
+        assert_eq!(a(512, 512, 64 << 10), 64 << 10);
+        assert_eq!(a(512, 512, 1 << 20), 512, "a block larger than a chunk is not taken");
+        assert_eq!(a(512, 512, 3 * 4096), 512, "nor one that does not divide it");
+        assert_eq!(a(4096, 4096, 1024), 4096, "never below what the kernel requires");
+    }
+
+    /// Batches that do not end on a block boundary (16,000 bytes), each written as it comes:
+    /// every write starts and ends on the filesystem's block, not just the kernel's 512 bytes.
+    #[test]
+    fn unaligned_batches_are_written_in_whole_filesystem_blocks() {
+        let uring = UringStorage::new(IoMode::Direct).unwrap();
+        let sim = crate::io::sim::SimStorage::with_alignment(DirectAlignment { mem: 512, offset: 512, fs_block: 4096 });
+        let storages: [&dyn Storage; 2] = [&uring, &sim];
+        for s in storages {
+            let dir = test_dir();
+            s.create_dir_all(dir.path()).unwrap(); // for the simulated disk
+            let f = s.open_log(&dir.path().join("0.log"), OpenMode::CreateNew).unwrap();
+            let block = f.direct_alignment().unwrap().fs_block as u64;
+            let tail = TailFile::new(f.clone(), 0, 1 << 20).unwrap();
+            assert_eq!(tail.align(), block, "{:?}", f.direct_alignment());
+            let data = pattern(40 * 16_000, 3);
+            for batch in data.chunks(16_000) {
+                tail.append(batch);
+                let ops = tail.prepare_write(f.clone(), 0, WriteSpan::All);
+                for op in &ops {
+                    let IoOpKind::Write { buf, pos, .. } = &op.kind else { unreachable!() };
+                    assert!(
+                        pos.is_multiple_of(block) && (buf.len() as u64).is_multiple_of(block),
+                        "a write of {} at {pos}",
+                        buf.len()
+                    );
+                }
+                assert!(s.submit(ops).iter().all(|c| c.result.is_ok()));
+                tail.complete_write(true);
+            }
+            let mut back = vec![0u8; data.len() + 2 * block as usize];
+            let n = f.read_at(&mut back, 0).unwrap();
+            assert_eq!(n, align_up(data.len() as u64, block) as usize, "the file ends on a block");
+            assert_eq!(&back[..data.len()], &data[..]);
+            assert!(back[data.len()..n].iter().all(|&b| b == 0), "zeros past the data");
+        }
     }
 }

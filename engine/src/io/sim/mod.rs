@@ -482,10 +482,16 @@ impl SimStorage {
     }
 
     /// A disk whose `open_log` files behave as O_DIRECT files with this alignment: writes must
-    /// start and end on multiples of `align` (else EINVAL), as on ext4.
+    /// start and end on multiples of `align` (else EINVAL), as on ext4; its filesystem's block
+    /// is `align` too.
     pub fn with_direct_alignment(align: usize) -> SimStorage {
+        SimStorage::with_alignment(DirectAlignment::uniform(align))
+    }
+
+    /// A disk whose `open_log` files behave as O_DIRECT files with alignment `a`.
+    pub fn with_alignment(a: DirectAlignment) -> SimStorage {
         let s = SimStorage::new();
-        s.lock().direct_alignment = Some(DirectAlignment { mem: align, offset: align });
+        s.lock().direct_alignment = Some(a);
         s
     }
 
