@@ -45,7 +45,7 @@ use seglog::format::filename::{self, FileKind, FileSuffix, SegmentFileName};
 use seglog::format::record::batch_records;
 use seglog::format::Compression;
 use seglog::io::sim::{CrashConfig, Fault, SimRng, SimStorage};
-use seglog::io::Storage;
+use seglog::io::{DirectAlignment, Storage};
 use seglog::log::{AsyncWrites, ListOffset, LoadReport, Log, LogOptions, Recovery, Writes};
 
 /// Whether `Log::truncate_to` is crash-safe (promises 2 and 3). It is not yet:
@@ -128,6 +128,9 @@ struct Workload {
     config: LogConfig,
     /// `.log` files are O_DIRECT-like (512-byte aligned writes through the tail).
     direct: bool,
+    /// The simulated filesystem's block, which the tail's direct writes are aligned to: 512 (the
+    /// device's alignment) or 4096 (ext4's blocks on a 512-byte-sector disk).
+    fs_block: usize,
     write_through: bool,
     follower: bool,
     steps: Vec<Step>,
@@ -151,6 +154,9 @@ impl Workload {
     /// generator after everything else, so that a seed keeps the config and steps it had before
     /// zero fill existed (its I/O sequence, and so its `k`s, change when zero fill is drawn on).
     ///
+    /// Half of the direct workloads then get a filesystem of 4 KiB blocks (the tail's writes
+    /// aligned to them over 512-byte sectors), from a generator of their own.
+    ///
     /// Zero fill writes whole 4096-byte blocks from the block after the one the data ends in, and
     /// stops at `segment.bytes` rounded up to 4096: under segments of less than 4096 bytes it could
     /// only ever zero an empty segment's first block. Most zero-fill workloads therefore get
@@ -162,6 +168,11 @@ impl Workload {
             wl.config.segment_bytes = 4096 + rng.below(16_384) as u32;
         }
         wl.in_flight_percent = 50;
+        // Half of the direct workloads on a filesystem of 4 KiB blocks, drawn from a generator of
+        // its own so that config, steps and zero fill stay those drawn before.
+        if wl.direct && SimRng::new(seed ^ 0xF5B1_0C4E).percent(50) {
+            wl.fs_block = 4096;
+        }
         wl
     }
 
@@ -270,6 +281,7 @@ impl Workload {
                 seed,
                 config,
                 direct,
+                fs_block: 512,
                 write_through,
                 follower,
                 steps,
@@ -370,7 +382,11 @@ thread_local! {
 }
 
 fn new_storage(wl: &Workload) -> SimStorage {
-    let sim = if wl.direct { SimStorage::with_direct_alignment(512) } else { SimStorage::new() };
+    let sim = if wl.direct {
+        SimStorage::with_alignment(DirectAlignment { mem: 512, offset: 512, fs_block: wl.fs_block })
+    } else {
+        SimStorage::new()
+    };
     FAULTS.with(|f| f.borrow().iter().for_each(|&x| sim.inject(x)));
     sim.put_dir(PARENT);
     sim.set_now_ms(T0);
@@ -680,11 +696,12 @@ fn check_live(wl: &Workload, sim: &SimStorage, log: &Log, model: &Model) -> Resu
             let got = &bytes[pos..pos + h.size_in_bytes() as usize];
             if !model.batches.iter().rev().any(|m| m.base == h.base_offset && m.bytes == got) {
                 return Err(format!(
-                    "{} byte {pos}: batch {}..={} is not what was appended there (workload direct={}, zero fill {})",
+                    "{} byte {pos}: batch {}..={} is not what was appended there (workload direct={}, fs block {}, zero fill {})",
                     path.display(),
                     h.base_offset,
                     h.last_offset(),
                     wl.direct,
+                    wl.fs_block,
                     wl.zero_fill_bytes
                 ));
             }
@@ -1137,6 +1154,8 @@ struct Tally {
     with_writes_in_flight: u64,
     /// Crash states whose log had several data writes in flight at the cut.
     with_several_writes: u64,
+    /// Workloads on a filesystem of 4 KiB blocks over 512-byte sectors.
+    on_4k_blocks: u64,
 }
 
 fn recovery_for(model: &Model, variant: u64) -> Recovery {
@@ -1252,6 +1271,7 @@ fn run_workload(seed: u64, sweep: &Sweep, only_k: Option<u64>, tally: &mut Tally
         }
     }
     tally.workloads += 1;
+    tally.on_4k_blocks += (wl.direct && wl.fs_block == 4096) as u64;
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -1288,13 +1308,14 @@ fn sweep(sweep: Sweep) -> Tally {
     }
     println!(
         "{}: {} crash states ({} after a crash during recovery, {} cut with writes in flight, {} with several \
-         data writes of the log in flight) over {} workloads from seed {base:#x} in {:.1?}",
+         data writes of the log in flight) over {} workloads ({} direct on 4 KiB blocks) from seed {base:#x} in {:.1?}",
         sweep.test,
         tally.states,
         tally.recovery_cuts,
         tally.with_writes_in_flight,
         tally.with_several_writes,
         tally.workloads,
+        tally.on_4k_blocks,
         started.elapsed()
     );
     tally
@@ -1302,7 +1323,10 @@ fn sweep(sweep: Sweep) -> Tally {
 
 #[test]
 fn crash_states() {
-    sweep(Sweep { test: "crash_states", workload: Workload::generate, default_states: DEFAULT_STATES });
+    let tally = sweep(Sweep { test: "crash_states", workload: Workload::generate, default_states: DEFAULT_STATES });
+    if env_u64("SEGLOG_CRASH_K").is_none() && env_u64("SEGLOG_CRASH_SEED").is_none() {
+        assert!(tally.on_4k_blocks > 0, "no direct workload on 4 KiB blocks ran");
+    }
 }
 
 /// Every flush a group commit left in flight: the power is cut while data writes (and zero
@@ -1540,7 +1564,8 @@ fn active_file_len(wl: &Workload, sim: &SimStorage, log: &Log) -> (u64, u64) {
     let seg = log.active_segment();
     let len = sim.file_len(Path::new(DIR).join(filename::log_file_name(seg.base_offset()))).expect("active .log");
     let size = seg.size() as u64;
-    (len, if wl.direct { size.div_ceil(512) * 512 } else { size })
+    let block = wl.fs_block as u64;
+    (len, if wl.direct { size.div_ceil(block) * block } else { size })
 }
 
 /// The zero write after the first append fails: the append succeeds and reads back, the file

@@ -91,11 +91,11 @@ impl std::fmt::Display for IoMode {
 pub struct DirectAlignment {
     pub mem: usize,
     pub offset: usize,
-    /// The filesystem's preferred I/O size (statx's `stx_blksize`: the block size on ext4 and
-    /// XFS). The kernel takes writes aligned only to `offset`, but one that starts or ends
-    /// inside a filesystem block takes the slow sub-block path: on ext4, the inode lock held
-    /// exclusively, the file's other direct I/O waited for, the block's rest zeroed, and with
-    /// O_DSYNC the inode written synchronously at completion. Never below `offset`.
+    /// The filesystem's block size (statfs's `f_bsize`; 4096 where it cannot be had). The
+    /// kernel takes writes aligned only to `offset`, but one that starts or ends inside a
+    /// filesystem block takes the slow sub-block path: on ext4 and XFS the inode lock held
+    /// exclusively and the file's other direct I/O waited for, on ext4 the block's rest zeroed
+    /// and, with O_DSYNC, the inode written synchronously at completion.
     pub fs_block: usize,
 }
 

@@ -1,4 +1,4 @@
-//! Probes: whether io_uring may be used here, and the O_DIRECT alignment of a file.
+//! Probes: whether io_uring may be used here, the O_DIRECT alignment of a file and its filesystem's block.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString};
@@ -78,6 +78,7 @@ fn valid(a: u32) -> Option<usize> {
 
 /// Raw libc: nix has no statx (its `fstatat` has no STATX_DIOALIGN fields).
 fn statx_alignment(dirfd: RawFd, path: &CStr, flags: libc::c_int) -> DirectAlignment {
+    let fs_block = fs_block_size(dirfd, path).unwrap_or(FALLBACK_ALIGNMENT);
     // SAFETY: statx is a plain C struct of integers, for which all-zero bytes are a valid value.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     // SAFETY: `path` is a NUL-terminated string and `stx` a writable statx, both alive for the
@@ -86,18 +87,35 @@ fn statx_alignment(dirfd: RawFd, path: &CStr, flags: libc::c_int) -> DirectAlign
         libc::statx(dirfd, path.as_ptr(), flags | libc::AT_STATX_SYNC_AS_STAT, libc::STATX_DIOALIGN, &mut stx)
     };
     if rc == 0 {
-        // `stx_blksize` is filled whatever the mask.
-        let fs_block = |offset: usize| valid(stx.stx_blksize).unwrap_or(offset).max(offset);
         if stx.stx_mask & libc::STATX_DIOALIGN != 0 {
             if let (Some(mem), Some(offset)) = (valid(stx.stx_dio_mem_align), valid(stx.stx_dio_offset_align)) {
-                return DirectAlignment { mem, offset, fs_block: fs_block(offset) };
+                return DirectAlignment { mem, offset, fs_block };
             }
         }
         if let Some(lbs) = logical_block_size(stx.stx_dev_major, stx.stx_dev_minor) {
-            return DirectAlignment { mem: lbs, offset: lbs, fs_block: fs_block(lbs) };
+            return DirectAlignment { mem: lbs, offset: lbs, fs_block };
         }
     }
-    DirectAlignment::uniform(FALLBACK_ALIGNMENT)
+    DirectAlignment { fs_block, ..DirectAlignment::uniform(FALLBACK_ALIGNMENT) }
+}
+
+/// The filesystem's block size: statfs's `f_bsize` (ext4's, XFS's and btrfs's block, through
+/// overlayfs the lower filesystem's; not statx's `stx_blksize`, which on XFS is the page size or,
+/// with `largeio`, the stripe width). The open file `dirfd` when `path` is empty, else `path`.
+fn fs_block_size(dirfd: RawFd, path: &CStr) -> Option<usize> {
+    // SAFETY: statfs is a plain C struct of integers, for which all-zero bytes are a valid value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    let rc = if path.is_empty() {
+        // SAFETY: `st` is a writable statfs alive for the call; a bad descriptor is an error.
+        unsafe { libc::fstatfs(dirfd, &mut st) }
+    } else {
+        // SAFETY: `path` is NUL-terminated and `st` a writable statfs, both alive for the call.
+        unsafe { libc::statfs(path.as_ptr(), &mut st) }
+    };
+    if rc != 0 {
+        return None;
+    }
+    u32::try_from(st.f_bsize).ok().and_then(valid)
 }
 
 /// A block device's logical block size from sysfs (a partition's is its disk's).
@@ -150,8 +168,10 @@ mod tests {
             .unwrap();
         let b = dio_alignment_fd(f.as_raw_fd());
         assert!(b.offset >= 512 && b.offset.is_power_of_two() && b.mem.is_power_of_two(), "{b:?}");
-        // ext4 and XFS report their 4 KiB blocks (the test directory is on one or on tmpfs).
-        assert!(b.fs_block >= 4096 && b.fs_block.is_power_of_two() && b.fs_block >= b.offset, "{b:?}");
+        // The filesystem's block as statfs reports it (`stat -f`'s %s is f_bsize).
+        let out = Command::new("stat").args(["-f", "-c", "%s"]).arg(&p).output().unwrap();
+        let want: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        assert_eq!(b.fs_block, want, "{b:?}");
         assert_eq!(dio_alignment(&p), b);
         println!("O_DIRECT alignment: dir {a:?}, file {b:?}");
         assert_eq!(dio_alignment(Path::new("/nonexistent/x")), DirectAlignment::uniform(4096));

@@ -114,17 +114,15 @@ fn read_partial_block(file: &dyn IoFile, start: u64, end: u64) -> Result<Option<
 }
 
 /// What a direct file's writes are aligned to: the kernel's requirement, raised to the
-/// filesystem's block where that divides the chunks (a write starting or ending inside a
-/// filesystem block takes its slow sub-block path; see [`crate::io::DirectAlignment::fs_block`]).
-/// With batches that do not end on a block boundary nearly every write would start inside one.
+/// filesystem's block (a write starting or ending inside one takes its slow sub-block path; see
+/// [`crate::io::DirectAlignment::fs_block`]), or to 4096 where that block is not a power of two
+/// or is larger than a chunk. With batches that do not end on a block boundary nearly every
+/// write would otherwise start inside one.
 fn write_alignment(a: crate::io::DirectAlignment) -> u64 {
     let required = a.offset.max(a.mem).max(1) as u64;
-    let block = (a.fs_block as u64).max(required);
-    if block <= CHUNK && CHUNK.is_multiple_of(block) {
-        block
-    } else {
-        required
-    }
+    let fs_block = a.fs_block as u64;
+    let block = if fs_block.is_power_of_two() && fs_block <= CHUNK { fs_block } else { 4096 };
+    required.max(block)
 }
 
 fn align_down(x: u64, a: u64) -> u64 {
@@ -1115,8 +1113,9 @@ mod tests {
         assert_eq!(a(512, 512, 4096), 4096, "ext4's 4 KiB blocks on a 512-byte device");
         assert_eq!(a(4096, 512, 512), 4096, "memory alignment counts too");
         assert_eq!(a(512, 512, 64 << 10), 64 << 10);
-        assert_eq!(a(512, 512, 1 << 20), 512, "a block larger than a chunk is not taken");
-        assert_eq!(a(512, 512, 3 * 4096), 512, "nor one that does not divide it");
+        assert_eq!(a(512, 512, 1024), 1024, "ext4 with 1 KiB blocks");
+        assert_eq!(a(512, 512, 1 << 20), 4096, "a block larger than a chunk is not taken");
+        assert_eq!(a(512, 512, 3 * 4096), 4096, "nor one that is not a power of two");
         assert_eq!(a(4096, 4096, 1024), 4096, "never below what the kernel requires");
     }
 
@@ -1131,9 +1130,10 @@ mod tests {
             let dir = test_dir();
             s.create_dir_all(dir.path()).unwrap(); // for the simulated disk
             let f = s.open_log(&dir.path().join("0.log"), OpenMode::CreateNew).unwrap();
-            let block = f.direct_alignment().unwrap().fs_block as u64;
+            let a = f.direct_alignment().unwrap();
+            let block = write_alignment(a);
             let tail = TailFile::new(f.clone(), 0, 1 << 20).unwrap();
-            assert_eq!(tail.align(), block, "{:?}", f.direct_alignment());
+            assert_eq!(tail.align(), block, "{a:?}");
             let data = pattern(40 * 16_000, 3);
             for batch in data.chunks(16_000) {
                 tail.append(batch);
