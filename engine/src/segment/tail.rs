@@ -121,7 +121,11 @@ fn read_partial_block(file: &dyn IoFile, start: u64, end: u64) -> Result<Option<
 fn write_alignment(a: crate::io::DirectAlignment) -> u64 {
     let required = a.offset.max(a.mem).max(1) as u64;
     let fs_block = a.fs_block as u64;
-    let block = if fs_block.is_power_of_two() && fs_block <= CHUNK { fs_block } else { 4096 };
+    let block = if fs_block.is_power_of_two() && fs_block <= CHUNK {
+        fs_block
+    } else {
+        crate::io::probe::FALLBACK_ALIGNMENT as u64
+    };
     required.max(block)
 }
 
@@ -1125,13 +1129,14 @@ mod tests {
     fn unaligned_batches_are_written_in_whole_filesystem_blocks() {
         let uring = UringStorage::new(IoMode::Direct).unwrap();
         let sim = crate::io::sim::SimStorage::with_alignment(DirectAlignment { mem: 512, offset: 512, fs_block: 4096 });
-        let storages: [&dyn Storage; 2] = [&uring, &sim];
-        for s in storages {
+        // The simulated disk's block is known: 4096 over 512-byte sectors.
+        let storages: [(&dyn Storage, Option<u64>); 2] = [(&uring, None), (&sim, Some(4096))];
+        for (s, known) in storages {
             let dir = test_dir();
             s.create_dir_all(dir.path()).unwrap(); // for the simulated disk
             let f = s.open_log(&dir.path().join("0.log"), OpenMode::CreateNew).unwrap();
             let a = f.direct_alignment().unwrap();
-            let block = write_alignment(a);
+            let block = known.unwrap_or_else(|| write_alignment(a));
             let tail = TailFile::new(f.clone(), 0, 1 << 20).unwrap();
             assert_eq!(tail.align(), block, "{a:?}");
             let data = pattern(40 * 16_000, 3);
