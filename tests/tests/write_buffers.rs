@@ -252,10 +252,17 @@ fn the_write_buffer_budget_bounds_a_shards_chunks() {
         let mut want = vec![Vec::new(); tps.len()];
         for round in 0..3u32 {
             let (release, held) = std::sync::mpsc::channel::<()>();
+            let (entered, inside) = std::sync::mpsc::channel::<()>();
             let gate = e.with_log(&tps[0], move |_| {
+                let _ = entered.send(());
                 let _ = held.recv();
                 Ok(())
             });
+            // The shard holds the gate before any append is sent: otherwise a shard slow to wake
+            // takes the gate with the first appends, writes them before it takes the rest, and
+            // their chunks (a buffered write completes at once) come back before the last
+            // partitions take theirs (CI saw a peak of 299 without the budget).
+            inside.recv().unwrap();
             let pending: Vec<_> = tps
                 .iter()
                 .enumerate()
