@@ -114,12 +114,15 @@ fn direct_mode_on_xfs_with_4096_byte_sectors() {
     check_on(FsKind::Xfs, 4096);
 }
 
-/// In direct mode the active segment's `.log` is kept longer than its data (sparse, at most
-/// 1 MiB past the block the data ends in), so that the appends' O_DIRECT writes land inside the
-/// file's size. The length past the data is cut at close; a copy of the live directory (what a
+/// In direct mode the active segment's `.log` is kept longer than its data (sparse, at most its
+/// shard's share of the length lead past the block the data ends in), so that the appends'
+/// O_DIRECT writes land inside the file's size. With 33 partitions on the shard each keeps
+/// 4 MiB (256 MiB shared, rounded down to a power of two), not the 16 MiB of a shard's first
+/// partition. The length past the data is cut at close; a copy of the live directory (what a
 /// crash leaves) reopens with every batch and the zeros cut as a torn tail.
 fn length_ahead_on(kind: FsKind) {
-    const LEAD: u64 = 1 << 20;
+    const LEAD: u64 = 4 << 20;
+    const APPENDS: i64 = 500;
     let Some(fs) = loop_fs(kind, 4096) else { return };
     let open = |dir: &std::path::Path| {
         let mut cfg = EngineConfig::new(dir);
@@ -132,10 +135,14 @@ fn length_ahead_on(kind: FsKind) {
     assert_eq!(engine.io_mode(), IoMode::Direct);
     let tp = TopicPartition::new("ahead", 0);
     engine.open_partition(&tp, None).wait().unwrap();
+    for p in 1..33 {
+        engine.open_partition(&TopicPartition::new("ahead", p), None).wait().unwrap();
+    }
     let log = dir.join("ahead-0").join("00000000000000000000.log");
     let mut data = 0u64;
-    // About 1.5 MB: the length moves ahead twice more after the first.
-    for i in 0..150 {
+    let mut lengths = std::collections::BTreeSet::new();
+    // About 5 MB: the length moves ahead twice more after the first.
+    for i in 0..APPENDS {
         let b = odd_batch(i);
         data += b.len() as u64;
         engine.append(&tp, b, 0).wait().unwrap();
@@ -146,9 +153,11 @@ fn length_ahead_on(kind: FsKind) {
             "{kind:?}: after append {i} the .log is {} bytes for {data} bytes of data",
             m.len()
         );
+        lengths.insert(m.len());
         use std::os::unix::fs::MetadataExt;
         assert!(m.blocks() * 512 <= end + (64 << 10), "{kind:?}: {} bytes allocated for {data}", m.blocks() * 512);
     }
+    assert!(lengths.len() >= 3, "{kind:?}: the length moved {} times", lengths.len());
     engine.flush_all().unwrap();
     // What a crash leaves: the files as they are, without the clean-shutdown marker.
     let crashed = fs.path().join("crashed");
@@ -169,7 +178,7 @@ fn length_ahead_on(kind: FsKind) {
     let engine = open(&crashed);
     engine.open_partition(&tp, None).wait().unwrap();
     let (_, start, end) = engine.partitions().unwrap().into_iter().find(|(t, ..)| *t == tp).unwrap();
-    assert_eq!((start, end), (0, (0..150).map(|i| 1 + (i % 7)).sum::<i64>()), "{kind:?}: every batch recovered");
+    assert_eq!((start, end), (0, (0..APPENDS).map(|i| 1 + (i % 7)).sum::<i64>()), "{kind:?}: every batch recovered");
     engine.shutdown().unwrap();
     let recovered = crashed.join("ahead-0").join("00000000000000000000.log");
     assert_eq!(std::fs::read(&recovered).unwrap(), std::fs::read(&log).unwrap(), "{kind:?}: the recovered .log");

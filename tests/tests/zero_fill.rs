@@ -178,8 +178,9 @@ fn the_zeros_run_ahead_of_the_data_and_close_cuts_them() {
 
 /// A partition whose appends queue beside other partitions' writes takes no refill (the shard's
 /// rule; alone it takes small ones, see below): with no zeros ahead of
-/// its data, the `.log`'s length is kept ahead of it (sparse, 512 KiB to 1 MiB past the block
-/// the data ends in), so that its writes land inside the file's size instead of extending it.
+/// its data, the `.log`'s length is kept ahead of it (sparse, half a lead to a lead past the
+/// block the data ends in: 8 to 16 MiB for a standalone log), so that its writes land inside the
+/// file's size instead of extending it.
 /// Refills taken after that write their zeros inside that length; a close cuts the file back
 /// to the batches. (That zeros ahead keep the length where they end: active.rs,
 /// `zeros_ahead_keep_the_length_where_they_end`.)
@@ -195,7 +196,8 @@ fn without_zeros_ahead_the_length_runs_ahead_of_the_data() {
     }
     let ahead = common::file_len(&log_path(&t.dir, 0)) - t.log.active_segment().size() as u64;
     // Measured from the data's end, not its block's: up to a block more than the lead.
-    assert!((512 << 10..=(1 << 20) + 4096).contains(&ahead), "the length runs {ahead} bytes ahead of the data");
+    let lead = seglog::segment::DEFAULT_LENGTH_LEAD as u64;
+    assert!((lead / 2..=lead + 4096).contains(&ahead), "the length runs {ahead} bytes ahead of the data");
     assert_eq!(t.log.zero_fill_stats().fills, 0);
     // Then turns that refill, as the partition's appends stop queueing.
     let mut zero_writes = 0;

@@ -339,6 +339,7 @@ fn rebuild_settings(args: &Args) -> SegmentSettings {
         preallocate_bytes: 0,
         tail_cache_bytes: 0,
         zero_fill_bytes: 0,
+        length_lead_bytes: 0,
         segment_bytes: i32::MAX as u32,
     }
 }

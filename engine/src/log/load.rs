@@ -70,7 +70,17 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
         recovered,
         now,
     } = loaded;
-    let LogOptions { config, storage, clock, tail_cache_bytes, zero_fill_bytes, writes, resources, .. } = options;
+    let LogOptions {
+        config,
+        storage,
+        clock,
+        tail_cache_bytes,
+        zero_fill_bytes,
+        length_lead_bytes,
+        writes,
+        resources,
+        ..
+    } = options;
     let sealed = sealed.into_iter().map(|(b, s)| (b, s.into_sealed())).collect();
     let seed = now as u64 ^ (dir.as_os_str().len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut log = Log {
@@ -96,6 +106,7 @@ pub(super) fn open(dir: &Path, mut options: LogOptions) -> Result<(Log, LoadRepo
         rng: seed,
         tail_cache_bytes,
         zero_fill_bytes,
+        length_lead_bytes,
         writes,
         epochs,
         producers: super::producer_state::ProducerState::new(log_end_offset),
@@ -153,12 +164,13 @@ fn load(dir: &Path, options: &LogOptions) -> Result<(Loaded, LoadReport)> {
         recovery_threads,
         ref progress,
         zero_fill_bytes,
+        length_lead_bytes,
         ref resources,
         ..
     } = *options;
     let mut report = LoadReport::default();
     let Inventory { logs: bases, snapshots, txn_indexes } = find_segments(&**storage, dir, &mut report)?;
-    let settings = segment_settings(config, tail_cache_bytes, zero_fill_bytes);
+    let settings = segment_settings(config, tail_cache_bytes, zero_fill_bytes, length_lead_bytes);
     let mut segments = open_segments(storage, dir, &bases, settings, resources, &mut report)?;
 
     // Pass 3: recovery.
@@ -301,13 +313,19 @@ fn find_segments(storage: &dyn Storage, dir: &Path, report: &mut LoadReport) -> 
 
 /// What each segment of a log with `config` is made with (`Log::settings` for a log already
 /// open).
-pub(super) fn segment_settings(config: &LogConfig, tail_cache_bytes: u64, zero_fill_bytes: u32) -> SegmentSettings {
+pub(super) fn segment_settings(
+    config: &LogConfig,
+    tail_cache_bytes: u64,
+    zero_fill_bytes: u32,
+    length_lead_bytes: u32,
+) -> SegmentSettings {
     SegmentSettings {
         index_interval_bytes: config.index_interval_bytes,
         segment_index_bytes: config.segment_index_bytes,
         preallocate_bytes: if config.preallocate { config.segment_bytes } else { 0 },
         tail_cache_bytes,
         zero_fill_bytes,
+        length_lead_bytes,
         segment_bytes: config.segment_bytes,
     }
 }

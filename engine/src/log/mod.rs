@@ -61,6 +61,12 @@ pub struct LogOptions {
     /// Zero fill ([`crate::segment::SegmentSettings::zero_fill_bytes`]): keep this many bytes past
     /// the active segment's data written with zeros. 0 (the default) for none.
     pub zero_fill_bytes: u32,
+    /// How far past its data an O_DIRECT active segment's `.log` length is kept when neither
+    /// `preallocate` nor zero fill's zeros put it there
+    /// ([`crate::segment::SegmentSettings::length_lead_bytes`]; default
+    /// [`crate::segment::DEFAULT_LENGTH_LEAD`], 0 for none). Sparse: nothing is reserved, and
+    /// seal, close and recovery cut it back to the data.
+    pub length_lead_bytes: u32,
     /// The lock of the log directory above this partition, when the caller holds it (the engine
     /// does). `None` (the default): the log takes a shared lock on that directory's `.lock` itself
     /// if it has one, so it cannot open a partition an engine or a Kafka broker owns, and locks
@@ -132,6 +138,7 @@ impl Default for LogOptions {
             recovery_threads: 1,
             progress: None,
             zero_fill_bytes: 0,
+            length_lead_bytes: crate::segment::DEFAULT_LENGTH_LEAD,
             log_dir_lock: None,
             resources: SegmentResources::process_default(),
         }
@@ -271,6 +278,7 @@ pub struct Log {
     rng: u64,
     tail_cache_bytes: u64,
     zero_fill_bytes: u32,
+    length_lead_bytes: u32,
     writes: Writes,
     epochs: epoch::LeaderEpochCache,
     /// The idempotent and transactional producers' state (`producers.rs`).
@@ -407,7 +415,7 @@ impl Log {
     }
 
     fn settings(&self) -> SegmentSettings {
-        segment_settings(&self.config, self.tail_cache_bytes, self.zero_fill_bytes)
+        segment_settings(&self.config, self.tail_cache_bytes, self.zero_fill_bytes, self.length_lead_bytes)
     }
 
     fn next_jitter(&mut self) -> i64 {

@@ -56,6 +56,15 @@ impl Log {
         self.active_mut().set_zero_fill_bytes(bytes);
     }
 
+    /// Sets how far past its data the active segment's O_DIRECT `.log` length is kept
+    /// ([`LogOptions::length_lead_bytes`]), and the same for the segments rolled after it: an
+    /// engine shard shares one budget among its partitions. A length already further ahead
+    /// stays; the next move is judged by the new lead.
+    pub fn set_length_lead_bytes(&mut self, bytes: u32) {
+        self.length_lead_bytes = bytes;
+        self.active_mut().set_length_lead_bytes(bytes);
+    }
+
     /// Sets how many written bytes the active segment's tail keeps in memory
     /// ([`LogOptions::tail_cache_bytes`]), giving back what lies before that now, and the same
     /// for the segments rolled after it: an engine shard shares one budget among its partitions.

@@ -3,10 +3,6 @@
 
 use super::*;
 
-/// How far past its data [`ActiveSegment::keep_length_ahead`] sets a direct-mode `.log`'s
-/// length: one `ftruncate` per 512 KiB to 1 MiB of appends.
-const LENGTH_LEAD: u64 = 1 << 20;
-
 /// A new segment's index file as a [`LazyFile`]: created if missing, opened otherwise, and
 /// emptied.
 fn create_index_file(storage: &Arc<dyn Storage>, path: &Path, res: &SegmentResources) -> Result<Arc<LazyFile>> {
@@ -332,8 +328,9 @@ impl ActiveSegment {
     }
 
     /// In direct mode without preallocation, keeps the `.log`'s length (sparse: no blocks
-    /// reserved) between half of [`LENGTH_LEAD`] and all of it past `end`, where the data writes
-    /// just taken end (on a block boundary), so that they land inside the file's size. ext4
+    /// reserved) between half of [`SegmentSettings::length_lead_bytes`] and all of it past `end`,
+    /// where the data writes just taken end (on a block boundary), so that they land inside the
+    /// file's size, once per half a lead of appends. ext4
     /// hands an O_DIRECT write that extends the file to an io-wq worker that waits for the
     /// device and then updates the size; a write inside the size skips both (one into a hole
     /// still allocates its blocks on a worker). Kafka's `preallocate` sets the length the same
@@ -354,8 +351,10 @@ impl ActiveSegment {
     /// would stall the shard, and an idle flush or close has nothing to put inside the size.
     /// Best effort: a failed `ftruncate` leaves the appends extending the file, as without this.
     fn keep_length_ahead(&mut self, end: u64) {
+        let lead = self.settings.length_lead_bytes as u64;
         // `u64::MAX` (off) passes this test too.
-        if end + LENGTH_LEAD / 2 <= self.length_ahead
+        if end + lead / 2 <= self.length_ahead
+            || lead == 0
             || self.settings.preallocate_bytes > 0
             || self.zero.zeroed_to > end
             || self.zero.pending.is_some()
@@ -364,7 +363,7 @@ impl ActiveSegment {
         {
             return;
         }
-        let target = (end + LENGTH_LEAD).min(self.settings.segment_bytes as u64);
+        let target = (end + lead).min(self.settings.segment_bytes as u64);
         if target <= end || target <= self.length_ahead {
             // At `segment.bytes` already: the segment's last writes are inside it.
             return;
@@ -373,6 +372,12 @@ impl ActiveSegment {
             Ok(()) => target,
             Err(_) => u64::MAX,
         };
+    }
+
+    /// Sets how far past its data the `.log`'s length is kept from the next move on
+    /// ([`SegmentSettings::length_lead_bytes`]).
+    pub(crate) fn set_length_lead_bytes(&mut self, bytes: u32) {
+        self.settings.length_lead_bytes = bytes;
     }
 
     /// Applies the outcome of the writes of [`ActiveSegment::take_writes`] (possibly turned into
@@ -565,20 +570,37 @@ mod length_ahead_tests {
         bytes
     }
 
-    /// One `ftruncate` per half a lead of appended bytes, none for an idle flush or close, and
-    /// none per write in a segment's last half lead (the length is at `segment.bytes` there).
+    /// Appends of about two leads: the length moves 3 to 5 times and ends between half a lead and
+    /// a lead past the data.
+    fn moves_per_two_leads(sim: &SimStorage, log: &mut Log, lead: u64) -> u64 {
+        let mut data = log.active_segment().size() as u64;
+        let before = sim.counters().set_lens;
+        data += append(log, (2 * lead / 1_000) as usize);
+        let calls = sim.counters().set_lens - before;
+        assert!((3..=5).contains(&calls), "{calls} length changes for {data} bytes with a lead of {lead}");
+        let len = sim.file_len(LOG).unwrap();
+        let end = data.div_ceil(512) * 512;
+        assert!(len >= end + lead / 2 && len <= end + lead, "{len} for {data} with a lead of {lead}");
+        data
+    }
+
+    /// One `ftruncate` per half a lead of appended bytes (16 MiB by default, another once set),
+    /// none for an idle flush or close, and none per write in a segment's last half lead (the
+    /// length is at `segment.bytes` there).
     #[test]
     fn the_length_moves_ahead_once_per_half_lead() {
         let sim = SimStorage::with_direct_alignment(512);
         let mut log = open(&sim, 1 << 30);
-        let mut data = append(&mut log, 1);
-        let before = sim.counters().set_lens;
-        data += append(&mut log, 2_000);
-        let calls = sim.counters().set_lens - before;
-        assert!((3..=5).contains(&calls), "{calls} length changes for {data} bytes");
+        append(&mut log, 1);
+        moves_per_two_leads(&sim, &mut log, crate::segment::DEFAULT_LENGTH_LEAD as u64);
+        // A lead set smaller (a shard's share): the length already ahead stays, and moves by
+        // the new lead once the data is within half of it.
+        log.set_length_lead_bytes(1 << 20);
         let len = sim.file_len(LOG).unwrap();
-        let end = data.div_ceil(512) * 512;
-        assert!(len >= end + super::LENGTH_LEAD / 2 && len <= end + super::LENGTH_LEAD, "{len} for {data}");
+        append(&mut log, 100);
+        assert_eq!(sim.file_len(LOG), Some(len), "a length further ahead than the new lead stays");
+        append(&mut log, (crate::segment::DEFAULT_LENGTH_LEAD / 1_000) as usize);
+        let data = moves_per_two_leads(&sim, &mut log, 1 << 20);
         let before = sim.counters().set_lens;
         log.flush().unwrap();
         assert_eq!(sim.counters().set_lens - before, 0, "an idle flush changes no length");
