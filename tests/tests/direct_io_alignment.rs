@@ -158,6 +158,14 @@ fn length_ahead_on(kind: FsKind) {
         assert!(m.blocks() * 512 <= end + (64 << 10), "{kind:?}: {} bytes allocated for {data}", m.blocks() * 512);
     }
     assert!(lengths.len() >= 3, "{kind:?}: the length moved {} times", lengths.len());
+    // A partition opened while the share stays 4 MiB (34 partitions) opens with it.
+    let late = TopicPartition::new("ahead", 33);
+    engine.open_partition(&late, None).wait().unwrap();
+    let b = odd_batch(1);
+    let late_data = b.len() as u64;
+    engine.append(&late, b, 0).wait().unwrap();
+    let len = std::fs::metadata(dir.join("ahead-33").join("00000000000000000000.log")).unwrap().len();
+    assert_eq!(len, late_data.div_ceil(4096) * 4096 + LEAD, "{kind:?}: the late partition's .log");
     engine.flush_all().unwrap();
     // What a crash leaves: the files as they are, without the clean-shutdown marker.
     let crashed = fs.path().join("crashed");

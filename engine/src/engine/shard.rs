@@ -1312,18 +1312,30 @@ fn zero_fill_share(total: u32, logs: usize) -> u32 {
 /// equally, rounded down to a power of two (so it changes a few times while thousands of
 /// partitions open), between 1 MiB and [`crate::segment::DEFAULT_LENGTH_LEAD`].
 fn length_lead_share(logs: usize) -> u32 {
-    let even = LENGTH_LEAD_BUDGET / logs.max(1) as u64;
-    let pow2 = if even == 0 { 0 } else { 1u64 << (63 - even.leading_zeros()) };
-    pow2.clamp(MIN_LENGTH_LEAD as u64, crate::segment::DEFAULT_LENGTH_LEAD as u64) as u32
+    pow2_share(LENGTH_LEAD_BUDGET, logs).clamp(MIN_LENGTH_LEAD as u64, crate::segment::DEFAULT_LENGTH_LEAD as u64)
+        as u32
 }
 
-/// The length leads of a shard's partitions together: 16 MiB each up to 16 partitions, 4 MiB
-/// at 64, the 1 MiB floor from 256. ext4 sets blocks aside for a file's next allocations by its
-/// length (up to 8 MiB a file, given back under pressure for space), so ten thousand partitions
-/// with the length 16 MiB ahead asked it for 80 GB: the first append to each of 10,000
-/// partitions took 10.0 s against 5.0 s with 1 MiB (`seglog bench --workloads partitions
-/// --partitions-sweep-counts 10000`, docs/benchmarks.md, "The length ahead sized for ext4's
-/// allocator").
+/// The largest power of two at most `budget / logs` (0 when that is 0): a share that changes
+/// only a few times while partitions open one by one.
+fn pow2_share(budget: u64, logs: usize) -> u64 {
+    let even = budget / logs.max(1) as u64;
+    if even == 0 {
+        0
+    } else {
+        1 << even.ilog2()
+    }
+}
+
+/// The length leads of a shard's partitions together: 16 MiB each up to 16 partitions, 8 up to
+/// 32, 4 up to 64, 2 up to 128, the 1 MiB floor from 129. Per shard: the engine's shards each
+/// have one (8 shards of 16 partitions keep 16 MiB each, 2 GiB of length in all). It bounds the
+/// zeros past the data that a live directory's readers and a crash's recovery meet, and the
+/// space ext4 sets aside for the files' next allocations (by their length, up to 8 MiB a file:
+/// ten thousand files 16 MiB ahead would ask for 80 GB). A precaution, not a measured need: at
+/// 10,000 partitions 16 MiB each measured no different from 1 MiB (docs/benchmarks.md, "The
+/// length ahead sized for ext4's allocator"), so past 128 partitions the lead stays the 1 MiB
+/// it was.
 const LENGTH_LEAD_BUDGET: u64 = 256 << 20;
 
 /// The least length lead of a shard's partitions: 1 MiB, the lead all had before the budget.
@@ -1333,8 +1345,7 @@ const MIN_LENGTH_LEAD: u32 = 1 << 20;
 /// the largest power of two at most `budget / logs` (so that the share changes only a few times
 /// while partitions open one by one).
 fn tail_cache_share(max: u64, budget: u64, logs: usize) -> u64 {
-    let even = budget / logs.max(1) as u64;
-    let pow2 = if even == 0 { 0 } else { 1u64 << (63 - even.leading_zeros()) };
+    let pow2 = pow2_share(budget, logs);
     // A share under a chunk would buy nothing: an idle tail with a cache under a chunk holds no
     // chunk (`TailFile`), so such a cache is gone once its write is done.
     if pow2 < crate::io::pool::CHUNK_BYTES as u64 {
@@ -1558,7 +1569,9 @@ mod tests {
     #[test]
     fn length_lead_share_splits_the_budget_between_1_and_16_mib() {
         let mib = 1 << 20;
-        for (logs, want) in [(0, 16), (1, 16), (8, 16), (16, 16), (17, 8), (33, 4), (64, 4), (100, 2), (256, 1)] {
+        let steps =
+            [(0, 16), (1, 16), (16, 16), (17, 8), (32, 8), (33, 4), (64, 4), (65, 2), (128, 2), (129, 1), (256, 1)];
+        for (logs, want) in steps {
             assert_eq!(length_lead_share(logs), want * mib, "{logs} logs");
         }
         assert_eq!(length_lead_share(10_000), MIN_LENGTH_LEAD);

@@ -633,6 +633,17 @@ mod length_ahead_tests {
         let calls = sim.counters().set_lens - before;
         assert!(segments >= 3 && calls <= 8 * segments, "{calls} length changes over {segments} segments");
         assert!(sim.file_len(LOG).unwrap() <= 768 << 10);
+
+        // A lead set on the log holds for the segments rolled after it: 128 KiB moves the length
+        // once per 64 KiB of appends, where the default would move it once a segment.
+        let sim = SimStorage::with_direct_alignment(512);
+        let mut log = open(&sim, 768 << 10);
+        log.set_length_lead_bytes(128 << 10);
+        let before = sim.counters().set_lens;
+        let data = append(&mut log, 2_000);
+        let segments = log.segment_infos().len() as u64;
+        let calls = sim.counters().set_lens - before;
+        assert!(segments >= 3 && calls >= data / (96 << 10), "{calls} length changes over {segments} segments");
     }
 
     /// With zero fill, the length moves only while no zeros lie ahead of the data: a lead that
