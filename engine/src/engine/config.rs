@@ -254,7 +254,10 @@ pub struct EngineConfig {
     /// before sleeping (microseconds). A write completing within it is acknowledged without a
     /// wake-up of the shard (on a virtual machine, waking an idle vCPU costs tens of
     /// microseconds). Default 200: longer than one 16-128 KiB O_DIRECT write took on the machine
-    /// measured (fio p50 59-181 us, docs/benchmarks.md); 0 sleeps at once.
+    /// measured (fio p50 59-181 us, docs/benchmarks.md); 0 sleeps at once. It applies only while
+    /// at most one partition has a write in flight: with more, the shard sleeps at once and
+    /// leaves its core to the kernel workers that run the writes which block (docs/benchmarks.md,
+    /// "The shard's spin by load").
     pub io_spin_us: u64,
     /// How often the recovery-point and log-start-offset checkpoints are written (Kafka's
     /// log.flush.offset.checkpoint.interval.ms). Default 60,000.
