@@ -39,7 +39,8 @@ pub struct AppendParams {
     /// How long a producer spins on its completion before it sleeps (see
     /// `Completion::wait_spinning`); `None`: `Completion::wait`, which adapts its spin.
     pub wait_spin_us: Option<u64>,
-    /// The engine's `io_spin_us` (its default when `None`).
+    /// The engine's `io_spin_us` (its default when `None`; it applies while at most one
+    /// partition writes).
     pub io_spin_us: Option<u64>,
     /// The engine's zero fill.
     pub zero_fill: seglog::ZeroFill,

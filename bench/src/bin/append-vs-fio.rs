@@ -56,7 +56,7 @@ struct Args {
     #[arg(long)]
     wait_spin_us: Option<u64>,
     /// The engine's `io_spin_us`: how long the shard polls for write completions before
-    /// sleeping (default: the engine's).
+    /// sleeping, while at most one partition writes (default: the engine's).
     #[arg(long)]
     io_spin_us: Option<u64>,
     /// fio's file layout: `match` (what seglog's appends see: written when zero fill is on,

@@ -127,12 +127,12 @@ pub enum ZeroFill {
     Off,
     /// Keep up to this many bytes zeroed past the data, per shard: each partition keeps at most
     /// this over the shard's open partitions (never under 256 KiB), and one partition's refill
-    /// is in flight at a time. Beside other partitions' writes a refill is paced, and none is
-    /// taken while 32 or more data writes are in flight on the shard, nor for a second after:
-    /// there the device's bandwidth is what the appends wait for. A partition's
-    /// lead starts at 256 KiB (or its share, if smaller) and doubles at each refill, a batch of
-    /// writes once less than half is left (issued together while the partition writes alone,
-    /// one after another beside other partitions' writes). Direct mode only: through the page
+    /// is in flight at a time. A partition's lead starts at 256 KiB (or its share, if smaller)
+    /// and doubles at each refill, a batch of writes once less than half is left (issued
+    /// together while the partition writes alone, one after another beside other partitions'
+    /// writes, and none of the latter while 32 or more data writes are in flight on the shard,
+    /// nor for a second after: there the device's bandwidth is what the appends wait for).
+    /// Direct mode only: through the page
     /// cache the zeros reach the disk only at writeback, after the appends that overwrite them,
     /// and buy nothing.
     Lead(u32),
