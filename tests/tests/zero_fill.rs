@@ -422,6 +422,41 @@ fn engine_on(dir: &Path, durability: Durability, zero_fill: ZeroFill) -> Engine 
     Engine::open(cfg).expect("engine")
 }
 
+/// Opens partitions 0..`n` of `topic`.
+fn open_partitions(engine: &Engine, topic: &str, n: usize) -> Vec<TopicPartition> {
+    let tps: Vec<TopicPartition> = (0..n as i32).map(|p| TopicPartition::new(topic, p)).collect();
+    for tp in &tps {
+        engine.open_partition(tp, None).wait().expect("open partition");
+    }
+    tps
+}
+
+/// After shutdown each partition's first `.log` holds exactly the batches appended to it.
+fn assert_files_hold(dir: &Path, tps: &[TopicPartition], appended: &[Vec<u8>], context: &str) {
+    for (tp, bytes) in tps.iter().zip(appended) {
+        let on_disk = file(&log_path(&dir.join(tp.dir_name()), 0));
+        assert_same(&on_disk, bytes, &format!("{context}{tp:?} after shutdown"));
+    }
+}
+
+/// Runs `send` while the shard of `tp` is held in a `with_log` call, entered before `send`
+/// runs: what `send` queues reaches the shard in one turn, whatever the machine's load.
+fn while_held<T>(engine: &Engine, tp: &TopicPartition, send: impl FnOnce() -> T) -> T {
+    let (entered, held) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    // Dropping `release` (a panic in `send`) lets the shard go too.
+    let hold = engine.with_log(tp, move |_| {
+        let _ = entered.send(());
+        let _ = released.recv();
+        Ok(())
+    });
+    held.recv().expect("the shard runs the closure");
+    let sent = send();
+    release.send(()).expect("the closure waits");
+    hold.wait().expect("hold");
+    sent
+}
+
 /// The batch as the log stores it: the engine stamps the base offset and the epoch (outside
 /// the CRC), as the log does.
 fn as_stored(mut b: Vec<u8>, info: &seglog::log::AppendInfo) -> Vec<u8> {
@@ -471,10 +506,7 @@ fn a_shard_shares_its_zero_fill_lead_among_its_partitions() {
     let tmp = disk_tempdir();
     let engine = engine_on(tmp.path(), Durability::EveryBatch, ZeroFill::Lead(LEAD));
     let direct = engine.io_mode() == IoMode::Direct;
-    let tps: Vec<TopicPartition> = (0..PARTITIONS as i32).map(|p| TopicPartition::new("share", p)).collect();
-    for tp in &tps {
-        engine.open_partition(tp, None).wait().expect("open partition");
-    }
+    let tps = open_partitions(&engine, "share", PARTITIONS);
     let mut appended = vec![Vec::new(); PARTITIONS];
     // About 1.9 MiB a partition: past the second doubling of a lead of its own (256 KiB, 512
     // KiB, 1 MiB, 2 MiB), so a partition keeping the whole lead writes more zeros than allowed.
@@ -500,10 +532,7 @@ fn a_shard_shares_its_zero_fill_lead_among_its_partitions() {
     }
     assert_eq!(fills > 0, direct, "zero fill ran ({fills} refills) only in direct mode");
     engine.shutdown().expect("shutdown");
-    for (tp, bytes) in tps.iter().zip(&appended) {
-        let on_disk = file(&log_path(&tmp.path().join(tp.dir_name()), 0));
-        assert_same(&on_disk, bytes, &format!("{tp:?} after shutdown"));
-    }
+    assert_files_hold(tmp.path(), &tps, &appended, "");
 }
 
 /// One partition on an engine of its own, `count` appends of `bytes` in rounds of 8, each
@@ -520,23 +549,14 @@ fn busy_partition_alone(bytes: usize, count: usize) -> (seglog::segment::ZeroFil
     engine.open_partition(&tp, None).wait().expect("open partition");
     let mut appended = Vec::new();
     for _ in 0..count / ROUND {
-        let (entered, held) = std::sync::mpsc::channel();
-        let (release, released) = std::sync::mpsc::channel::<()>();
-        // Dropping `release` (a panic here) lets the shard go too.
-        let hold = engine.with_log(&tp, move |_| {
-            let _ = entered.send(());
-            let _ = released.recv();
-            Ok(())
+        let sent: Vec<_> = while_held(&engine, &tp, || {
+            (0..ROUND)
+                .map(|_| {
+                    let b = batch(&[T0], bytes);
+                    (engine.append(&tp, b.clone(), 0), b)
+                })
+                .collect()
         });
-        held.recv().expect("the shard runs the closure");
-        let sent: Vec<_> = (0..ROUND)
-            .map(|_| {
-                let b = batch(&[T0], bytes);
-                (engine.append(&tp, b.clone(), 0), b)
-            })
-            .collect();
-        release.send(()).expect("the closure waits");
-        hold.wait().expect("hold");
         for (c, b) in sent {
             let info = c.wait().expect("append");
             appended.extend(as_stored(b, &info));
@@ -590,10 +610,7 @@ fn refills_beside_other_partitions_writes_are_paced() {
     const PARTITIONS: usize = 4;
     let tmp = disk_tempdir();
     let engine = engine_on(tmp.path(), Durability::EveryBatch, ZeroFill::Lead(4 << 20));
-    let tps: Vec<TopicPartition> = (0..PARTITIONS as i32).map(|p| TopicPartition::new("paced", p)).collect();
-    for tp in &tps {
-        engine.open_partition(tp, None).wait().expect("open partition");
-    }
+    let tps = open_partitions(&engine, "paced", PARTITIONS);
     let stats = |tp: &TopicPartition| engine.with_log(tp, |log| Ok(log.zero_fill_stats())).wait().expect("stats");
     let mut appended = vec![Vec::new(); PARTITIONS];
     // The first partition alone, each append waited for: nothing else is in flight at its turns.
@@ -628,10 +645,7 @@ fn refills_beside_other_partitions_writes_are_paced() {
         eprintln!("refills not checked: zero fill is off in {}", engine.io_mode());
     }
     engine.shutdown().expect("shutdown");
-    for (tp, bytes) in tps.iter().zip(&appended) {
-        let on_disk = file(&log_path(&tmp.path().join(tp.dir_name()), 0));
-        assert_same(&on_disk, bytes, &format!("{tp:?} after shutdown"));
-    }
+    assert_files_hold(tmp.path(), &tps, &appended, "");
 }
 
 /// With many partitions' writes in flight a shard takes no paced refill: the device's queue is
@@ -646,30 +660,17 @@ fn no_paced_refills_while_many_partitions_write() {
     const ROUNDS: usize = 40;
     let tmp = disk_tempdir();
     let engine = engine_on(tmp.path(), Durability::EveryBatch, ZeroFill::Lead(4 << 20));
-    let tps: Vec<TopicPartition> = (0..PARTITIONS as i32).map(|p| TopicPartition::new("crowd", p)).collect();
-    for tp in &tps {
-        engine.open_partition(tp, None).wait().expect("open partition");
-    }
+    let tps = open_partitions(&engine, "crowd", PARTITIONS);
     let mut appended = vec![Vec::new(); PARTITIONS];
     for _ in 0..ROUNDS {
-        // The appends go out once the shard is inside the call, so none is in its turn.
-        let (release, held) = std::sync::mpsc::channel::<()>();
-        let (entered, inside) = std::sync::mpsc::channel::<()>();
-        let hold = engine.with_log(&tps[0], move |_| {
-            let _ = entered.send(());
-            let _ = held.recv();
-            Ok(())
+        let sent: Vec<_> = while_held(&engine, &tps[0], || {
+            tps.iter()
+                .map(|tp| {
+                    let b = batch(&[T0], 12_000);
+                    (engine.append(tp, b.clone(), 0), b)
+                })
+                .collect()
         });
-        inside.recv().expect("the shard runs the call");
-        let sent: Vec<_> = tps
-            .iter()
-            .map(|tp| {
-                let b = batch(&[T0], 12_000);
-                (engine.append(tp, b.clone(), 0), b)
-            })
-            .collect();
-        release.send(()).expect("the shard holds the receiver");
-        hold.wait().expect("hold");
         for ((c, b), bytes) in sent.into_iter().zip(appended.iter_mut()) {
             let info = c.wait().expect("append");
             bytes.extend(as_stored(b, &info));
@@ -686,10 +687,7 @@ fn no_paced_refills_while_many_partitions_write() {
         eprintln!("refills not checked: zero fill is off in {}", engine.io_mode());
     }
     engine.shutdown().expect("shutdown");
-    for (tp, bytes) in tps.iter().zip(&appended) {
-        let on_disk = file(&log_path(&tmp.path().join(tp.dir_name()), 0));
-        assert_same(&on_disk, bytes, &format!("{tp:?} after shutdown"));
-    }
+    assert_files_hold(tmp.path(), &tps, &appended, "");
 }
 
 #[test]
@@ -723,10 +721,7 @@ fn shutdown_right_after_appends_settles_the_refill_first() {
     for round in 0..8 {
         let tmp = disk_tempdir();
         let engine = engine_on(tmp.path(), Durability::EveryBatch, ZeroFill::Lead(2 << 20));
-        let tps: Vec<TopicPartition> = (0..PARTITIONS as i32).map(|p| TopicPartition::new("stop", p)).collect();
-        for tp in &tps {
-            engine.open_partition(tp, None).wait().expect("open partition");
-        }
+        let tps = open_partitions(&engine, "stop", PARTITIONS);
         let mut appended = vec![Vec::new(); PARTITIONS];
         for _ in 0..=round {
             let pending: Vec<_> = tps
@@ -741,9 +736,6 @@ fn shutdown_right_after_appends_settles_the_refill_first() {
             }
         }
         engine.shutdown().unwrap_or_else(|e| panic!("round {round}: {e}"));
-        for (tp, bytes) in tps.iter().zip(&appended) {
-            let on_disk = file(&log_path(&tmp.path().join(tp.dir_name()), 0));
-            assert_same(&on_disk, bytes, &format!("round {round}: {tp:?} after shutdown"));
-        }
+        assert_files_hold(tmp.path(), &tps, &appended, &format!("round {round}: "));
     }
 }
