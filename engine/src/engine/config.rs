@@ -132,9 +132,8 @@ pub enum ZeroFill {
     /// together while the partition writes alone, one after another beside other partitions'
     /// writes, and none of the latter while 32 or more data writes are in flight on the shard,
     /// nor for a second after: there the device's bandwidth is what the appends wait for).
-    /// Direct mode only: through the page
-    /// cache the zeros reach the disk only at writeback, after the appends that overwrite them,
-    /// and buy nothing.
+    /// Direct mode only: through the page cache the zeros reach the disk only at writeback,
+    /// after the appends that overwrite them, and buy nothing.
     Lead(u32),
 }
 
