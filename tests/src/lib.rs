@@ -27,6 +27,25 @@ pub fn test_io_mode() -> Option<seglog::IoMode> {
     std::env::var("SEGLOG_IO_MODE").ok().and_then(|m| m.parse().ok())
 }
 
+/// Runs `send` while the shard of `tp` is held in a `with_log` call, entered before `send` runs:
+/// what `send` queues reaches the shard in one turn, whatever the machine's load. (Sent with
+/// the hold, the first requests could share its turn on a shard slow to wake.)
+pub fn while_held<T>(engine: &seglog::Engine, tp: &seglog::TopicPartition, send: impl FnOnce() -> T) -> T {
+    let (entered, held) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    // Dropping `release` (a panic in `send`) lets the shard go too.
+    let hold = engine.with_log(tp, move |_| {
+        let _ = entered.send(());
+        let _ = released.recv();
+        Ok(())
+    });
+    held.recv().expect("the shard runs the closure");
+    let sent = send();
+    release.send(()).expect("the closure waits");
+    hold.wait().expect("hold");
+    sent
+}
+
 /// `LogOptions::default()` on [`test_storage`].
 pub fn log_options() -> seglog::log::LogOptions {
     seglog::log::LogOptions { storage: test_storage(), ..Default::default() }

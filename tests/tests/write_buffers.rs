@@ -251,28 +251,19 @@ fn the_write_buffer_budget_bounds_a_shards_chunks() {
         let (e, tps) = many_partitions(dir.path(), mode, PARTITIONS, 1 << 20, budget);
         let mut want = vec![Vec::new(); tps.len()];
         for round in 0..3u32 {
-            let (release, held) = std::sync::mpsc::channel::<()>();
-            let (entered, inside) = std::sync::mpsc::channel::<()>();
-            let gate = e.with_log(&tps[0], move |_| {
-                let _ = entered.send(());
-                let _ = held.recv();
-                Ok(())
+            // The shard is held before any append is sent: otherwise a shard slow to wake takes
+            // the hold with the first appends, writes them before it takes the rest, and their
+            // chunks (a buffered write completes at once) come back before the last partitions
+            // take theirs (CI saw a peak of 299 without the budget).
+            let pending: Vec<_> = seglog_tests::while_held(&e, &tps[0], || {
+                tps.iter()
+                    .enumerate()
+                    .map(|(p, tp)| {
+                        let b = batch(round * PARTITIONS + p as u32, 2000 + (p * 37) % 3000);
+                        (p, b.clone(), e.append(tp, b, 0))
+                    })
+                    .collect()
             });
-            // The shard holds the gate before any append is sent: otherwise a shard slow to wake
-            // takes the gate with the first appends, writes them before it takes the rest, and
-            // their chunks (a buffered write completes at once) come back before the last
-            // partitions take theirs (CI saw a peak of 299 without the budget).
-            inside.recv().unwrap();
-            let pending: Vec<_> = tps
-                .iter()
-                .enumerate()
-                .map(|(p, tp)| {
-                    let b = batch(round * PARTITIONS + p as u32, 2000 + (p * 37) % 3000);
-                    (p, b.clone(), e.append(tp, b, 0))
-                })
-                .collect();
-            release.send(()).unwrap();
-            gate.wait().unwrap();
             for (p, mut b, done) in pending {
                 let info = done.wait().unwrap();
                 b[..8].copy_from_slice(&info.first_offset.to_be_bytes());

@@ -16,6 +16,7 @@ use seglog::config::{LogConfig, ManualClock};
 use seglog::io::Storage;
 use seglog::log::{Log, LogOptions, Recovery, Writes};
 use seglog::{Durability, Engine, EngineConfig, IoMode, TopicPartition, ZeroFill};
+use seglog_tests::while_held;
 
 fn disk_tempdir() -> tempfile::TempDir {
     let base = std::env::var_os("SEGLOG_TEST_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/tmp"));
@@ -437,24 +438,6 @@ fn assert_files_hold(dir: &Path, tps: &[TopicPartition], appended: &[Vec<u8>], c
         let on_disk = file(&log_path(&dir.join(tp.dir_name()), 0));
         assert_same(&on_disk, bytes, &format!("{context}{tp:?} after shutdown"));
     }
-}
-
-/// Runs `send` while the shard of `tp` is held in a `with_log` call, entered before `send`
-/// runs: what `send` queues reaches the shard in one turn, whatever the machine's load.
-fn while_held<T>(engine: &Engine, tp: &TopicPartition, send: impl FnOnce() -> T) -> T {
-    let (entered, held) = std::sync::mpsc::channel();
-    let (release, released) = std::sync::mpsc::channel::<()>();
-    // Dropping `release` (a panic in `send`) lets the shard go too.
-    let hold = engine.with_log(tp, move |_| {
-        let _ = entered.send(());
-        let _ = released.recv();
-        Ok(())
-    });
-    held.recv().expect("the shard runs the closure");
-    let sent = send();
-    release.send(()).expect("the closure waits");
-    hold.wait().expect("hold");
-    sent
 }
 
 /// The batch as the log stores it: the engine stamps the base offset and the epoch (outside

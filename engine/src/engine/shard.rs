@@ -702,8 +702,13 @@ impl Shard {
         let mut refill: Option<(TopicPartition, Vec<crate::io::IoOp>)> = None;
         let mut may_refill = self.zero_fill_bytes > 0
             && (!shared || {
-                let starting = dirty.iter().filter(|tp| !self.in_flight.contains_key(*tp)).count();
-                self.refill_gate.paced(self.in_flight.len() + starting, std::time::Instant::now)
+                // Writes in flight plus those starting. The sum with every dirty partition counts
+                // those in flight twice; only when it reaches the crowd is the exact count taken.
+                let writes = match self.in_flight.len() + dirty.len() {
+                    n if n < CROWDED_WRITES => n,
+                    _ => self.in_flight.len() + dirty.iter().filter(|tp| !self.in_flight.contains_key(*tp)).count(),
+                };
+                self.refill_gate.paced(writes, std::time::Instant::now)
             })
             && !self.refill_in_flight();
         for tp in dirty {
