@@ -586,8 +586,9 @@ fn a_busy_partition_writing_alone_keeps_a_small_lead() {
 
 /// A shard's refill goes as a burst of independent writes while its partition writes alone, and
 /// paced (128 KiB writes, one after another) while other partitions' writes share the device,
-/// so that at most one of its writes sits in front of their appends. Either way the partitions'
-/// files hold exactly their batches after shutdown.
+/// so that at most one of its writes sits in front of their appends; there a partition keeps a
+/// small lead (256 KiB, where alone it grows to its share, 1 MiB here), so that each refill is
+/// short. Either way the partitions' files hold exactly their batches after shutdown.
 #[test]
 fn refills_beside_other_partitions_writes_are_paced() {
     const PARTITIONS: usize = 4;
@@ -603,15 +604,17 @@ fn refills_beside_other_partitions_writes_are_paced() {
         appended[0].extend(as_stored(b, &info));
     }
     let alone = stats(&tps[0]);
-    // Then all of them: each round sends one append to every partition before waiting for any.
+    // Then all of them: each round sends one append to every partition while the shard is held,
+    // so that one turn writes them all (each beside the others) whatever the disk's speed.
     for _ in 0..100 {
-        let sent: Vec<_> = tps
-            .iter()
-            .map(|tp| {
-                let b = batch(&[T0], 12_000);
-                (engine.append(tp, b.clone(), 0), b)
-            })
-            .collect();
+        let sent: Vec<_> = while_held(&engine, &tps[0], || {
+            tps.iter()
+                .map(|tp| {
+                    let b = batch(&[T0], 12_000);
+                    (engine.append(tp, b.clone(), 0), b)
+                })
+                .collect()
+        });
         for ((c, b), bytes) in sent.into_iter().zip(appended.iter_mut()) {
             let info = c.wait().expect("append");
             bytes.extend(as_stored(b, &info));
@@ -623,6 +626,14 @@ fn refills_beside_other_partitions_writes_are_paced() {
         let fills: u64 = together.iter().map(|s| s.fills).sum::<u64>() - alone.fills;
         let paced: u64 = together.iter().map(|s| s.paced).sum();
         assert!(paced > 0, "together: {paced} of {fills} refills paced ({together:?})");
+        // The partitions that only wrote together: their zeros end at most the small lead past
+        // their data (a 64 KiB block of slack), where a lead of their share ends 512 KiB or more
+        // past it once it has grown.
+        for (i, (s, data)) in together.iter().zip(&appended).enumerate().skip(1) {
+            let bound = data.len() as u64 + (256 << 10) + (64 << 10);
+            assert!(s.fills > 0, "partition {i}: {s:?}");
+            assert!(s.bytes <= bound, "partition {i}: {} zero bytes for {} data bytes ({s:?})", s.bytes, data.len());
+        }
         assert!(together.iter().all(|s| s.failures == 0), "{together:?}");
     } else {
         eprintln!("refills not checked: zero fill is off in {}", engine.io_mode());

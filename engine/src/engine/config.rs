@@ -129,9 +129,10 @@ pub enum ZeroFill {
     /// this over the shard's open partitions (never under 256 KiB), and one partition's refill
     /// is in flight at a time. A partition's lead starts at 256 KiB (or its share, if smaller)
     /// and doubles at each refill, a batch of writes once less than half is left (issued
-    /// together while the partition writes alone, one after another beside other partitions'
-    /// writes, and none of the latter while 32 or more data writes are in flight on the shard,
-    /// nor for a second after: there the device's bandwidth is what the appends wait for).
+    /// together while the partition writes alone; beside other partitions' writes one after
+    /// another, of a lead of at most 256 KiB, and none while 32 or more data writes are in flight
+    /// on the shard, nor for a second after: there the device's bandwidth is what the appends
+    /// wait for).
     /// Direct mode only: through the page cache the zeros reach the disk only at writeback,
     /// after the appends that overwrite them, and buy nothing.
     Lead(u32),

@@ -736,8 +736,10 @@ impl Shard {
                 Ok(ops) => {
                     let ops = if dsync { dsync_writes(ops) } else { ops };
                     // A partition whose appends do not queue (this write and its last one carry at
-                    // most one each) may take a refill of its whole share of the lead; a busy one
-                    // a small one, only while it writes alone (`BUSY_ZERO_FILL_LEAD`).
+                    // most one each) may take a refill of its whole share of the lead while it
+                    // writes alone, and of a small lead beside other partitions' writes
+                    // (`PACED_ZERO_FILL_LEAD`); a busy one a small one, only while it writes alone
+                    // (`BUSY_ZERO_FILL_LEAD`).
                     let queued = self.zero_fill_bytes > 0 && {
                         let carried = self.waiting.get(&tp).map_or(0, Vec::len);
                         let last = match self.last_write_appends.get_mut(&tp) {
@@ -752,7 +754,7 @@ impl Shard {
                     let max_lead = if !may_refill {
                         None
                     } else if !queued {
-                        Some(u64::MAX)
+                        Some(if shared { PACED_ZERO_FILL_LEAD } else { u64::MAX })
                     } else if !shared && small_write(&ops) {
                         Some(BUSY_ZERO_FILL_LEAD)
                     } else {
@@ -1367,6 +1369,22 @@ fn tail_cache_share(max: u64, budget: u64, logs: usize) -> u64 {
     }
     pow2.min(max)
 }
+
+/// The most zeros a partition keeps ahead of its data while other partitions' writes share the
+/// device (its refills paced, [`RefillPace::Paced`]): a refill of about half of it (one 128 KiB
+/// write) whenever half is used, where a lead of its whole share (8 MiB at 8 partitions) came in
+/// refills of 4 MiB, 32 linked writes one after another. The zeros a partition writes are the
+/// same either way (as many as its data); what changes is how long each refill is in the
+/// device's queue in front of the other partitions' appends. At 8 partitions x 1 append in
+/// flight, 28-30 % of the appends were issued while such a long refill ran and waited about
+/// four times as long as the rest (1.8-2.4 ms against 0.45-0.61 ms at the median), and they
+/// were most of the appends past the p99. With this lead the durable sweep's p99 there was 1.78x
+/// fio's (1.57-1.86) against 2.45x (2.35-2.53), and at 16 x 1 1.23x against 1.58x with 0.89x
+/// fio's throughput against 0.78x (4 repetitions each, alternated; 128 KiB and 512 KiB measured
+/// no better). It is a trade at 8 x 1: in five sets of runs the p99 fell by 12-32 % and the
+/// throughput by 2-15 % at the median, with 18 times as many refills, each allocating its blocks
+/// (docs/benchmarks.md, "Short refills beside other partitions' writes").
+const PACED_ZERO_FILL_LEAD: u64 = 256 << 10;
 
 /// The least zero-fill lead a log of a shard keeps, however many share the shard's: the first
 /// lead of a segment (256 KiB).
