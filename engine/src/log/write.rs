@@ -35,8 +35,9 @@ impl Log {
         self.take_zero_fill_within(tag, u64::MAX, RefillPace::Burst)
     }
 
-    /// [`Log::take_zero_fill`] with the lead capped at `max_lead` for this refill (a shard's
-    /// busy partition), its writes issued as `pace` says (paced beside other partitions' writes).
+    /// [`Log::take_zero_fill`] with the lead capped at `max_lead` for this refill (a shard's busy
+    /// partition, or one beside other partitions' writes), its writes issued as `pace` says
+    /// (paced beside other partitions' writes).
     pub(crate) fn take_zero_fill_within(&mut self, tag: u64, max_lead: u64, pace: RefillPace) -> Vec<IoOp> {
         if self.failed.is_some() {
             return Vec::new();

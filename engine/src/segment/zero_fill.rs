@@ -38,13 +38,16 @@ pub(crate) enum RefillPace {
 /// append in flight (refills of at least 4 MiB, half an 8 MiB share, by the refill rule): an
 /// append p99 of 0.94x fio's (0.74-1.07, 4 repetitions) with 128 KiB writes and 1.10x (1.01-1.18) with 256 KiB, against 1.87x
 /// (1.75-2.23) for the burst of 1 MiB writes, in the same interleaved runs
-/// (docs/benchmarks.md, "Paced refills beside other partitions' writes").
+/// (docs/benchmarks.md, "Paced refills beside other partitions' writes"). Measured with those
+/// 4 MiB refills; since a shard caps a paced refill's lead at 256 KiB (`PACED_ZERO_FILL_LEAD`),
+/// such a refill is one of these writes and a short one.
 pub(crate) const PACED_REFILL_CHUNK: u64 = 128 << 10;
 
 /// The most writes a [`RefillPace::Paced`] refill takes (8 MiB): a shard's ring submits a batch
 /// that fits its submission queue (256 entries) without waiting, and runs a larger one to the
 /// end on the shard's thread. A lead larger than that is reached over several refills, each due
-/// as soon as the one before completes.
+/// as soon as the one before completes. A guard: the shard's paced refills are of a lead of at
+/// most 256 KiB (two or three writes).
 pub(crate) const PACED_REFILL_MAX_WRITES: u64 = 64;
 
 /// What zero fill did in one active segment (`ActiveSegment::zero_fill_stats`).
