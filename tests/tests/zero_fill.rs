@@ -440,6 +440,24 @@ fn assert_files_hold(dir: &Path, tps: &[TopicPartition], appended: &[Vec<u8>], c
     }
 }
 
+/// One append of `bytes` to each of `tps`, sent while the shard is held so that one turn writes
+/// them all (each beside the others) whatever the disk's speed; waits for them and adds each as
+/// stored to its partition's `appended`.
+fn held_round(engine: &Engine, tps: &[TopicPartition], bytes: usize, appended: &mut [Vec<u8>]) {
+    let sent: Vec<_> = while_held(engine, &tps[0], || {
+        tps.iter()
+            .map(|tp| {
+                let b = batch(&[T0], bytes);
+                (engine.append(tp, b.clone(), 0), b)
+            })
+            .collect()
+    });
+    for ((c, b), stored) in sent.into_iter().zip(appended.iter_mut()) {
+        let info = c.wait().expect("append");
+        stored.extend(as_stored(b, &info));
+    }
+}
+
 /// The batch as the log stores it: the engine stamps the base offset and the epoch (outside
 /// the CRC), as the log does.
 fn as_stored(mut b: Vec<u8>, info: &seglog::log::AppendInfo) -> Vec<u8> {
@@ -604,21 +622,9 @@ fn refills_beside_other_partitions_writes_are_paced() {
         appended[0].extend(as_stored(b, &info));
     }
     let alone = stats(&tps[0]);
-    // Then all of them: each round sends one append to every partition while the shard is held,
-    // so that one turn writes them all (each beside the others) whatever the disk's speed.
+    // Then all of them, a round at a time, each round written in one turn.
     for _ in 0..100 {
-        let sent: Vec<_> = while_held(&engine, &tps[0], || {
-            tps.iter()
-                .map(|tp| {
-                    let b = batch(&[T0], 12_000);
-                    (engine.append(tp, b.clone(), 0), b)
-                })
-                .collect()
-        });
-        for ((c, b), bytes) in sent.into_iter().zip(appended.iter_mut()) {
-            let info = c.wait().expect("append");
-            bytes.extend(as_stored(b, &info));
-        }
+        held_round(&engine, &tps, 12_000, &mut appended);
     }
     let together: Vec<_> = tps.iter().map(stats).collect();
     if engine.io_mode() == IoMode::Direct {
@@ -657,18 +663,7 @@ fn no_paced_refills_while_many_partitions_write() {
     let tps = open_partitions(&engine, "crowd", PARTITIONS);
     let mut appended = vec![Vec::new(); PARTITIONS];
     for _ in 0..ROUNDS {
-        let sent: Vec<_> = while_held(&engine, &tps[0], || {
-            tps.iter()
-                .map(|tp| {
-                    let b = batch(&[T0], 12_000);
-                    (engine.append(tp, b.clone(), 0), b)
-                })
-                .collect()
-        });
-        for ((c, b), bytes) in sent.into_iter().zip(appended.iter_mut()) {
-            let info = c.wait().expect("append");
-            bytes.extend(as_stored(b, &info));
-        }
+        held_round(&engine, &tps, 12_000, &mut appended);
     }
     let stats: Vec<_> =
         tps.iter().map(|tp| engine.with_log(tp, |log| Ok(log.zero_fill_stats())).wait().expect("stats")).collect();
