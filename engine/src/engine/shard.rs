@@ -1371,20 +1371,15 @@ fn tail_cache_share(max: u64, budget: u64, logs: usize) -> u64 {
 }
 
 /// The most zeros a partition keeps ahead of its data while other partitions' writes share the
-/// device (its refills paced, [`RefillPace::Paced`]): a refill of a little over
-/// half of it (a 128 KiB write and a short one linked after it) whenever half is used, where a
-/// lead of its whole share (8 MiB at 8 partitions) came in refills of 4 MiB, 32 linked writes one
-/// after another. While refills keep up, the zeros a partition writes are the same either way (as
-/// many as its data); what changes is how long each refill is in the device's queue in front of
-/// the other partitions' appends. At 8 partitions x 1 append in flight, 28-30 % of the appends
-/// were issued while such a long refill ran and waited about four times as long as the rest
-/// (1.8-2.4 ms against 0.45-0.61 ms at the median), and they were most of the appends past the
-/// p99. With this lead the durable sweep's p99 there was 1.78x
-/// fio's (1.57-1.86) against 2.45x (2.35-2.53), and at 16 x 1 1.23x against 1.58x with 0.89x
-/// fio's throughput against 0.78x (4 repetitions each, alternated; 128 KiB and 512 KiB measured
-/// no better). It is a trade at 8 x 1: in five sets of runs the p99 fell by 12-32 % and the
-/// throughput by 2-15 % at the median, with 18 times as many refills, each allocating its blocks
-/// (docs/benchmarks.md, "Short refills beside other partitions' writes").
+/// device (its refills paced, [`RefillPace::Paced`]): a refill is then a 128 KiB write and a
+/// short one linked after it, where a lead of the whole share (8 MiB at 8 partitions) came in
+/// refills of 4 MiB, 32 linked writes that kept one of them in the device's queue in front of the
+/// other partitions' appends for the whole refill. At 8 partitions x 1 append in flight, 28-30 %
+/// of the appends were issued during such a refill and waited about four times as long as the
+/// rest at the median; they were most of the appends past the p99. With this lead the p99 there
+/// fell by 12-32 % and the throughput by 2-15 % (medians, five sets of runs; 18 times as many
+/// refills, each allocating its blocks), and 16 x 1 gained on both (docs/benchmarks.md, "Short
+/// refills beside other partitions' writes").
 const PACED_ZERO_FILL_LEAD: u64 = 256 << 10;
 
 /// The least zero-fill lead a log of a shard keeps, however many share the shard's: the first
