@@ -736,10 +736,9 @@ impl Shard {
                 Ok(ops) => {
                     let ops = if dsync { dsync_writes(ops) } else { ops };
                     // A partition whose appends do not queue (this write and its last one carry at
-                    // most one each) may take a refill of its whole share of the lead while it
-                    // writes alone, and of a small lead beside other partitions' writes
-                    // (`PACED_ZERO_FILL_LEAD`); a busy one a small one, only while it writes alone
-                    // (`BUSY_ZERO_FILL_LEAD`).
+                    // most one each) may take a refill of its whole share of the lead (paced, of
+                    // a small lead: `PACED_REFILL_LEAD`); a busy one a small one, only while it
+                    // writes alone (`BUSY_ZERO_FILL_LEAD`).
                     let queued = self.zero_fill_bytes > 0 && {
                         let carried = self.waiting.get(&tp).map_or(0, Vec::len);
                         let last = match self.last_write_appends.get_mut(&tp) {
@@ -754,7 +753,7 @@ impl Shard {
                     let max_lead = if !may_refill {
                         None
                     } else if !queued {
-                        Some(if shared { PACED_ZERO_FILL_LEAD } else { u64::MAX })
+                        Some(u64::MAX)
                     } else if !shared && small_write(&ops) {
                         Some(BUSY_ZERO_FILL_LEAD)
                     } else {
@@ -1369,18 +1368,6 @@ fn tail_cache_share(max: u64, budget: u64, logs: usize) -> u64 {
     }
     pow2.min(max)
 }
-
-/// The most zeros a partition keeps ahead of its data while other partitions' writes share the
-/// device (its refills paced, [`RefillPace::Paced`]): a refill is then a 128 KiB write and a
-/// short one linked after it, where a lead of the whole share (8 MiB at 8 partitions) came in
-/// refills of 4 MiB, 32 linked writes that kept one of them in the device's queue in front of the
-/// other partitions' appends for the whole refill. At 8 partitions x 1 append in flight, 28-30 %
-/// of the appends were issued during such a refill and waited about four times as long as the
-/// rest at the median; they were most of the appends past the p99. With this lead the p99 there
-/// fell by 12-32 % and the throughput by 2-15 % (medians, five sets of runs; 18 times as many
-/// refills, each allocating its blocks), and 16 x 1 gained on both (docs/benchmarks.md, "Short
-/// refills beside other partitions' writes").
-const PACED_ZERO_FILL_LEAD: u64 = 256 << 10;
 
 /// The least zero-fill lead a log of a shard keeps, however many share the shard's: the first
 /// lead of a segment (256 KiB).

@@ -36,8 +36,8 @@ impl Log {
     }
 
     /// [`Log::take_zero_fill`] with the lead capped at `max_lead` for this refill (a shard's busy
-    /// partition, or one beside other partitions' writes), its writes issued as `pace` says
-    /// (paced beside other partitions' writes).
+    /// partition), its writes issued as `pace` says (paced beside other partitions' writes, of a
+    /// small lead whatever `max_lead`).
     pub(crate) fn take_zero_fill_within(&mut self, tag: u64, max_lead: u64, pace: RefillPace) -> Vec<IoOp> {
         if self.failed.is_some() {
             return Vec::new();
