@@ -542,26 +542,16 @@ fn a_shard_shares_its_zero_fill_lead_among_its_partitions() {
 /// for before the next. Returns its zero-fill stats, the shard's writes, the bytes appended and
 /// the I/O mode. The file is exactly its batches after shutdown.
 fn busy_partition_alone(bytes: usize, count: usize) -> (seglog::segment::ZeroFillStats, u64, u64, IoMode) {
-    const ROUND: usize = 8;
-    assert_eq!(count % ROUND, 0, "whole rounds");
+    assert_eq!(count % BUSY_ROUND, 0, "whole rounds");
     let tmp = disk_tempdir();
-    let engine = engine_on(tmp.path(), Durability::EveryBatch, ZeroFill::Auto);
+    // The lead set, not `Auto`: a busy partition then always takes refills (under `Auto` the
+    // shard's trial chooses).
+    let engine = engine_on(tmp.path(), Durability::EveryBatch, ZeroFill::Lead(ZeroFill::DEFAULT_LEAD_BYTES));
     let tp = TopicPartition::new("busy", 0);
     engine.open_partition(&tp, None).wait().expect("open partition");
     let mut appended = Vec::new();
-    for _ in 0..count / ROUND {
-        let sent: Vec<_> = while_held(&engine, &tp, || {
-            (0..ROUND)
-                .map(|_| {
-                    let b = batch(&[T0], bytes);
-                    (engine.append(&tp, b.clone(), 0), b)
-                })
-                .collect()
-        });
-        for (c, b) in sent {
-            let info = c.wait().expect("append");
-            appended.extend(as_stored(b, &info));
-        }
+    for _ in 0..count / BUSY_ROUND {
+        busy_round(&engine, &tp, bytes, &mut appended);
     }
     let stats = engine.with_log(&tp, |log| Ok(log.zero_fill_stats())).wait().expect("stats");
     let writes: u64 = engine.stats().expect("stats").iter().map(|s| s.flushes).sum();
@@ -570,6 +560,77 @@ fn busy_partition_alone(bytes: usize, count: usize) -> (seglog::segment::ZeroFil
     let on_disk = file(&log_path(&tmp.path().join(tp.dir_name()), 0));
     assert_same(&on_disk, &appended, "the segment after shutdown");
     (stats, writes, appended.len() as u64, mode)
+}
+
+/// Appends in a round of [`busy_round`].
+const BUSY_ROUND: usize = 8;
+
+/// [`BUSY_ROUND`] appends of `bytes` to `tp`, sent while the shard is held so that one write
+/// carries them all; waits for them and adds each as stored to `appended`.
+fn busy_round(engine: &Engine, tp: &TopicPartition, bytes: usize, appended: &mut Vec<u8>) {
+    let sent: Vec<_> = while_held(engine, tp, || {
+        (0..BUSY_ROUND)
+            .map(|_| {
+                let b = batch(&[T0], bytes);
+                (engine.append(tp, b.clone(), 0), b)
+            })
+            .collect()
+    });
+    for (c, b) in sent {
+        let info = c.wait().expect("append");
+        appended.extend(as_stored(b, &info));
+    }
+}
+
+/// Under zero fill `Auto` the shard chooses whether a busy partition writing alone takes
+/// refills by timing its writes with and without them, taking turns, and then keeps to the
+/// choice: the engine's statistics show it, and the refills after it follow it. Whichever the
+/// disk chooses, the file is exactly its batches.
+#[test]
+fn a_busy_partition_alone_gets_the_refills_its_shard_measured_faster() {
+    let tmp = disk_tempdir();
+    let engine = engine_on(tmp.path(), Durability::EveryBatch, ZeroFill::Auto);
+    let tp = TopicPartition::new("busy", 0);
+    engine.open_partition(&tp, None).wait().expect("open partition");
+    let choice = || engine.stats().expect("stats")[0].busy_refills;
+    let refills = || engine.stats().expect("stats")[0].zero_fills;
+    let mut appended = Vec::new();
+    if engine.io_mode() != IoMode::Direct {
+        for _ in 0..20 {
+            busy_round(&engine, &tp, 4000, &mut appended);
+        }
+        assert_eq!(choice(), None, "zero fill is off in {}: nothing to choose", engine.io_mode());
+    } else {
+        // The trial takes eight turns of 100 ms and 100 timed writes a side: a few seconds on
+        // a slow disk. A round is one write.
+        let started = std::time::Instant::now();
+        while choice().is_none() {
+            assert!(started.elapsed() < std::time::Duration::from_secs(60), "no choice after a minute of rounds");
+            busy_round(&engine, &tp, 4000, &mut appended);
+        }
+        let chosen = choice().expect("chosen");
+        eprintln!("chosen: {chosen:?}");
+        assert_eq!(chosen.trials, 1, "{chosen:?}");
+        assert!(chosen.with_writes >= 100 && chosen.without_writes >= 100, "{chosen:?}");
+        assert!(chosen.with_us > 0 && chosen.without_us > 0, "{chosen:?}");
+        assert_eq!(chosen.refills, chosen.with_us <= chosen.without_us, "{chosen:?}");
+        // The choice holds for a minute: 200 rounds of 32 KB take refills (a 1 MiB lead: one
+        // about every 16 rounds) only if it was for them.
+        let before = refills();
+        for _ in 0..200 {
+            busy_round(&engine, &tp, 4000, &mut appended);
+        }
+        let taken = refills() - before;
+        if chosen.refills {
+            assert!(taken >= 4, "{taken} refills after choosing them: {chosen:?}");
+        } else {
+            assert_eq!(taken, 0, "refills after choosing none: {chosen:?}");
+        }
+        assert_eq!(choice(), Some(chosen), "the same choice, no second trial within the hold");
+    }
+    engine.shutdown().expect("shutdown");
+    let on_disk = file(&log_path(&tmp.path().join(tp.dir_name()), 0));
+    assert_same(&on_disk, &appended, "the segment after shutdown");
 }
 
 /// A partition whose appends queue (its writes carry several) while no other partition of its

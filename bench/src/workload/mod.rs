@@ -194,6 +194,9 @@ pub struct Counters {
     pub appended_bytes: u64,
     pub flushes: u64,
     pub zero_fills: u64,
+    /// Each shard's last choice of refills for a busy partition writing alone, where it made
+    /// one (zero fill auto).
+    pub busy_refills: Vec<BusyRefills>,
     /// The shards' write latencies (submission started to seen complete), merged.
     pub write_latency: seglog::LatencyHistogram,
     pub usage: Usage,
@@ -219,6 +222,7 @@ impl Counters {
             appended_bytes: sum(|s| s.appended_bytes),
             flushes: sum(|s| s.flushes),
             zero_fills: sum(|s| s.zero_fills),
+            busy_refills: stats.iter().filter_map(|s| s.busy_refills).map(BusyRefills::from).collect(),
             write_latency: stats.iter().fold(seglog::LatencyHistogram::new(), |mut h, s| {
                 h.merge(&s.write_latency);
                 h
@@ -240,9 +244,27 @@ impl Counters {
             appended_bytes: self.appended_bytes.saturating_sub(earlier.appended_bytes),
             flushes: self.flushes.saturating_sub(earlier.flushes),
             zero_fills: self.zero_fills.saturating_sub(earlier.zero_fills),
+            busy_refills: self.busy_refills.clone(),
             write_latency: self.write_latency.since(&earlier.write_latency),
             usage: self.usage.since(&earlier.usage),
         }
+    }
+}
+
+/// A shard's choice of refills for a busy partition writing alone
+/// ([`seglog::engine::BusyRefillChoice`]).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct BusyRefills {
+    pub refills: bool,
+    /// The trimmed mean write latency with refills and without, microseconds.
+    pub with_us: u64,
+    pub without_us: u64,
+    pub trials: u64,
+}
+
+impl From<seglog::engine::BusyRefillChoice> for BusyRefills {
+    fn from(c: seglog::engine::BusyRefillChoice) -> BusyRefills {
+        BusyRefills { refills: c.refills, with_us: c.with_us, without_us: c.without_us, trials: c.trials }
     }
 }
 
@@ -290,6 +312,9 @@ pub struct RunReport {
     pub bytes_per_flush: f64,
     /// Zero-fill refills started during the run.
     pub zero_fills: u64,
+    /// Each shard's choice, at the run's end, of refills for a busy partition writing alone
+    /// (zero fill auto; empty where no shard made one).
+    pub busy_refills: Vec<BusyRefills>,
     pub fsyncs: u64,
     /// The engine's partition writes, from the start of their submission to seen complete (with
     /// the sync when durable), p50 and p99 in microseconds: the device's and kernel's part of
@@ -331,6 +356,7 @@ impl RunReport {
         self.avg_write_bytes = if delta.writes > 0 { delta.bytes_written as f64 / delta.writes as f64 } else { 0.0 };
         self.bytes_per_flush = if delta.flushes > 0 { delta.appended_bytes as f64 / delta.flushes as f64 } else { 0.0 };
         self.zero_fills = delta.zero_fills;
+        self.busy_refills = delta.busy_refills.clone();
         self.fsyncs = delta.fsyncs;
         let writes = Latency::from_engine(&delta.write_latency);
         (self.write_p50_us, self.write_p99_us) = (writes.p50_us, writes.p99_us);

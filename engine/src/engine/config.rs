@@ -116,11 +116,15 @@ pub enum ZeroFill {
     /// to 154-357 us on the machine measured (docs/benchmarks.md, "What limits the missed
     /// targets"). Across 1 to 64 partitions (the durable sweep, docs/benchmarks.md, "Durable
     /// appends at scale"), with one append in flight per partition it gave 1.2-1.9x `Off`'s
-    /// throughput in two runs. With 8 in flight a partition's appends queue: as its shard's
-    /// only writer it takes refills of a lead of at most 1 MiB (1 partition: 0.98-1.18x fio's
-    /// throughput against 0.80-0.93x without, for a p99 of 1.31-1.53x fio's against
-    /// 1.07-1.25x), beside other writers none, and there the two
-    /// settings differ by the runs' noise.
+    /// throughput in two runs. With 8 in flight a partition's appends queue: beside other
+    /// writers it takes no refills (there the two settings differ by the runs' noise); as its
+    /// shard's only writer, refills of a lead of at most 1 MiB if the shard measures its writes
+    /// faster with them than without. The shard times both, taking turns of 50 ms for about
+    /// 300 ms, and asks again every minute ([`super::BusyRefillChoice`],
+    /// `ShardStats::busy_refills`): at 1 partition x 8 in flight one disk made 0.98-1.18x fio's
+    /// throughput with them against 0.80-0.93x without, another 0.71x against 0.78x
+    /// (docs/benchmarks.md, "Refills for a busy partition, chosen by measurement").
+    /// [`ZeroFill::Lead`] always takes them.
     #[default]
     Auto,
     /// No zero fill (Kafka's behaviour).

@@ -10,6 +10,7 @@
 //! completes. With nothing queued it sleeps in one io_uring_enter that a request (a POLL_ADD on
 //! its eventfd doorbell) or a write completion ends (poll(2) on the doorbell in sync mode).
 
+mod busy_refills;
 mod checkpoints;
 mod config;
 mod epoch_writer;
@@ -18,6 +19,7 @@ mod request;
 mod shard;
 mod topology;
 
+pub use busy_refills::BusyRefillChoice;
 pub use config::{Backpressure, Durability, EngineConfig, SyncMethod, ZeroFill};
 pub use shard::ShardStats;
 pub use topology::{allowed_cores, Topology};

@@ -19,6 +19,8 @@ use crate::io::{IoMode, Storage};
 use crate::log::{AppendInfo, FetchData, Log, LogOptions};
 use crate::segment::RefillPace;
 
+use super::busy_refills::{BusyRefillChoice, BusyRefillTrial};
+
 /// Counters of one shard.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ShardStats {
@@ -88,6 +90,10 @@ pub struct ShardStats {
     /// waiting ([`Log::has_timed_work`]), so that idle partitions add nothing. A retention
     /// pass's walk over every log is not counted.
     pub timed_work_visits: u64,
+    /// Under [`crate::ZeroFill::Auto`], whether a busy partition writing alone takes refills,
+    /// as the shard's last trial of both on its device chose, with what it measured (`None`
+    /// before the first choice, and under any other setting).
+    pub busy_refills: Option<BusyRefillChoice>,
 }
 
 /// A partition's write in flight: when it was handed to the kernel, the appends it carries, and
@@ -96,6 +102,9 @@ struct WriteInFlight {
     submitted: std::time::Instant,
     acks: Vec<Ack>,
     key: Option<u64>,
+    /// A busy partition's write timed for the shard's [`BusyRefillTrial`], on this side (with
+    /// refills or without).
+    trial: Option<bool>,
 }
 
 pub(crate) struct Shard {
@@ -142,6 +151,9 @@ pub(crate) struct Shard {
     /// How many appends each partition's last write carried (zero fill gives a partition whose
     /// appends queue a small refill only while it writes alone, [`BUSY_ZERO_FILL_LEAD`]).
     last_write_appends: HashMap<TopicPartition, usize>,
+    /// Under [`crate::ZeroFill::Auto`] with zero fill on, whether a busy partition writing
+    /// alone takes refills, measured on the device (busy_refills.rs); `None`: it always does.
+    busy_trial: Option<BusyRefillTrial>,
     idle_spin: Duration,
     io_spin: Duration,
     recovery_threads: usize,
@@ -262,6 +274,9 @@ impl Shard {
                 as usize,
             appends_unchecked: 0,
             zero_fill_bytes: config.zero_fill.lead_bytes(config.durability, storage.mode()),
+            busy_trial: (config.zero_fill == super::ZeroFill::Auto
+                && config.zero_fill.lead_bytes(config.durability, storage.mode()) > 0)
+                .then(BusyRefillTrial::default),
             idle_spin: Duration::from_micros(config.idle_spin_us),
             io_spin: Duration::from_micros(config.io_spin_us),
             recovery_threads: config.recovery_threads_per_partition.max(1),
@@ -689,7 +704,8 @@ impl Shard {
         let every_batch = self.durability == Durability::EveryBatch && !cfg!(feature = "negative-control");
         let interval = self.flush_interval();
         let now = crate::config::Clock::now_ms(&crate::config::SystemClock);
-        let mut started: Vec<(TopicPartition, Option<i64>)> = Vec::new();
+        // Each write started: its partition, the offset its sync covers, its trial side.
+        let mut started: Vec<(TopicPartition, Option<i64>, Option<bool>)> = Vec::new();
         let mut batches = Vec::new();
         // Other partitions' writes share the device when some are in flight or written this
         // turn: a refill is then paced, and a busy partition takes none.
@@ -738,7 +754,8 @@ impl Shard {
                     // A partition whose appends do not queue (this write and its last one carry at
                     // most one each) may take a refill of its whole share of the lead (paced, of
                     // a small lead: `PACED_REFILL_LEAD`); a busy one a small one, only while it
-                    // writes alone (`BUSY_ZERO_FILL_LEAD`).
+                    // writes alone (`BUSY_ZERO_FILL_LEAD`), and under zero fill auto only while
+                    // the shard's trial finds its writes faster for it (`BusyRefillTrial`).
                     let queued = self.zero_fill_bytes > 0 && {
                         let carried = self.waiting.get(&tp).map_or(0, Vec::len);
                         let last = match self.last_write_appends.get_mut(&tp) {
@@ -750,11 +767,16 @@ impl Shard {
                         };
                         carried.max(last) > 1
                     };
+                    let busy_alone = queued && !shared && small_write(&ops);
+                    let (busy_refills, trial) = match &mut self.busy_trial {
+                        Some(t) if busy_alone => t.side(std::time::Instant::now()),
+                        _ => (true, None),
+                    };
                     let max_lead = if !may_refill {
                         None
                     } else if !queued {
                         Some(u64::MAX)
-                    } else if !shared && small_write(&ops) {
+                    } else if busy_alone && busy_refills {
                         Some(BUSY_ZERO_FILL_LEAD)
                     } else {
                         None
@@ -766,7 +788,7 @@ impl Shard {
                             refill = Some((tp.clone(), zeros));
                         }
                     }
-                    started.push((tp, sync.then_some(log.log_end_offset())));
+                    started.push((tp, sync.then_some(log.log_end_offset()), trial));
                     batches.push(ops);
                 }
                 Err(e) => {
@@ -795,7 +817,7 @@ impl Shard {
             self.last_progress = submitted;
         }
         let mut ios = self.storage.submit_async(batches).into_iter();
-        for ((tp, synced_up_to), io) in started.into_iter().zip(ios.by_ref().take(data)) {
+        for ((tp, synced_up_to, trial), io) in started.into_iter().zip(ios.by_ref().take(data)) {
             let key = io.key();
             if self.tracks_finished {
                 match key {
@@ -809,7 +831,7 @@ impl Shard {
             let log = self.logs.get_mut(&tp).expect("checked above");
             log.writes_started(io, synced_up_to);
             let acks = self.waiting.remove(&tp).unwrap_or_default();
-            self.in_flight.insert(tp, WriteInFlight { submitted, acks, key });
+            self.in_flight.insert(tp, WriteInFlight { submitted, acks, key, trial });
         }
         if let Some(tp) = refill {
             let io = ios.next().expect("one outcome per batch");
@@ -937,10 +959,14 @@ impl Shard {
 
     /// Completes the appends carried by `tp`'s finished write with its outcome.
     fn acknowledge(&mut self, tp: &TopicPartition, outcome: std::result::Result<(), String>) {
-        let Some(WriteInFlight { submitted, acks, .. }) = self.in_flight.remove(tp) else {
+        let Some(WriteInFlight { submitted, acks, trial, .. }) = self.in_flight.remove(tp) else {
             return;
         };
-        self.stats.write_latency.record(submitted.elapsed());
+        let took = submitted.elapsed();
+        self.stats.write_latency.record(took);
+        if let (Some(side), Some(t)) = (trial, &mut self.busy_trial) {
+            t.record(side, took);
+        }
         match (outcome, self.logs.get_mut(tp)) {
             (Ok(()), Some(log)) => written(&mut self.shared, log, tp.clone(), acks, self.single_replica),
             (Ok(()), None) => fail_acks(acks, &self.data_dir, tp, "the partition is not open".into()),
@@ -1267,6 +1293,7 @@ impl Shard {
         s.fsyncs = io.fsyncs;
         s.writes = io.writes;
         s.write_buffers = crate::io::pool::thread_pool_stats(self.storage.mode() == IoMode::Sync);
+        s.busy_refills = self.busy_trial.as_ref().and_then(BusyRefillTrial::choice);
         s
     }
 }
@@ -1389,7 +1416,9 @@ const MIN_ZERO_FILL_SHARE: u32 = 256 << 10;
 /// in the device's queue beside the partition's next writes. 4 MiB gave a p99 of 3.0-3.9x fio's;
 /// 512 and 256 KiB (refills half as large, twice as many) no more throughput than 1 MiB and a
 /// wider p99; the whole lead (64 MiB) 2.5-2.9x the p99 of no zero fill (commit 381d152)
-/// (docs/benchmarks.md, "Refills for a busy partition writing alone").
+/// (docs/benchmarks.md, "Refills for a busy partition writing alone"). Under zero fill auto
+/// the shard takes them only while its trial finds them faster on its device (busy_refills.rs):
+/// on a later disk they were not (0.71x fio's throughput with them against 0.78x without).
 const BUSY_ZERO_FILL_LEAD: u64 = 1 << 20;
 
 /// How long a shard with writes in flight polls before sleeping, given how many partitions have
