@@ -584,8 +584,9 @@ fn busy_round(engine: &Engine, tp: &TopicPartition, bytes: usize, appended: &mut
 
 /// Under zero fill `Auto` the shard chooses whether a busy partition writing alone takes
 /// refills by timing its writes with and without them, taking turns, and then keeps to the
-/// choice: the engine's statistics show it, and the refills after it follow it. Whichever the
-/// disk chooses, the file is exactly its batches.
+/// choice: during the trial only the turns with refills take them, the engine's statistics
+/// show the choice, and the refills after it follow it. Whichever the disk chooses, the file is
+/// exactly its batches.
 #[test]
 fn a_busy_partition_alone_gets_the_refills_its_shard_measured_faster() {
     let tmp = disk_tempdir();
@@ -597,28 +598,31 @@ fn a_busy_partition_alone_gets_the_refills_its_shard_measured_faster() {
     let mut appended = Vec::new();
     if engine.io_mode() != IoMode::Direct {
         for _ in 0..20 {
-            busy_round(&engine, &tp, 4000, &mut appended);
+            busy_round(&engine, &tp, 16_000, &mut appended);
         }
         assert_eq!(choice(), None, "zero fill is off in {}: nothing to choose", engine.io_mode());
     } else {
-        // The trial takes eight turns of 100 ms and 100 timed writes a side: a few seconds on
-        // a slow disk. A round is one write.
-        let started = std::time::Instant::now();
+        // The trial takes six turns of 6 MiB of writes: 36 MiB, about 290 rounds of 128 KB (a round
+        // is one write), whatever the disk's speed.
+        let mut rounds = 0;
         while choice().is_none() {
-            assert!(started.elapsed() < std::time::Duration::from_secs(60), "no choice after a minute of rounds");
-            busy_round(&engine, &tp, 4000, &mut appended);
+            assert!(rounds < 1000, "no choice after {rounds} rounds");
+            busy_round(&engine, &tp, 16_000, &mut appended);
+            rounds += 1;
         }
         let chosen = choice().expect("chosen");
-        eprintln!("chosen: {chosen:?}");
+        eprintln!("chosen after {rounds} rounds: {chosen:?}");
         assert_eq!(chosen.trials, 1, "{chosen:?}");
         assert!(chosen.with_writes >= 100 && chosen.without_writes >= 100, "{chosen:?}");
-        assert!(chosen.with_us > 0 && chosen.without_us > 0, "{chosen:?}");
-        assert_eq!(chosen.refills, chosen.with_us <= chosen.without_us, "{chosen:?}");
-        // The choice holds for a minute: 200 rounds of 32 KB take refills (a 1 MiB lead: one
-        // about every 16 rounds) only if it was for them.
+        assert!(chosen.with_us_per_mib > 0 && chosen.without_us_per_mib > 0, "{chosen:?}");
+        // Three turns of 6 MiB with refills of a 1 MiB lead (one every 512 KiB or so), none in
+        // the turns without.
+        assert!(chosen.with_refills >= 12, "{chosen:?}");
+        assert_eq!(chosen.without_refills, 0, "refills in the turns without: {chosen:?}");
+        // The choice holds for a minute: 40 rounds (5 MB) take refills only if it was for them.
         let before = refills();
-        for _ in 0..200 {
-            busy_round(&engine, &tp, 4000, &mut appended);
+        for _ in 0..40 {
+            busy_round(&engine, &tp, 16_000, &mut appended);
         }
         let taken = refills() - before;
         if chosen.refills {

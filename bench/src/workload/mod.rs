@@ -222,7 +222,18 @@ impl Counters {
             appended_bytes: sum(|s| s.appended_bytes),
             flushes: sum(|s| s.flushes),
             zero_fills: sum(|s| s.zero_fills),
-            busy_refills: stats.iter().filter_map(|s| s.busy_refills).map(BusyRefills::from).collect(),
+            busy_refills: stats
+                .iter()
+                .filter_map(|s| {
+                    s.busy_refills.map(|c| BusyRefills {
+                        shard: s.shard,
+                        refills: c.refills,
+                        with_us_per_mib: c.with_us_per_mib,
+                        without_us_per_mib: c.without_us_per_mib,
+                        trials: c.trials,
+                    })
+                })
+                .collect(),
             write_latency: stats.iter().fold(seglog::LatencyHistogram::new(), |mut h, s| {
                 h.merge(&s.write_latency);
                 h
@@ -255,17 +266,12 @@ impl Counters {
 /// ([`seglog::engine::BusyRefillChoice`]).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct BusyRefills {
+    pub shard: usize,
     pub refills: bool,
-    /// The trimmed mean write latency with refills and without, microseconds.
-    pub with_us: u64,
-    pub without_us: u64,
+    /// Microseconds per MiB written with refills and without, in the last trial.
+    pub with_us_per_mib: u64,
+    pub without_us_per_mib: u64,
     pub trials: u64,
-}
-
-impl From<seglog::engine::BusyRefillChoice> for BusyRefills {
-    fn from(c: seglog::engine::BusyRefillChoice) -> BusyRefills {
-        BusyRefills { refills: c.refills, with_us: c.with_us, without_us: c.without_us, trials: c.trials }
-    }
 }
 
 /// The disk's own figure for the same pattern, measured by fio in the same repetition.

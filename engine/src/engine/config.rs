@@ -119,12 +119,12 @@ pub enum ZeroFill {
     /// throughput in two runs. With 8 in flight a partition's appends queue: beside other
     /// writers it takes no refills (there the two settings differ by the runs' noise); as its
     /// shard's only writer, refills of a lead of at most 1 MiB if the shard measures its writes
-    /// faster with them than without. The shard times both, taking turns of 50 ms for about
-    /// 300 ms, and asks again every minute ([`super::BusyRefillChoice`],
-    /// `ShardStats::busy_refills`): at 1 partition x 8 in flight one disk made 0.98-1.18x fio's
-    /// throughput with them against 0.80-0.93x without, another 0.71x against 0.78x
-    /// (docs/benchmarks.md, "Refills for a busy partition, chosen by measurement").
-    /// [`ZeroFill::Lead`] always takes them.
+    /// faster with them than without. The shard times both, taking turns of 6 MiB of its
+    /// writes (at least three a side, 36 MiB), and asks again every minute
+    /// ([`super::BusyRefillChoice`], `ShardStats::busy_refills`): at 1 partition x 8 in flight
+    /// one disk made 0.98-1.18x fio's throughput with them against 0.80-0.93x without, another
+    /// 0.71x against 0.78x (docs/benchmarks.md, "Refills for a busy partition, chosen by
+    /// measurement"). [`ZeroFill::Lead`] always takes them.
     #[default]
     Auto,
     /// No zero fill (Kafka's behaviour).

@@ -19,7 +19,7 @@ use crate::io::{IoMode, Storage};
 use crate::log::{AppendInfo, FetchData, Log, LogOptions};
 use crate::segment::RefillPace;
 
-use super::busy_refills::{BusyRefillChoice, BusyRefillTrial};
+use super::busy_refills::{BusyRefillChoice, BusyRefillTrial, TimedWrite};
 
 /// Counters of one shard.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -102,9 +102,8 @@ struct WriteInFlight {
     submitted: std::time::Instant,
     acks: Vec<Ack>,
     key: Option<u64>,
-    /// A busy partition's write timed for the shard's [`BusyRefillTrial`], on this side (with
-    /// refills or without).
-    trial: Option<bool>,
+    /// A busy partition's write timed for the shard's [`BusyRefillTrial`].
+    timed: Option<TimedWrite>,
 }
 
 pub(crate) struct Shard {
@@ -152,7 +151,8 @@ pub(crate) struct Shard {
     /// appends queue a small refill only while it writes alone, [`BUSY_ZERO_FILL_LEAD`]).
     last_write_appends: HashMap<TopicPartition, usize>,
     /// Under [`crate::ZeroFill::Auto`] with zero fill on, whether a busy partition writing
-    /// alone takes refills, measured on the device (busy_refills.rs); `None`: it always does.
+    /// alone takes refills, measured on the device (busy_refills.rs); `None` under any other
+    /// setting (with zero fill on it then always does).
     busy_trial: Option<BusyRefillTrial>,
     idle_spin: Duration,
     io_spin: Duration,
@@ -704,8 +704,9 @@ impl Shard {
         let every_batch = self.durability == Durability::EveryBatch && !cfg!(feature = "negative-control");
         let interval = self.flush_interval();
         let now = crate::config::Clock::now_ms(&crate::config::SystemClock);
-        // Each write started: its partition, the offset its sync covers, its trial side.
-        let mut started: Vec<(TopicPartition, Option<i64>, Option<bool>)> = Vec::new();
+        // Each write started: its partition, the offset its sync covers, whether the trial
+        // times it.
+        let mut started: Vec<(TopicPartition, Option<i64>, Option<TimedWrite>)> = Vec::new();
         let mut batches = Vec::new();
         // Other partitions' writes share the device when some are in flight or written this
         // turn: a refill is then paced, and a busy partition takes none.
@@ -767,16 +768,16 @@ impl Shard {
                         };
                         carried.max(last) > 1
                     };
-                    let busy_alone = queued && !shared && small_write(&ops);
-                    let (busy_refills, trial) = match &mut self.busy_trial {
-                        Some(t) if busy_alone => t.side(std::time::Instant::now()),
+                    let busy_bytes = if queued && !shared { small_write_bytes(&ops) } else { None };
+                    let (busy_refills, timed) = match (&mut self.busy_trial, busy_bytes) {
+                        (Some(t), Some(bytes)) => t.side(bytes, std::time::Instant::now),
                         _ => (true, None),
                     };
                     let max_lead = if !may_refill {
                         None
                     } else if !queued {
                         Some(u64::MAX)
-                    } else if busy_alone && busy_refills {
+                    } else if busy_bytes.is_some() && busy_refills {
                         Some(BUSY_ZERO_FILL_LEAD)
                     } else {
                         None
@@ -786,9 +787,12 @@ impl Shard {
                         if !zeros.is_empty() {
                             may_refill = false;
                             refill = Some((tp.clone(), zeros));
+                            if let (Some(t), Some(_)) = (&mut self.busy_trial, busy_bytes) {
+                                t.refilled(busy_refills);
+                            }
                         }
                     }
-                    started.push((tp, sync.then_some(log.log_end_offset()), trial));
+                    started.push((tp, sync.then_some(log.log_end_offset()), timed));
                     batches.push(ops);
                 }
                 Err(e) => {
@@ -817,7 +821,7 @@ impl Shard {
             self.last_progress = submitted;
         }
         let mut ios = self.storage.submit_async(batches).into_iter();
-        for ((tp, synced_up_to, trial), io) in started.into_iter().zip(ios.by_ref().take(data)) {
+        for ((tp, synced_up_to, timed), io) in started.into_iter().zip(ios.by_ref().take(data)) {
             let key = io.key();
             if self.tracks_finished {
                 match key {
@@ -831,7 +835,7 @@ impl Shard {
             let log = self.logs.get_mut(&tp).expect("checked above");
             log.writes_started(io, synced_up_to);
             let acks = self.waiting.remove(&tp).unwrap_or_default();
-            self.in_flight.insert(tp, WriteInFlight { submitted, acks, key, trial });
+            self.in_flight.insert(tp, WriteInFlight { submitted, acks, key, timed });
         }
         if let Some(tp) = refill {
             let io = ios.next().expect("one outcome per batch");
@@ -959,13 +963,13 @@ impl Shard {
 
     /// Completes the appends carried by `tp`'s finished write with its outcome.
     fn acknowledge(&mut self, tp: &TopicPartition, outcome: std::result::Result<(), String>) {
-        let Some(WriteInFlight { submitted, acks, trial, .. }) = self.in_flight.remove(tp) else {
+        let Some(WriteInFlight { submitted, acks, timed, .. }) = self.in_flight.remove(tp) else {
             return;
         };
         let took = submitted.elapsed();
         self.stats.write_latency.record(took);
-        if let (Some(side), Some(t)) = (trial, &mut self.busy_trial) {
-            t.record(side, took);
+        if let (Some(write), Some(t)) = (timed, &mut self.busy_trial) {
+            t.record(write, took);
         }
         match (outcome, self.logs.get_mut(tp)) {
             (Ok(()), Some(log)) => written(&mut self.shared, log, tp.clone(), acks, self.single_replica),
@@ -1481,12 +1485,12 @@ impl RefillGate {
     }
 }
 
-/// True when the data writes `ops` cover at most a quarter of [`BUSY_ZERO_FILL_LEAD`]: a busy
-/// partition with larger writes takes no refill. Its next writes would use up such a lead at
+/// The bytes of the data writes `ops` when they cover at most a quarter of
+/// [`BUSY_ZERO_FILL_LEAD`], else `None`: a busy partition with larger writes takes no refill. Its next writes would use up such a lead at
 /// once and reach the refill still in flight, and the shard waits for zeros a write reaches
 /// (100 appends of 300 KB, 8 in flight: 3-12 waits and 19-30 refills in four runs without this
 /// limit, 0-1 and 0-2 with it).
-fn small_write(ops: &[crate::io::IoOp]) -> bool {
+fn small_write_bytes(ops: &[crate::io::IoOp]) -> Option<u64> {
     let bytes: usize = ops
         .iter()
         .map(|op| match &op.kind {
@@ -1494,7 +1498,7 @@ fn small_write(ops: &[crate::io::IoOp]) -> bool {
             crate::io::IoOpKind::SyncData => 0,
         })
         .sum();
-    bytes as u64 <= BUSY_ZERO_FILL_LEAD / 4
+    (bytes as u64 <= BUSY_ZERO_FILL_LEAD / 4).then_some(bytes as u64)
 }
 
 /// One log's writes for [`SyncMethod::DsyncWrites`]: each write carries RWF_DSYNC and the
