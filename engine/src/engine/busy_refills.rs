@@ -6,7 +6,7 @@
 //! put up to 1 MiB of zeros in the device's queue beside its next writes. Which costs more
 //! depends on the device: at 1 partition x 8 appends in flight the durable sweep made 0.98-1.18x
 //! fio's throughput with them against 0.80-0.93x without on one virtio disk, and 0.71x against
-//! 0.78x (p99 3.5x fio's against 2.6x) on another (docs/benchmarks.md, "Refills for a busy
+//! 0.76x (p99 3.4x fio's against 2.7x) on another (docs/benchmarks.md, "Refills for a busy
 //! partition, chosen by measurement"). A fixed rule fits one of the two.
 //!
 //! A trial alternates turns of [`TURN_BYTES`] of the busy partitions' writes, starting with

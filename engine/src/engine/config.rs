@@ -123,7 +123,7 @@ pub enum ZeroFill {
     /// writes (at least three a side, 36 MiB), and asks again every minute
     /// ([`super::BusyRefillChoice`], `ShardStats::busy_refills`): at 1 partition x 8 in flight
     /// one disk made 0.98-1.18x fio's throughput with them against 0.80-0.93x without, another
-    /// 0.71x against 0.78x (docs/benchmarks.md, "Refills for a busy partition, chosen by
+    /// 0.71x against 0.76x (docs/benchmarks.md, "Refills for a busy partition, chosen by
     /// measurement"). [`ZeroFill::Lead`] always takes them.
     #[default]
     Auto,

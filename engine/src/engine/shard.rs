@@ -1422,7 +1422,7 @@ const MIN_ZERO_FILL_SHARE: u32 = 256 << 10;
 /// wider p99; the whole lead (64 MiB) 2.5-2.9x the p99 of no zero fill (commit 381d152)
 /// (docs/benchmarks.md, "Refills for a busy partition writing alone"). Under zero fill auto
 /// the shard takes them only while its trial finds them faster on its device (busy_refills.rs):
-/// on a later disk they were not (0.71x fio's throughput with them against 0.78x without).
+/// on a later disk they were not (0.71x fio's throughput with them against 0.76x without).
 const BUSY_ZERO_FILL_LEAD: u64 = 1 << 20;
 
 /// How long a shard with writes in flight polls before sleeping, given how many partitions have
