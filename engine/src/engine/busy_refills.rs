@@ -175,6 +175,7 @@ fn us_per_mib(samples: &mut [Sample]) -> u64 {
     let kept = &samples[..samples.len() - (samples.len() as f64 * TRIM) as usize];
     let us: u64 = kept.iter().map(|&(us, _)| u64::from(us)).sum();
     let bytes: u64 = kept.iter().map(|&(_, b)| u64::from(b)).sum();
+    // At most MAX_SAMPLES (2^12) latencies under 2^32 us: shifted by 20, still under 2^64.
     (us << 20) / bytes.max(1)
 }
 
@@ -255,6 +256,13 @@ mod tests {
         }
         let c = trial.choice().expect("chosen");
         assert!(!c.refills, "{c:?}");
+    }
+
+    #[test]
+    fn the_longest_latencies_do_not_overflow_the_sum() {
+        let mut samples = vec![(u32::MAX, 1); MAX_SAMPLES];
+        let kept = MAX_SAMPLES as u64 - (MAX_SAMPLES as f64 * TRIM) as u64;
+        assert_eq!(us_per_mib(&mut samples), ((u64::from(u32::MAX) * kept) << 20) / kept);
     }
 
     #[test]

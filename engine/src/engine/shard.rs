@@ -245,6 +245,7 @@ impl Shard {
         config: &EngineConfig,
     ) -> Result<Shard> {
         let ShardIo { storage, resources, dir_lock } = io;
+        let zero_fill_bytes = config.zero_fill.lead_bytes(config.durability, storage.mode());
         // The `negative-control` feature (TEST ONLY, see start_writes) syncs nothing.
         let shared = if config.durability == Durability::EveryBatch
             && config.sync_method == SyncMethod::Syncfs
@@ -273,9 +274,8 @@ impl Shard {
             write_buffer_budget: (config.write_buffer_budget_bytes / crate::io::pool::CHUNK_BYTES as u64).max(1)
                 as usize,
             appends_unchecked: 0,
-            zero_fill_bytes: config.zero_fill.lead_bytes(config.durability, storage.mode()),
-            busy_trial: (config.zero_fill == super::ZeroFill::Auto
-                && config.zero_fill.lead_bytes(config.durability, storage.mode()) > 0)
+            zero_fill_bytes,
+            busy_trial: (config.zero_fill == super::ZeroFill::Auto && zero_fill_bytes > 0)
                 .then(BusyRefillTrial::default),
             idle_spin: Duration::from_micros(config.idle_spin_us),
             io_spin: Duration::from_micros(config.io_spin_us),
@@ -1486,10 +1486,10 @@ impl RefillGate {
 }
 
 /// The bytes of the data writes `ops` when they cover at most a quarter of
-/// [`BUSY_ZERO_FILL_LEAD`], else `None`: a busy partition with larger writes takes no refill. Its next writes would use up such a lead at
-/// once and reach the refill still in flight, and the shard waits for zeros a write reaches
-/// (100 appends of 300 KB, 8 in flight: 3-12 waits and 19-30 refills in four runs without this
-/// limit, 0-1 and 0-2 with it).
+/// [`BUSY_ZERO_FILL_LEAD`], else `None`: a busy partition with larger writes takes no refill.
+/// Its next writes would use up such a lead at once and reach the refill still in flight, and
+/// the shard waits for zeros a write reaches (100 appends of 300 KB, 8 in flight: 3-12 waits
+/// and 19-30 refills in four runs without this limit, 0-1 and 0-2 with it).
 fn small_write_bytes(ops: &[crate::io::IoOp]) -> Option<u64> {
     let bytes: usize = ops
         .iter()
