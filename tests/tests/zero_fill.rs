@@ -440,21 +440,25 @@ fn assert_files_hold(dir: &Path, tps: &[TopicPartition], appended: &[Vec<u8>], c
     }
 }
 
-/// One append of `bytes` to each of `tps`, sent while the shard is held so that one turn writes
-/// them all (each beside the others) whatever the disk's speed; waits for them and adds each as
-/// stored to its partition's `appended`.
-fn held_round(engine: &Engine, tps: &[TopicPartition], bytes: usize, appended: &mut [Vec<u8>]) {
-    let sent: Vec<_> = while_held(engine, &tps[0], || {
-        tps.iter()
+/// An append of `bytes` to each of `to` in order, sent while the shard is held so that one turn
+/// writes them all whatever the disk's speed; waits for them and returns each as stored.
+fn send_held(engine: &Engine, to: &[TopicPartition], bytes: usize) -> Vec<Vec<u8>> {
+    let sent: Vec<_> = while_held(engine, &to[0], || {
+        to.iter()
             .map(|tp| {
                 let b = batch(&[T0], bytes);
                 (engine.append(tp, b.clone(), 0), b)
             })
             .collect()
     });
-    for ((c, b), stored) in sent.into_iter().zip(appended.iter_mut()) {
-        let info = c.wait().expect("append");
-        stored.extend(as_stored(b, &info));
+    sent.into_iter().map(|(c, b)| as_stored(b, &c.wait().expect("append"))).collect()
+}
+
+/// One append of `bytes` to each of `tps` in one turn (each beside the others), each added as
+/// stored to its partition's `appended`.
+fn held_round(engine: &Engine, tps: &[TopicPartition], bytes: usize, appended: &mut [Vec<u8>]) {
+    for (stored, batch) in appended.iter_mut().zip(send_held(engine, tps, bytes)) {
+        stored.extend(batch);
     }
 }
 
@@ -565,21 +569,10 @@ fn busy_partition_alone(bytes: usize, count: usize) -> (seglog::segment::ZeroFil
 /// Appends in a round of [`busy_round`].
 const BUSY_ROUND: usize = 8;
 
-/// [`BUSY_ROUND`] appends of `bytes` to `tp`, sent while the shard is held so that one write
-/// carries them all; waits for them and adds each as stored to `appended`.
+/// [`BUSY_ROUND`] appends of `bytes` to `tp` in one turn, so that one write carries them all,
+/// added as stored to `appended`.
 fn busy_round(engine: &Engine, tp: &TopicPartition, bytes: usize, appended: &mut Vec<u8>) {
-    let sent: Vec<_> = while_held(engine, tp, || {
-        (0..BUSY_ROUND)
-            .map(|_| {
-                let b = batch(&[T0], bytes);
-                (engine.append(tp, b.clone(), 0), b)
-            })
-            .collect()
-    });
-    for (c, b) in sent {
-        let info = c.wait().expect("append");
-        appended.extend(as_stored(b, &info));
-    }
+    appended.extend(send_held(engine, &vec![tp.clone(); BUSY_ROUND], bytes).concat());
 }
 
 /// Under zero fill `Auto` the shard chooses whether a busy partition writing alone takes
