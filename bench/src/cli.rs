@@ -1587,10 +1587,11 @@ impl Driver<'_> {
             self.bars.step(format!("{tag}: durable sweep {label}"));
             settle(base, &mut self.skipped);
             let r = sweep::run_seglog(base, setup, &point, plan, self.plan.pin_client)?;
-            let (mut fio, mut fio_written) = (None, None);
+            let (mut fio, mut fio_written, mut fio_serial) = (None, None, None);
             if self.use_fio {
                 let job = point.fio_job(&r, plan);
                 let written = point.written_job(&job);
+                let serial = point.serial_job(&job);
                 // A warm-up that fails says why once; the point's fio jobs are then left out.
                 let warmed = !plan.warmup || {
                     self.bars.step(format!("{tag}: durable sweep {label}, fio warm-up"));
@@ -1602,7 +1603,11 @@ impl Driver<'_> {
                     r.is_ok()
                 };
                 if warmed {
-                    let jobs = [(Some(job), &mut fio, "fio"), (written, &mut fio_written, "fio over written blocks")];
+                    let jobs = [
+                        (Some(job), &mut fio, "fio"),
+                        (written, &mut fio_written, "fio over written blocks"),
+                        (serial, &mut fio_serial, "fio with one write in flight per file"),
+                    ];
                     for (job, side, what) in jobs {
                         let Some(job) = job else { continue };
                         self.bars.step(format!("{tag}: durable sweep {label}, {what}"));
@@ -1622,6 +1627,7 @@ impl Driver<'_> {
                 seglog: r,
                 fio,
                 fio_written,
+                fio_serial,
             });
             self.bars.done();
         }

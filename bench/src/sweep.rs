@@ -367,6 +367,15 @@ impl PointConfig {
         (self.lead_bytes > 0 && job.layout != FioLayout::Written)
             .then(|| FilesWrite { layout: FioLayout::Written, ..job.clone() })
     }
+
+    /// The same job with one write in flight per file, where `job` has more: the engine keeps
+    /// one durable write in flight per partition (the appends that arrive meanwhile go in its
+    /// next write), so this is the disk's rate for the engine's own depth, against which
+    /// `job`'s deeper queue measures what a second write in flight on one file is worth to the
+    /// disk (docs/benchmarks.md, "What bounds 1 x 8 on this disk").
+    pub fn serial_job(&self, job: &FilesWrite) -> Option<FilesWrite> {
+        (job.iodepth as usize > job.files).then(|| FilesWrite { iodepth: job.files as u32, ..job.clone() })
+    }
 }
 
 /// seglog's side of one point: a fresh engine on a new directory under `base`, durable appends
@@ -456,6 +465,8 @@ pub struct SweepRun {
     pub fio: Option<FioSide>,
     /// fio's job over written blocks ([`PointConfig::written_job`]), where it ran.
     pub fio_written: Option<FioSide>,
+    /// fio's job with one write in flight per file ([`PointConfig::serial_job`]), where it ran.
+    pub fio_serial: Option<FioSide>,
 }
 
 impl SweepRun {
@@ -467,6 +478,11 @@ impl SweepRun {
     /// seglog's p99 over fio's.
     pub fn p99_ratio(&self) -> Option<f64> {
         self.fio.as_ref().filter(|f| f.p99_us > 0.0).map(|f| self.seglog.latency.p99_us / f.p99_us)
+    }
+
+    /// seglog's throughput over fio's with one write in flight per file.
+    pub fn serial_throughput_ratio(&self) -> Option<f64> {
+        self.fio_serial.as_ref().filter(|f| f.mb_per_s > 0.0).map(|f| self.seglog.mb_per_s / f.mb_per_s)
     }
 }
 
@@ -498,6 +514,10 @@ pub struct SweepPoint {
     /// fio over written blocks, where it ran ([`PointConfig::written_job`]).
     pub fio_written_mb_per_s: Option<f64>,
     pub fio_written_p99_us: Option<f64>,
+    /// fio with one write in flight per file, where it ran ([`PointConfig::serial_job`]).
+    pub fio_serial_mb_per_s: Option<f64>,
+    /// seglog / fio with one write in flight per file, MB/s.
+    pub serial_throughput_ratio: Option<f64>,
     /// seglog / fio, MB/s (higher is better for seglog).
     pub throughput_ratio: Option<f64>,
     /// seglog / fio, p99 (lower is better for seglog).
@@ -558,6 +578,8 @@ pub fn summarize(runs: &[SweepRun]) -> Vec<SweepPoint> {
                 fio_p999_us: fio(&|f| f.p999_us),
                 fio_written_mb_per_s: median_some(&|r| r.fio_written.as_ref().map(|f| f.mb_per_s)),
                 fio_written_p99_us: median_some(&|r| r.fio_written.as_ref().map(|f| f.p99_us)),
+                fio_serial_mb_per_s: median_some(&|r| r.fio_serial.as_ref().map(|f| f.mb_per_s)),
+                serial_throughput_ratio: median_some(&SweepRun::serial_throughput_ratio),
                 throughput_ratio,
                 p99_ratio,
                 proof_met,
@@ -594,7 +616,7 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
     );
     let _ = writeln!(
         s,
-        "  fio beside each point (each side measured right after a warm-up run of its own unless --sweep-warmup false; wr'n has none): one job, one file per partition, bs = seglog's bytes per partition write, qd = {}, layout {}; its latency is a write's whole latency for O_DSYNC, the fdatasync's for fdatasync=1; wr'n: the same job over blocks written beforehand, at points with zero fill on (the disk's speed for the appends that land in zeros, the zeros written for free)",
+        "  fio beside each point (each side measured right after a warm-up run of its own unless --sweep-warmup false; wr'n has none): one job, one file per partition, bs = seglog's bytes per partition write, qd = {}, layout {}; its latency is a write's whole latency for O_DSYNC, the fdatasync's for fdatasync=1; wr'n: the same job over blocks written beforehand, at points with zero fill on (the disk's speed for the appends that land in zeros, the zeros written for free); 1/f: the same job with one write in flight per file, at points where it has more (the engine's own depth: one durable write in flight per partition), and seglog's MB/s over it",
         match plan.fio_depth {
             FioDepth::Appends => "partitions x in flight (writes in flight = appends in flight)",
             FioDepth::Bytes => "partitions x (in flight x batch bytes / bs) (bytes in flight = seglog's)",
@@ -603,7 +625,7 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
     );
     let _ = writeln!(
         s,
-        "  {:<8} {:<12} {:<3} {:<8} {:>5} {:>5} | {:>7} {:>8} {:>8} {:>9} {:>8} {:>7} | {:>7} {:>8} {:>8} {:>9} {:>7} {:<13} | {:>6} {:>6} | {:>10} {:>10}",
+        "  {:<8} {:<12} {:<3} {:<8} {:>5} {:>5} | {:>7} {:>8} {:>8} {:>9} {:>8} {:>7} | {:>7} {:>8} {:>8} {:>9} {:>7} {:<13} | {:>6} {:>6} | {:>10} {:>10} | {:>8} {:>6}",
         "mode",
         "sync",
         "pa",
@@ -625,14 +647,16 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
         "MB/s x",
         "p99 x",
         "wr'n MB/s",
-        "wr'n p99"
+        "wr'n p99",
+        "1/f MB/s",
+        "MB/s x"
     );
     for p in points {
         let mode =
             if p.mode_used == p.key.mode { p.key.mode.clone() } else { format!("{}->{}", p.key.mode, p.mode_used) };
         let _ = writeln!(
             s,
-            "  {:<8} {:<12} {:<3} {:<8} {:>5} {:>5} | {:>7} {:>8} {:>8} {:>9} {:>8} {:>7} | {:>7} {:>8} {:>8} {:>9} {:>7} {:<13} | {:>6} {:>6} | {:>10} {:>10}",
+            "  {:<8} {:<12} {:<3} {:<8} {:>5} {:>5} | {:>7} {:>8} {:>8} {:>9} {:>8} {:>7} | {:>7} {:>8} {:>8} {:>9} {:>7} {:<13} | {:>6} {:>6} | {:>10} {:>10} | {:>8} {:>6}",
             mode,
             p.key.sync_method,
             yes_no(p.key.preallocate),
@@ -655,6 +679,8 @@ pub fn render(points: &[SweepPoint], plan: &SweepPlan, setup: &Setup) -> String 
             ratio(p.p99_ratio),
             p.fio_written_mb_per_s.map_or("-".into(), num),
             p.fio_written_p99_us.map_or("-".into(), num),
+            p.fio_serial_mb_per_s.map_or("-".into(), num),
+            ratio(p.serial_throughput_ratio),
         );
     }
     let proof: Vec<&SweepPoint> = points.iter().filter(|p| p.proof_met.is_some()).collect();
@@ -838,7 +864,10 @@ mod tests {
         let job = point.fio_job(&r, &plan);
         assert_eq!((job.files, job.bs, job.iodepth), (8, 90_112, 8), "8 x 16 KiB / 88 KiB = 1.45: one write per file");
         let r64 = RunReport { bytes_per_flush: 65_536.0, ..r.clone() };
-        assert_eq!(point.fio_job(&r64, &plan).iodepth, 16, "8 x 16 KiB / 64 KiB: two writes per file");
+        let deeper = point.fio_job(&r64, &plan);
+        assert_eq!(deeper.iodepth, 16, "8 x 16 KiB / 64 KiB: two writes per file");
+        assert_eq!(point.serial_job(&deeper), Some(FilesWrite { iodepth: 8, ..deeper.clone() }));
+        assert_eq!(point.serial_job(&job), None, "one write per file already");
         let appends = SweepPlan { fio_depth: FioDepth::Appends, ..plan.clone() };
         assert_eq!(point.fio_job(&r, &appends).iodepth, 64, "one write per append in flight");
         assert_eq!(job.file_bytes % job.bs, 0);
@@ -893,6 +922,7 @@ mod tests {
             seglog,
             fio: Some(fio_side(fio_mb_per_s, fio_p99_us)),
             fio_written: None,
+            fio_serial: None,
         }
     }
 
@@ -922,9 +952,13 @@ mod tests {
             r.fio_written = Some(fio_side(mb_per_s, 50.0));
             r
         };
+        let with_serial = |mut r: SweepRun, mb_per_s: f64| {
+            r.fio_serial = Some(fio_side(mb_per_s, 80.0));
+            r
+        };
         let runs = vec![
-            with_written(run(def, 0, 100.0, 150.0, 100.0, 100.0), 300.0),
-            with_written(run(def, 1, 96.0, 140.0, 100.0, 100.0), 200.0),
+            with_serial(with_written(run(def, 0, 100.0, 150.0, 100.0, 100.0), 300.0), 125.0),
+            with_serial(with_written(run(def, 1, 96.0, 140.0, 100.0, 100.0), 200.0), 80.0),
             run(def, 2, 50.0, 900.0, 100.0, 100.0),
             run(def8, 0, 90.0, 100.0, 100.0, 100.0),
             run(off, 0, 200.0, 100.0, 100.0, 100.0),
@@ -937,12 +971,16 @@ mod tests {
         assert_eq!(p.proof_met, Some(true), "0.96x and 1.5x are within the bounds");
         assert_eq!((p.fio_written_mb_per_s, p.fio_written_p99_us), (Some(250.0), Some(50.0)));
         assert_eq!(points[1].fio_written_mb_per_s, None);
+        // The ratio is the median of the repetitions' (0.8x and 1.2x), not of the medians.
+        assert_eq!((p.fio_serial_mb_per_s, p.serial_throughput_ratio), (Some(102.5), Some(1.0)));
+        assert_eq!((points[1].fio_serial_mb_per_s, points[1].serial_throughput_ratio), (None, None));
         assert_eq!(points[1].proof_met, Some(false), "0.9x throughput");
         assert_eq!(points[2].proof_met, None, "not the engine's defaults");
         let text = render(&points, &plan, &base_setup());
         assert!(text.contains("[MET   ]  1 partition(s) x 1 in flight: throughput 0.96x"), "{text}");
         assert!(text.contains("[MISSED]  8 partition(s) x 1 in flight: throughput 0.90x fio (short)"), "{text}");
         assert!(text.contains("direct   dsync-writes no  off "), "{text}");
+        assert!(text.contains("1/f MB/s") && text.contains("|      102  1.00x"), "{text}");
         let charts = charts(&points);
         assert_eq!(
             charts.iter().map(|c| c.0).collect::<Vec<_>>(),
