@@ -363,7 +363,12 @@ impl Shard {
                 // doorbell write and no wake-up, and a write completing within it no wake-up.
                 let flushing = self.shared.as_ref().is_some_and(|f| f.started.is_some());
                 let writing = !self.in_flight.is_empty() || flushing;
-                let spin = if writing { io_spin_for(self.io_spin, self.in_flight.len()) } else { self.idle_spin };
+                let spin = if writing {
+                    // Appends waiting for a partition's next write: they queue.
+                    io_spin_for(self.io_spin, self.in_flight.len(), !self.waiting.is_empty())
+                } else {
+                    self.idle_spin
+                };
                 if spin.as_nanos() > 0 {
                     let until = std::time::Instant::now() + spin;
                     let work = |s: &Self| {
@@ -1426,7 +1431,9 @@ const MIN_ZERO_FILL_SHARE: u32 = 256 << 10;
 const BUSY_ZERO_FILL_LEAD: u64 = 1 << 20;
 
 /// How long a shard with writes in flight polls before sleeping, given how many partitions have
-/// a write in flight: the configured `io_spin_us` while at most one has, none past that.
+/// a write in flight and whether appends wait for a partition's next write (`queued`): the
+/// configured `io_spin_us` while at most one partition writes and no append waits, none
+/// otherwise.
 ///
 /// The spin yields the core on each round, but the writes that block (those that allocate, on
 /// ext4) run on io-wq workers bound to the shard's core, one per file written: with several
@@ -1434,9 +1441,13 @@ const BUSY_ZERO_FILL_LEAD: u64 = 1 << 20;
 /// waits for. Measured on one virtio disk (docs/benchmarks.md, "The shard's spin by load"):
 /// with this rule 8 partitions with 8 appends in flight each had a p99 of 0.94x fio's against
 /// 1.84x spinning, and 8 with one in flight 2.2x against 4.5x; one partition, which never
-/// spinning cost a tenth of its throughput, keeps the spin.
-fn io_spin_for(configured: Duration, partitions_writing: usize) -> Duration {
-    if partitions_writing <= 1 {
+/// spinning cost a tenth of its throughput, keeps the spin. But not while its appends queue:
+/// its next write then follows at once and the shard would spin through nearly all of it, and
+/// on a virtual machine whose CPU is capped that spends the budget its disk needs (1 partition x
+/// 8 appends in flight: the disk stalled 15-20 ms every 100 ms, an append p99.9 of 18-20 ms
+/// against 5.5 ms without the spin; docs/benchmarks.md, "What bounds 1 x 8 on this disk").
+fn io_spin_for(configured: Duration, partitions_writing: usize, queued: bool) -> Duration {
+    if partitions_writing <= 1 && !queued {
         configured
     } else {
         Duration::ZERO
@@ -1647,11 +1658,12 @@ mod tests {
     #[test]
     fn the_io_spin_holds_only_while_one_partition_writes() {
         let spin = Duration::from_micros(200);
-        assert_eq!(io_spin_for(spin, 0), spin, "a flush alone");
-        assert_eq!(io_spin_for(spin, 1), spin);
-        assert_eq!(io_spin_for(spin, 2), Duration::ZERO);
-        assert_eq!(io_spin_for(spin, 64), Duration::ZERO);
-        assert_eq!(io_spin_for(Duration::ZERO, 1), Duration::ZERO);
+        assert_eq!(io_spin_for(spin, 0, false), spin, "a flush alone");
+        assert_eq!(io_spin_for(spin, 1, false), spin);
+        assert_eq!(io_spin_for(spin, 1, true), Duration::ZERO, "appends queue behind the write");
+        assert_eq!(io_spin_for(spin, 2, false), Duration::ZERO);
+        assert_eq!(io_spin_for(spin, 64, false), Duration::ZERO);
+        assert_eq!(io_spin_for(Duration::ZERO, 1, false), Duration::ZERO);
     }
 
     #[test]
