@@ -19,8 +19,9 @@ zeros is), and prints MB/s and the write latency p50/p99 of each way, alternated
   block can only be written after the write before it.
 
 Threads release the GIL in pwrite, so the device sees the depth asked for; the figures are the
-device's, not the engine's. `patched` starts a thread per logical write (tens of microseconds
-each in CPython), a small part of its 0.5-0.7 ms per logical write on the disk measured. DIR must not be tmpfs (O_DIRECT there is a memory copy). The file
+device's, not the engine's. `patched` starts a thread per logical write: about 100 us to start
+and join one in CPython here, against its 0.6 ms per logical write, so part of its shortfall may
+be the probe's own; two durable writes per logical write explain the rest. DIR must not be tmpfs (O_DIRECT there is a memory copy). The file
 (`one-file-dsync-probe.dat`) is removed at the end.
 """
 
